@@ -1,0 +1,44 @@
+//! What the UI asks for. The UI pushes these; [`super::logic`] applies them between frames.
+
+use super::state::{Selection, Tab};
+use crate::store::CaseFilter;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Open a library folder or `.sqlite` file.
+    OpenLibrary(PathBuf),
+    /// Ask for a library with the file dialog.
+    PickLibrary,
+    /// Import a folder of images into the open library (background job).
+    ImportFolder(PathBuf),
+    /// Ask for a folder to import with the file dialog.
+    PickImportFolder,
+    /// Ask for image files to view with the file dialog.
+    PickImages,
+    /// Files or folders dropped on the window.
+    Dropped(Vec<PathBuf>),
+    /// Import the opened (not yet imported) files.
+    ImportOpenedFiles,
+    Select(Selection),
+    /// Move the selection up (-1) or down (+1) the browser's rows.
+    MoveSelection(i32),
+    /// Focus view `i` of the selection (or back to the grid with `None`).
+    Focus(Option<usize>),
+    /// Step the focused view forward/backward.
+    StepView(i32),
+    SetFilter(CaseFilter),
+    ShowTab(Tab),
+    /// Set a polyp's label (`None` clears it).
+    SetPolypLabel {
+        polyp_id: i64,
+        key: String,
+        value: Option<String>,
+    },
+    /// The name written into the audit log for label changes.
+    SetReviewer(String),
+    Undo,
+    Redo,
+    CancelJob(u64),
+    DismissToast(usize),
+}

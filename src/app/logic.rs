@@ -1,0 +1,451 @@
+//! Applies commands to the state and drains the engine and loader channels.
+
+use super::state::{Details, LabelEdit, Library, Selection, ToastLevel};
+use super::{App, Command};
+use crate::data::images;
+use crate::data::import::{ImportLayout, ImportOptions};
+use crate::engine::loader::ImageKey;
+use crate::engine::{Job, JobDone, JobOutput};
+use crate::store::{self, OpenMode, Store, TargetKind};
+use std::path::{Path, PathBuf};
+
+impl App {
+    pub(super) fn poll(&mut self, ctx: &egui::Context) {
+        for done in self.engine.poll() {
+            self.job_finished(done);
+        }
+        for loaded in self.loader.poll() {
+            self.textures.insert_full(ctx, loaded.key, loaded.result);
+        }
+        let wanted: Vec<ImageKey> = self
+            .textures
+            .wanted
+            .iter()
+            .filter(|k| !self.textures.pending.contains(*k))
+            .cloned()
+            .collect();
+        for key in wanted {
+            let path = match &key {
+                ImageKey::Media(id) => self.state.library.as_ref().and_then(|lib| {
+                    lib.store
+                        .media(*id)
+                        .ok()
+                        .flatten()
+                        .map(|m| lib.store.media_path(&m))
+                }),
+                ImageKey::File(p) => Some(p.clone()),
+            };
+            match path {
+                Some(path) => {
+                    if self.loader.request(key.clone(), path) {
+                        self.textures.pending.insert(key);
+                    }
+                }
+                None => self.textures.insert_full(ctx, key, Err("not in the library".into())),
+            }
+        }
+        let now = std::time::Instant::now();
+        self.state.toasts.retain(|t| !t.expired(now));
+    }
+
+    pub(super) fn apply(&mut self, command: Command) {
+        match command {
+            Command::OpenLibrary(path) => self.open_library(&path),
+            Command::PickLibrary => {
+                if let Some(path) = rfd::FileDialog::new()
+                    .set_title("Open an EndoTwin library (folder or library.sqlite)")
+                    .pick_folder()
+                {
+                    self.open_library(&path);
+                }
+            }
+            Command::ImportFolder(path) => self.import_folder(path),
+            Command::PickImportFolder => {
+                if let Some(path) = rfd::FileDialog::new()
+                    .set_title("Import a folder of images")
+                    .pick_folder()
+                {
+                    self.import_folder(path);
+                }
+            }
+            Command::PickImages => {
+                if let Some(paths) = rfd::FileDialog::new()
+                    .set_title("Open images")
+                    .add_filter("images", &["png", "jpg", "jpeg", "bmp", "tif", "tiff"])
+                    .pick_files()
+                {
+                    self.apply(Command::Dropped(paths));
+                }
+            }
+            Command::Dropped(paths) => self.dropped(paths),
+            Command::ImportOpenedFiles => self.import_opened_files(),
+            Command::Select(selection) => self.select(selection),
+            Command::MoveSelection(delta) => {
+                let rows = self.state.visible_rows();
+                if rows.is_empty() {
+                    return;
+                }
+                let current = rows.iter().position(|r| *r == self.state.selection);
+                let next = match current {
+                    Some(i) => (i as i64 + delta as i64).clamp(0, rows.len() as i64 - 1) as usize,
+                    None => 0,
+                };
+                self.select(rows[next]);
+            }
+            Command::Focus(index) => {
+                self.state.focused = index.filter(|i| *i < self.media_len());
+            }
+            Command::StepView(delta) => {
+                let n = self.media_len();
+                if n > 0 {
+                    let i = self.state.focused.unwrap_or(0) as i64 + delta as i64;
+                    self.state.focused = Some(i.rem_euclid(n as i64) as usize);
+                    }
+            }
+            Command::SetFilter(filter) => {
+                self.state.filter = filter;
+                self.refresh_tree();
+            }
+            Command::ShowTab(tab) => self.state.tab = tab,
+            Command::SetPolypLabel {
+                polyp_id,
+                key,
+                value,
+            } => {
+                if let Some(old) = self.set_label(polyp_id, &key, value.clone()) {
+                    self.state.undo.push(LabelEdit {
+                        polyp_id,
+                        key,
+                        old,
+                        new: value,
+                    });
+                    self.state.redo.clear();
+                }
+            }
+            Command::SetReviewer(name) => self.state.reviewer = name,
+            Command::Undo => {
+                if let Some(edit) = self.state.undo.pop() {
+                    if self.set_label(edit.polyp_id, &edit.key, edit.old.clone()).is_some() {
+                        self.state.redo.push(edit);
+                    }
+                }
+            }
+            Command::Redo => {
+                if let Some(edit) = self.state.redo.pop() {
+                    if self.set_label(edit.polyp_id, &edit.key, edit.new.clone()).is_some() {
+                        self.state.undo.push(edit);
+                    }
+                }
+            }
+            Command::CancelJob(id) => {
+                if let Some(job) = self.engine.active().iter().find(|j| j.id == id) {
+                    job.progress.cancel();
+                }
+            }
+            Command::DismissToast(i) => {
+                if i < self.state.toasts.len() {
+                    self.state.toasts.remove(i);
+                }
+            }
+        }
+    }
+
+    fn media_len(&self) -> usize {
+        match self.state.selection {
+            Selection::OpenedFiles => self.state.opened_files.len(),
+            _ => self.state.details.media.len(),
+        }
+    }
+
+    fn open_library(&mut self, path: &Path) {
+        match Store::open(path, OpenMode::Existing).and_then(|store| load_library(store, path)) {
+            Ok(mut lib) => {
+                lib.tree = lib.store.case_tree(&self.state.filter).unwrap_or_default();
+                if lib.store.is_read_only() {
+                    self.state.toast(
+                        ToastLevel::Warning,
+                        format!("{}: library is read-only; labelling is disabled", path.display()),
+                    );
+                }
+                let needs_thumbs = !lib.store.is_read_only()
+                    && lib
+                        .store
+                        .media_without_thumbnail()
+                        .map(|m| !m.is_empty())
+                        .unwrap_or(false);
+                let db = lib.store.db_path().to_path_buf();
+                self.state.library = Some(lib);
+                self.textures.clear();
+                self.state.undo.clear();
+                self.state.redo.clear();
+                self.select(Selection::Nothing);
+                if needs_thumbs {
+                    self.submit("thumbnails", db, Job::Thumbnails);
+                }
+            }
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    fn submit(&mut self, name: &str, library: PathBuf, job: Job) {
+        if let Err(e) = self.engine.submit(name, library, job) {
+            self.state.toast(ToastLevel::Error, e.to_string());
+        }
+    }
+
+    fn import_folder(&mut self, path: PathBuf) {
+        let Some(lib) = &self.state.library else {
+            self.state
+                .toast(ToastLevel::Error, "open a library before importing");
+            return;
+        };
+        if lib.store.is_read_only() {
+            self.state.toast(
+                ToastLevel::Error,
+                format!("{}: library is read-only; cannot import", lib.path.display()),
+            );
+            return;
+        }
+        let db = lib.store.db_path().to_path_buf();
+        self.submit(
+            &format!("import {}", path.display()),
+            db,
+            Job::Import {
+                layout: ImportLayout::Images,
+                path,
+                options: ImportOptions::default(),
+            },
+        );
+    }
+
+    fn import_opened_files(&mut self) {
+        let files = self.state.opened_files.clone();
+        let Some(lib) = &self.state.library else {
+            self.state.toast(ToastLevel::Error, "open a library before importing");
+            return;
+        };
+        let db = lib.store.db_path().to_path_buf();
+        self.submit(
+            &format!("import {} images", files.len()),
+            db,
+            Job::ImportFiles {
+                files,
+                options: ImportOptions::default(),
+            },
+        );
+    }
+
+    fn dropped(&mut self, paths: Vec<PathBuf>) {
+        let mut images_in = Vec::new();
+        for path in paths {
+            let is_library = path.join(store::DB_FILE).exists()
+                || path
+                    .extension()
+                    .is_some_and(|e| e == "sqlite" || e == "db");
+            if is_library {
+                self.open_library(&path);
+            } else if path.is_dir() {
+                self.import_folder(path);
+            } else if images::has_image_extension(&path) {
+                images_in.push(path);
+            } else {
+                self.state.toast(
+                    ToastLevel::Error,
+                    format!(
+                        "{}: not an image (png, jpg, bmp, tif), a folder or a library",
+                        path.display()
+                    ),
+                );
+            }
+        }
+        if !images_in.is_empty() {
+            self.state.opened_files = images_in;
+            self.select(Selection::OpenedFiles);
+        }
+    }
+
+    /// Sets a polyp label through the store (one transaction plus an audit row). Returns the
+    /// previous value, or `None` when the change failed (the toast says why).
+    fn set_label(&mut self, polyp_id: i64, key: &str, value: Option<String>) -> Option<Option<String>> {
+        let reviewer = self.state.reviewer.clone();
+        let lib = self.state.library.as_mut()?;
+        match lib
+            .store
+            .set_label(&reviewer, TargetKind::Polyp, polyp_id, key, value.as_deref())
+        {
+            Ok(old) => {
+                self.refresh_tree();
+                self.load_details();
+                Some(old)
+            }
+            Err(e) => {
+                self.state.toast(ToastLevel::Error, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn select(&mut self, selection: Selection) {
+        self.state.selection = selection;
+        self.state.focused = None;
+        self.load_details();
+    }
+
+    fn refresh_tree(&mut self) {
+        let Some(lib) = &mut self.state.library else {
+            return;
+        };
+        let tree = lib.store.case_tree(&self.state.filter);
+        if let Ok(stats) = lib.store.stats() {
+            lib.stats = stats;
+        }
+        match tree {
+            Ok(tree) => lib.tree = tree,
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    fn load_details(&mut self) {
+        let selection = self.state.selection;
+        let details = match (&self.state.library, selection) {
+            (_, Selection::Nothing) => Ok(Details::default()),
+            (_, Selection::OpenedFiles) => Ok(Details {
+                title: format!("{} opened images", self.state.opened_files.len()),
+                fields: vec![(
+                    "Note".into(),
+                    "Not in the library yet: Import adds them.".into(),
+                )],
+                ..Default::default()
+            }),
+            (Some(lib), sel) => details_for(&lib.store, sel),
+            (None, _) => Ok(Details::default()),
+        };
+        match details {
+            Ok(d) => self.state.details = d,
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    fn job_finished(&mut self, done: JobDone) {
+        match done.result {
+            Ok(JobOutput::Imported(report)) => {
+                self.state.toast(
+                    if report.skipped.is_empty() {
+                        ToastLevel::Info
+                    } else {
+                        ToastLevel::Warning
+                    },
+                    format!("{}: {}", done.name, report.summary()),
+                );
+                for p in report.skipped.iter().take(5) {
+                    self.state
+                        .toast(ToastLevel::Warning, format!("skipped {p}"));
+                }
+                self.refresh_tree();
+                self.refresh_histology_options();
+            }
+            Ok(JobOutput::Thumbnails { made, failed }) => {
+                if !failed.is_empty() {
+                    self.state.toast(
+                        ToastLevel::Warning,
+                        format!("{made} thumbnails made; {} media could not be read: {}", failed.len(), failed[0]),
+                    );
+                }
+                self.textures.clear();
+            }
+            Ok(JobOutput::DeviceCheck { values }) => self
+                .state
+                .toast(ToastLevel::Info, format!("device check: {values:?}")),
+            Err(e) => self
+                .state
+                .toast(ToastLevel::Error, format!("{} failed: {e}", done.name)),
+        }
+    }
+
+    fn refresh_histology_options(&mut self) {
+        if let Some(lib) = &mut self.state.library {
+            lib.histologies = lib.store.histologies().unwrap_or_default();
+            lib.locations = lib.store.locations().unwrap_or_default();
+        }
+    }
+}
+
+fn load_library(store: Store, path: &Path) -> store::Result<Library> {
+    Ok(Library {
+        stats: store.stats()?,
+        histologies: store.histologies()?,
+        locations: store.locations()?,
+        tree: Vec::new(),
+        path: path.to_path_buf(),
+        store,
+    })
+}
+
+/// Everything the viewer and details panel show for a selection, read in one go.
+fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
+    let mut d = Details::default();
+    match selection {
+        Selection::Examination(id) => {
+            let Some(exam) = store.examination(id)? else {
+                return Ok(d);
+            };
+            d.title = format!("Examination {}", exam.code);
+            d.fields = vec![
+                ("Patient".into(), exam.patient.clone().unwrap_or_else(|| "—".into())),
+                ("Kind".into(), exam.kind.clone()),
+                ("Date".into(), exam.date.clone().unwrap_or_else(|| "—".into())),
+                ("Source".into(), exam.source.clone()),
+            ];
+            d.sentences = store.report_sentences(id)?;
+            d.media = store.loose_frames(id)?;
+        }
+        Selection::Polyp(id) => {
+            let Some(p) = store.polyp(id)? else {
+                return Ok(d);
+            };
+            d.title = format!("Polyp {}", p.code);
+            let exam = store.examination(p.examination_id)?;
+            d.fields = vec![
+                ("Examination".into(), exam.map(|e| e.code).unwrap_or_default()),
+                ("Location".into(), p.location.clone().unwrap_or_else(|| "—".into())),
+                (
+                    "Size".into(),
+                    p.size_mm.map(|s| format!("{s:.0} mm")).unwrap_or_else(|| "—".into()),
+                ),
+                ("Paris class".into(), p.paris.clone().unwrap_or_else(|| "—".into())),
+                ("Histology".into(), p.histology.clone().unwrap_or_else(|| "unknown".into())),
+                (
+                    "Vienna class".into(),
+                    p.vienna_class.map(|v| v.to_string()).unwrap_or_else(|| "—".into()),
+                ),
+                ("Views".into(), p.view_count.to_string()),
+            ];
+            d.attributes = store.attributes(id)?;
+            d.sentences = store
+                .report_sentences(p.examination_id)?
+                .into_iter()
+                .filter(|s| s.polyp_id.is_none_or(|pid| pid == id))
+                .collect();
+            d.audit = store.audit_history(TargetKind::Polyp, id)?;
+            d.media = store.polyp_views(id)?;
+            d.polyp = Some(p);
+        }
+        Selection::Video(id) => {
+            let Some(v) = store.videos()?.into_iter().find(|v| v.id == id) else {
+                return Ok(d);
+            };
+            d.title = format!("Video {}", v.code);
+            d.fields = vec![
+                ("Frames".into(), v.frame_count.to_string()),
+                ("FPS".into(), format!("{:.0}", v.fps)),
+                ("Tracklets".into(), v.tracklet_count.to_string()),
+            ];
+            let frames = store.video_frames(id)?;
+            d.frame_indices = frames.iter().map(|(i, _)| *i).collect();
+            d.media = frames.into_iter().map(|(_, m)| m).collect();
+            d.boxes = store.video_boxes(id)?;
+        }
+        Selection::Nothing | Selection::OpenedFiles => {}
+    }
+    Ok(d)
+}

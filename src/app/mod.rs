@@ -1,0 +1,136 @@
+//! The eframe GUI. `ui/` draws [`AppState`] and pushes [`Command`]s; `logic` drains the
+//! engine's channels and applies the commands. The UI thread never runs burn and never does
+//! I/O longer than a small SQLite read.
+
+mod command;
+mod logic;
+mod state;
+mod textures;
+mod ui;
+
+pub use command::Command;
+pub use state::{AppState, Selection, Tab, ToastLevel};
+
+use crate::compute::{self, BackendPref, Compute};
+use crate::engine::Engine;
+use crate::engine::loader::ImageLoader;
+use std::path::PathBuf;
+use std::sync::Arc;
+use textures::Textures;
+
+pub struct App {
+    pub state: AppState,
+    engine: Engine,
+    loader: ImageLoader,
+    textures: Textures,
+    commands: Vec<Command>,
+}
+
+impl App {
+    /// Builds the app inside eframe: burn shares egui's wgpu device when one is used.
+    pub fn new(cc: &eframe::CreationContext<'_>, library: PathBuf, pref: BackendPref) -> App {
+        let (compute, warning) = match &cc.wgpu_render_state {
+            Some(rs) => match compute::select_shared(
+                pref,
+                rs.instance.clone(),
+                rs.adapter.clone(),
+                rs.device.clone(),
+                rs.queue.clone(),
+            ) {
+                Ok(c) => (c, None),
+                Err(e) => (
+                    Compute::cpu(Some(e.to_string())),
+                    Some(format!("{e}; running on the CPU")),
+                ),
+            },
+            None => (Compute::cpu(Some("no wgpu renderer".into())), None),
+        };
+        let mut app = App::with_compute(&cc.egui_ctx, compute, Some(library));
+        if let Some(w) = warning {
+            app.state.toast(ToastLevel::Warning, w);
+        }
+        app
+    }
+
+    /// Builds the app on a given backend (tests, and `new`).
+    pub fn with_compute(ctx: &egui::Context, compute: Compute, library: Option<PathBuf>) -> App {
+        let repaint_ctx = ctx.clone();
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || repaint_ctx.request_repaint());
+        let mut state = AppState::new(compute.summary());
+        if let Some(note) = &compute.note {
+            state.backend_summary = format!("{} ({note})", compute.summary());
+        }
+        let mut app = App {
+            state,
+            engine: Engine::start(compute, Some(notify.clone())),
+            loader: ImageLoader::start(Some(notify)),
+            textures: Textures::default(),
+            commands: Vec::new(),
+        };
+        if let Some(path) = library {
+            app.apply(Command::OpenLibrary(path));
+        }
+        app
+    }
+
+    /// Queues a command as if the UI had emitted it (tests drive the app this way too).
+    pub fn send(&mut self, command: Command) {
+        self.commands.push(command);
+    }
+
+    /// Runs one round of logic: finished jobs, loaded images, queued commands.
+    pub fn tick(&mut self, ctx: &egui::Context) {
+        self.poll(ctx);
+        for command in std::mem::take(&mut self.commands) {
+            self.apply(command);
+        }
+    }
+
+    /// Whether background jobs are still running (tests wait on this).
+    pub fn busy(&self) -> bool {
+        !self.engine.active().is_empty()
+    }
+}
+
+impl eframe::App for App {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        self.tick(ctx);
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.textures.begin_frame();
+        ui::draw(
+            ui,
+            &self.state,
+            self.engine.active(),
+            &mut self.textures,
+            &mut self.commands,
+        );
+        if !self.commands.is_empty() || !self.textures.wanted.is_empty() {
+            ui.ctx().request_repaint();
+        }
+    }
+}
+
+/// Starts the native window on `library`.
+pub fn run_native(library: PathBuf, pref: BackendPref) -> anyhow::Result<()> {
+    let mut wgpu_options = eframe::egui_wgpu::WgpuConfiguration::default();
+    if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut wgpu_options.wgpu_setup {
+        create.device_descriptor = Arc::new(compute::shared_device_descriptor);
+    }
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("EndoTwin")
+            .with_inner_size([1400.0, 860.0])
+            .with_min_inner_size([900.0, 560.0])
+            .with_drag_and_drop(true),
+        wgpu_options,
+        ..Default::default()
+    };
+    eframe::run_native(
+        "EndoTwin",
+        options,
+        Box::new(move |cc| Ok(Box::new(App::new(cc, library, pref)))),
+    )
+    .map_err(|e| anyhow::anyhow!("could not start the window: {e}"))
+}

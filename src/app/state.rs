@@ -1,0 +1,181 @@
+//! Everything the UI draws from. The UI reads it and emits [`Command`](super::Command)s; only
+//! [`logic`](super::logic) changes it.
+
+use crate::store::{
+    AuditEntry, CaseFilter, ExamNode, LibraryStats, MediaRow, PolypRow, SentenceRow, Store,
+};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// What the user is looking at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Selection {
+    #[default]
+    Nothing,
+    Examination(i64),
+    Polyp(i64),
+    Video(i64),
+    /// Images opened from disk or dropped in, not (yet) in the library.
+    OpenedFiles,
+}
+
+/// The tabs of the central area. All but the viewer belong to later capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tab {
+    #[default]
+    Viewer,
+    Twins,
+    Prompts,
+    Tracklets,
+    Training,
+    Labelling,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 6] = [
+        Tab::Viewer,
+        Tab::Twins,
+        Tab::Prompts,
+        Tab::Tracklets,
+        Tab::Training,
+        Tab::Labelling,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Viewer => "Viewer",
+            Tab::Twins => "Digital twins",
+            Tab::Prompts => "Text prompts",
+            Tab::Tracklets => "Tracklets",
+            Tab::Training => "Training",
+            Tab::Labelling => "Labelling",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToastLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone)]
+pub struct Toast {
+    pub level: ToastLevel,
+    pub text: String,
+    pub created: Instant,
+}
+
+impl Toast {
+    /// Errors stay until dismissed; the rest fade after a few seconds.
+    pub fn expired(&self, now: Instant) -> bool {
+        let secs = match self.level {
+            ToastLevel::Info => 5.0,
+            ToastLevel::Warning => 10.0,
+            ToastLevel::Error => return false,
+        };
+        now.duration_since(self.created).as_secs_f32() > secs
+    }
+}
+
+/// The open library and what the browser shows of it.
+pub struct Library {
+    pub store: Store,
+    pub path: PathBuf,
+    pub tree: Vec<ExamNode>,
+    pub stats: LibraryStats,
+    pub histologies: Vec<String>,
+    pub locations: Vec<String>,
+}
+
+/// Details of the current selection, loaded once when it changes.
+#[derive(Debug, Clone, Default)]
+pub struct Details {
+    pub title: String,
+    pub fields: Vec<(String, String)>,
+    pub attributes: Vec<(String, String)>,
+    pub sentences: Vec<SentenceRow>,
+    pub audit: Vec<AuditEntry>,
+    pub polyp: Option<PolypRow>,
+    /// Media shown in the viewer, in order.
+    pub media: Vec<MediaRow>,
+    /// For videos: frame index of each media item.
+    pub frame_indices: Vec<i64>,
+    pub boxes: Vec<crate::store::BoxRow>,
+}
+
+/// A label change that can be undone and redone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelEdit {
+    pub polyp_id: i64,
+    pub key: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+pub struct AppState {
+    pub library: Option<Library>,
+    pub filter: CaseFilter,
+    pub selection: Selection,
+    pub details: Details,
+    pub tab: Tab,
+    /// Index into `details.media` of the image shown large; `None` shows the grid.
+    pub focused: Option<usize>,
+    pub toasts: Vec<Toast>,
+    pub reviewer: String,
+    pub undo: Vec<LabelEdit>,
+    pub redo: Vec<LabelEdit>,
+    /// Paths of images opened from disk or dropped in.
+    pub opened_files: Vec<PathBuf>,
+    /// Decoded opened files by index, for the viewer (small, kept in memory).
+    pub opened_errors: HashMap<PathBuf, String>,
+    pub backend_summary: String,
+}
+
+impl AppState {
+    pub fn new(backend_summary: String) -> AppState {
+        AppState {
+            library: None,
+            filter: CaseFilter::default(),
+            selection: Selection::Nothing,
+            details: Details::default(),
+            tab: Tab::Viewer,
+            focused: None,
+            toasts: Vec::new(),
+            reviewer: std::env::var("USER").unwrap_or_else(|_| "reviewer".into()),
+            undo: Vec::new(),
+            redo: Vec::new(),
+            opened_files: Vec::new(),
+            opened_errors: HashMap::new(),
+            backend_summary,
+        }
+    }
+
+    pub fn toast(&mut self, level: ToastLevel, text: impl Into<String>) {
+        let text = text.into();
+        if level != ToastLevel::Info {
+            eprintln!("{level:?}: {text}");
+        }
+        self.toasts.push(Toast {
+            level,
+            text,
+            created: Instant::now(),
+        });
+    }
+
+    /// The browser's rows in display order, for arrow-key navigation.
+    pub fn visible_rows(&self) -> Vec<Selection> {
+        let Some(lib) = &self.library else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        for node in &lib.tree {
+            rows.push(Selection::Examination(node.exam.id));
+            rows.extend(node.polyps.iter().map(|p| Selection::Polyp(p.id)));
+            rows.extend(node.videos.iter().map(|v| Selection::Video(v.id)));
+        }
+        rows
+    }
+}

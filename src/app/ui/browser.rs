@@ -1,0 +1,157 @@
+//! The case browser: search, filters, and examinations → polyps / videos with thumbnails.
+
+use super::super::state::{AppState, Selection};
+use super::super::textures::Textures;
+use super::super::Command;
+use crate::store::CaseFilter;
+
+const THUMB: f32 = 40.0;
+
+pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &mut Vec<Command>) {
+    ui.heading("Cases");
+    let Some(lib) = &state.library else {
+        ui.label("No library is open.");
+        if ui.button("Open library…").clicked() {
+            out.push(Command::PickLibrary);
+        }
+        return;
+    };
+    filters(ui, state, out);
+    ui.separator();
+    let shown_polyps: usize = lib.tree.iter().map(|n| n.polyps.len()).sum();
+    ui.label(format!(
+        "{} examinations, {} polyps shown",
+        lib.tree.len(),
+        shown_polyps
+    ));
+    egui::ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            for node in &lib.tree {
+                let exam_sel = Selection::Examination(node.exam.id);
+                let header = format!(
+                    "{}  ·  {} polyps{}{}",
+                    node.exam.code,
+                    node.polyps.len(),
+                    if node.videos.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} videos", node.videos.len())
+                    },
+                    if node.loose_frame_count > 0 {
+                        format!(", {} frames", node.loose_frame_count)
+                    } else {
+                        String::new()
+                    }
+                );
+                let r = ui.selectable_label(state.selection == exam_sel, egui::RichText::new(header).strong());
+                if r.clicked() {
+                    out.push(Command::Select(exam_sel));
+                }
+                if state.selection == exam_sel {
+                    r.scroll_to_me(None);
+                }
+                ui.indent(("exam", node.exam.id), |ui| {
+                    for p in &node.polyps {
+                        let sel = Selection::Polyp(p.id);
+                        let text = format!(
+                            "{}  {} · {} · {}",
+                            p.code,
+                            p.histology.as_deref().unwrap_or("unknown"),
+                            p.size_mm.map(|s| format!("{s:.0} mm")).unwrap_or_else(|| "? mm".into()),
+                            p.location.as_deref().unwrap_or("?")
+                        );
+                        row(ui, state, textures, lib, p.first_media_id, sel, text, out);
+                    }
+                    for v in &node.videos {
+                        let sel = Selection::Video(v.id);
+                        let text = format!("▶ {}  {} frames", v.code, v.frame_count);
+                        row(ui, state, textures, lib, v.first_media_id, sel, text, out);
+                    }
+                });
+            }
+        });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    textures: &mut Textures,
+    lib: &super::super::state::Library,
+    media_id: Option<i64>,
+    sel: Selection,
+    text: String,
+    out: &mut Vec<Command>,
+) {
+    ui.horizontal(|ui| {
+        let tex = media_id.and_then(|id| textures.thumbnail(ui.ctx(), &lib.store, id));
+        match tex {
+            Some(t) => {
+                ui.add(egui::Image::new(&t).fit_to_exact_size(egui::vec2(THUMB, THUMB)));
+            }
+            None => {
+                ui.allocate_exact_size(egui::vec2(THUMB, THUMB), egui::Sense::hover());
+            }
+        }
+        let r = ui.selectable_label(state.selection == sel, text);
+        if r.clicked() {
+            out.push(Command::Select(sel));
+        }
+        if state.selection == sel {
+            r.scroll_to_me(None);
+        }
+    });
+}
+
+fn filters(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
+    let Some(lib) = &state.library else { return };
+    let mut filter: CaseFilter = state.filter.clone();
+    ui.horizontal(|ui| {
+        ui.label("🔍");
+        ui.add(
+            egui::TextEdit::singleline(&mut filter.text)
+                .hint_text("search code, location, histology…")
+                .desired_width(f32::INFINITY),
+        );
+    });
+    egui::Grid::new("filters").num_columns(2).show(ui, |ui| {
+        ui.label("Pathology");
+        combo(ui, "histology", &mut filter.histology, &lib.histologies);
+        ui.end_row();
+        ui.label("Location");
+        combo(ui, "location", &mut filter.location, &lib.locations);
+        ui.end_row();
+        ui.label("Size (mm)");
+        ui.horizontal(|ui| {
+            size_box(ui, &mut filter.min_size_mm, "min");
+            ui.label("–");
+            size_box(ui, &mut filter.max_size_mm, "max");
+        });
+        ui.end_row();
+    });
+    if filter != state.filter {
+        out.push(Command::SetFilter(filter));
+    }
+}
+
+fn combo(ui: &mut egui::Ui, id: &str, value: &mut Option<String>, options: &[String]) {
+    egui::ComboBox::from_id_salt(id)
+        .selected_text(value.as_deref().unwrap_or("any"))
+        .show_ui(ui, |ui| {
+            ui.selectable_value(value, None, "any");
+            for o in options {
+                ui.selectable_value(value, Some(o.clone()), o);
+            }
+        });
+}
+
+fn size_box(ui: &mut egui::Ui, value: &mut Option<f64>, hint: &str) {
+    let mut v = value.unwrap_or(0.0);
+    let mut on = value.is_some();
+    ui.checkbox(&mut on, hint);
+    if on {
+        ui.add(egui::DragValue::new(&mut v).range(0.0..=100.0).speed(0.5));
+    }
+    *value = on.then_some(v);
+}

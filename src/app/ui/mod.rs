@@ -1,0 +1,164 @@
+//! Drawing only: every function here reads state and pushes commands.
+
+mod browser;
+mod details;
+mod placeholders;
+mod status;
+mod toasts;
+mod viewer;
+
+use super::state::{AppState, Tab};
+use super::textures::Textures;
+use super::Command;
+use crate::engine::JobHandle;
+
+pub fn draw(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    jobs: &[JobHandle],
+    textures: &mut Textures,
+    out: &mut Vec<Command>,
+) {
+    keyboard(ui.ctx(), out);
+    dropped_files(ui.ctx(), out);
+
+    egui::Panel::top("menu").show(ui, |ui| menu_bar(ui, state, out));
+    egui::Panel::bottom("status").show(ui, |ui| status::draw(ui, state, jobs, out));
+    egui::Panel::left("browser")
+        .default_size(300.0)
+        .min_size(220.0)
+        .resizable(true)
+        .show(ui, |ui| browser::draw(ui, state, textures, out));
+    egui::Panel::right("details")
+        .default_size(320.0)
+        .min_size(240.0)
+        .resizable(true)
+        .show(ui, |ui| details::draw(ui, state, out));
+    egui::CentralPanel::default().show(ui, |ui| {
+        ui.horizontal(|ui| {
+            for tab in Tab::ALL {
+                if ui.selectable_label(state.tab == tab, tab.title()).clicked() {
+                    out.push(Command::ShowTab(tab));
+                }
+            }
+        });
+        ui.separator();
+        match state.tab {
+            Tab::Viewer => viewer::draw(ui, state, textures, out),
+            other => placeholders::draw(ui, other),
+        }
+    });
+    toasts::draw(ui.ctx(), state, out);
+}
+
+fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
+    ui.horizontal(|ui| {
+        ui.menu_button("File", |ui| {
+            if ui.button("Open library…").clicked() {
+                out.push(Command::PickLibrary);
+            }
+            if ui.button("Open images…").clicked() {
+                out.push(Command::PickImages);
+            }
+            let writable = state
+                .library
+                .as_ref()
+                .is_some_and(|l| !l.store.is_read_only());
+            if ui
+                .add_enabled(writable, egui::Button::new("Import image folder…"))
+                .clicked()
+            {
+                out.push(Command::PickImportFolder);
+            }
+        });
+        ui.menu_button("Edit", |ui| {
+            if ui
+                .add_enabled(!state.undo.is_empty(), egui::Button::new("Undo label change (Ctrl+Z)"))
+                .clicked()
+            {
+                out.push(Command::Undo);
+            }
+            if ui
+                .add_enabled(!state.redo.is_empty(), egui::Button::new("Redo (Ctrl+Shift+Z)"))
+                .clicked()
+            {
+                out.push(Command::Redo);
+            }
+        });
+        ui.menu_button("Help", |ui| {
+            ui.strong("Keyboard shortcuts");
+            shortcut_list(ui);
+        });
+        ui.separator();
+        ui.strong("EndoTwin");
+        if let Some(lib) = &state.library {
+            ui.label(lib.path.display().to_string());
+        } else {
+            ui.label("no library open — File > Open library…");
+        }
+    });
+}
+
+/// Shortcuts fire only while no text field has the keyboard.
+fn keyboard(ctx: &egui::Context, out: &mut Vec<Command>) {
+    if ctx.egui_wants_keyboard_input() {
+        return;
+    }
+    ctx.input(|i| {
+        use egui::Key;
+        if i.key_pressed(Key::ArrowDown) {
+            out.push(Command::MoveSelection(1));
+        }
+        if i.key_pressed(Key::ArrowUp) {
+            out.push(Command::MoveSelection(-1));
+        }
+        if i.key_pressed(Key::ArrowRight) {
+            out.push(Command::StepView(1));
+        }
+        if i.key_pressed(Key::ArrowLeft) {
+            out.push(Command::StepView(-1));
+        }
+        if i.key_pressed(Key::Escape) {
+            out.push(Command::Focus(None));
+        }
+        if i.modifiers.command && i.key_pressed(Key::Z) {
+            out.push(if i.modifiers.shift {
+                Command::Redo
+            } else {
+                Command::Undo
+            });
+        }
+    });
+}
+
+fn dropped_files(ctx: &egui::Context, out: &mut Vec<Command>) {
+    let paths: Vec<std::path::PathBuf> = ctx.input(|i| {
+        i.raw
+            .dropped_files
+            .iter()
+            .map(|f| f.path().to_path_buf())
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    });
+    if !paths.is_empty() {
+        out.push(Command::Dropped(paths));
+    }
+}
+
+/// The shortcuts, listed where the user can see them.
+pub fn shortcut_list(ui: &mut egui::Ui) {
+    egui::Grid::new("shortcuts").show(ui, |ui| {
+        for (k, v) in [
+            ("↑ / ↓", "previous / next case in the browser"),
+            ("← / →", "previous / next view"),
+            ("Esc", "back to the view grid"),
+            ("Ctrl+Z / Ctrl+Shift+Z", "undo / redo a label change"),
+            ("scroll / drag", "zoom / pan the focused image"),
+            ("double-click", "reset zoom"),
+        ] {
+            ui.monospace(k);
+            ui.label(v);
+            ui.end_row();
+        }
+    });
+}

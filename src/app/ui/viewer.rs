@@ -1,0 +1,233 @@
+//! The image viewer: a grid of the selection's views, or one view large with zoom and pan.
+//! Zoom and pan are view-local UI state (egui memory), reset by a double-click.
+
+use super::super::state::{AppState, Selection};
+use super::super::textures::Textures;
+use super::super::Command;
+use crate::engine::loader::ImageKey;
+use crate::store::BoxRow;
+use egui::{Color32, Rect, Sense, Stroke, StrokeKind, Vec2, pos2};
+
+#[derive(Clone, Copy, Debug)]
+struct ZoomPan {
+    zoom: f32,
+    pan: Vec2,
+}
+
+impl Default for ZoomPan {
+    fn default() -> Self {
+        ZoomPan {
+            zoom: 1.0,
+            pan: Vec2::ZERO,
+        }
+    }
+}
+
+pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &mut Vec<Command>) {
+    let keys: Vec<(ImageKey, String)> = match state.selection {
+        Selection::OpenedFiles => state
+            .opened_files
+            .iter()
+            .map(|p| {
+                (
+                    ImageKey::File(p.clone()),
+                    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                )
+            })
+            .collect(),
+        _ => state
+            .details
+            .media
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let label = match state.selection {
+                    Selection::Video(_) => format!(
+                        "frame {}",
+                        state.details.frame_indices.get(i).copied().unwrap_or(i as i64)
+                    ),
+                    Selection::Polyp(_) => format!("view {}", i + 1),
+                    _ => m
+                        .source_path
+                        .rsplit(['/', '\\'])
+                        .next()
+                        .unwrap_or("")
+                        .to_string(),
+                };
+                (ImageKey::Media(m.id), label)
+            })
+            .collect(),
+    };
+    ui.horizontal(|ui| {
+        ui.heading(if state.details.title.is_empty() {
+            "Nothing selected"
+        } else {
+            &state.details.title
+        });
+        if state.selection == Selection::OpenedFiles {
+            let writable = state.library.as_ref().is_some_and(|l| !l.store.is_read_only());
+            if ui
+                .add_enabled(writable, egui::Button::new("Import into library"))
+                .clicked()
+            {
+                out.push(Command::ImportOpenedFiles);
+            }
+        }
+    });
+    if keys.is_empty() {
+        ui.add_space(20.0);
+        ui.label(match state.selection {
+            Selection::Nothing => {
+                "Select a case in the browser (↑/↓), open images (File > Open images…) or drop images, folders or a library here."
+            }
+            _ => "No images for this selection.",
+        });
+        return;
+    }
+    let is_video = matches!(state.selection, Selection::Video(_));
+    let focused = state.focused.or(is_video.then_some(0));
+    match focused {
+        Some(i) if i < keys.len() => {
+            ui.horizontal(|ui| {
+                if !is_video && ui.button("⬅ all views").clicked() {
+                    out.push(Command::Focus(None));
+                }
+                ui.label(format!("{} ({}/{})", keys[i].1, i + 1, keys.len()));
+                if is_video {
+                    let mut frame = i;
+                    let slider = egui::Slider::new(&mut frame, 0..=keys.len() - 1).text("frame");
+                    if ui.add(slider).changed() {
+                        out.push(Command::Focus(Some(frame)));
+                    }
+                }
+            });
+            let boxes: Vec<&BoxRow> = if is_video {
+                let frame_index = state.details.frame_indices.get(i).copied();
+                state
+                    .details
+                    .boxes
+                    .iter()
+                    .filter(|b| Some(b.frame_index) == frame_index)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            focused_image(ui, textures, &keys[i].0, &boxes, state);
+        }
+        _ => grid(ui, textures, &keys, out),
+    }
+}
+
+fn grid(ui: &mut egui::Ui, textures: &mut Textures, keys: &[(ImageKey, String)], out: &mut Vec<Command>) {
+    let avail = ui.available_width();
+    let cols = ((avail / 260.0).floor() as usize).clamp(1, 4);
+    let cell = (avail / cols as f32) - 12.0;
+    egui::ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
+        egui::Grid::new("views").spacing([8.0, 8.0]).show(ui, |ui| {
+            for (i, (key, label)) in keys.iter().enumerate() {
+                ui.vertical(|ui| {
+                    let (rect, resp) = ui.allocate_exact_size(Vec2::splat(cell), Sense::click());
+                    paint_fitted(ui, textures, key, rect, 1.0, Vec2::ZERO, &[]);
+                    if resp.hovered() {
+                        ui.painter().rect_stroke(rect, 2.0, Stroke::new(2.0, Color32::LIGHT_BLUE), StrokeKind::Inside);
+                    }
+                    if resp.clicked() {
+                        out.push(Command::Focus(Some(i)));
+                    }
+                    ui.label(label);
+                });
+                if (i + 1) % cols == 0 {
+                    ui.end_row();
+                }
+            }
+        });
+    });
+}
+
+fn focused_image(
+    ui: &mut egui::Ui,
+    textures: &mut Textures,
+    key: &ImageKey,
+    boxes: &[&BoxRow],
+    state: &AppState,
+) {
+    let id = ui.scope_id().with(("zoompan", format!("{key:?}"), format!("{:?}", state.selection)));
+    let mut zp: ZoomPan = ui.data(|d| d.get_temp(id)).unwrap_or_default();
+    let size = ui.available_size();
+    let (rect, resp) = ui.allocate_exact_size(size, Sense::click_and_drag());
+    if resp.hovered() {
+        let scroll = ui.input(|i| i.smooth_scroll_delta.y);
+        if scroll != 0.0 {
+            zp.zoom = (zp.zoom * (1.0 + scroll * 0.002)).clamp(0.2, 20.0);
+        }
+    }
+    if resp.dragged() {
+        zp.pan += resp.drag_delta();
+    }
+    if resp.double_clicked() {
+        zp = ZoomPan::default();
+    }
+    ui.data_mut(|d| d.insert_temp(id, zp));
+    paint_fitted(ui, textures, key, rect, zp.zoom, zp.pan, boxes);
+}
+
+/// Paints the image fitted into `rect` (aspect kept), zoomed about the centre and panned.
+fn paint_fitted(
+    ui: &mut egui::Ui,
+    textures: &mut Textures,
+    key: &ImageKey,
+    rect: Rect,
+    zoom: f32,
+    pan: Vec2,
+    boxes: &[&BoxRow],
+) {
+    let painter = ui.painter_at(rect);
+    painter.rect_filled(rect, 2.0, Color32::from_gray(12));
+    let tex = match textures.full(key) {
+        Some(Ok(t)) => t.clone(),
+        Some(Err(e)) => {
+            painter.text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("cannot show image:\n{e}"),
+                egui::FontId::proportional(13.0),
+                Color32::LIGHT_RED,
+            );
+            return;
+        }
+        None => {
+            painter.text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                "loading…",
+                egui::FontId::proportional(13.0),
+                Color32::GRAY,
+            );
+            return;
+        }
+    };
+    let [w, h] = tex.size();
+    let scale = (rect.width() / w as f32).min(rect.height() / h as f32) * zoom;
+    let img_size = Vec2::new(w as f32, h as f32) * scale;
+    let img_rect = Rect::from_center_size(rect.center() + pan, img_size);
+    painter.image(
+        tex.id(),
+        img_rect,
+        Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0)),
+        Color32::WHITE,
+    );
+    for b in boxes {
+        let min = img_rect.min + Vec2::new(b.x as f32, b.y as f32) * scale;
+        let r = Rect::from_min_size(min, Vec2::new(b.w as f32, b.h as f32) * scale);
+        painter.rect_stroke(r, 0.0, Stroke::new(2.0, Color32::YELLOW), StrokeKind::Outside);
+        if let Some(t) = b.tracklet_id {
+            painter.text(
+                r.left_top(),
+                egui::Align2::LEFT_BOTTOM,
+                format!("T{t}"),
+                egui::FontId::proportional(12.0),
+                Color32::YELLOW,
+            );
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The one place that decides where tensors run.
+//!
+//! burn 0.22 tensors carry no backend type: a [`Device`] picks the backend at run time. We use
+//! burn-wgpu when a hardware adapter exists (in the GUI, on the very wgpu device egui renders
+//! with) and burn-flex, the pure-Rust CPU backend, otherwise. A software adapter (lavapipe,
+//! llvmpipe, SwiftShader) counts as "no adapter" for `Auto`: it is correct but an order of
+//! magnitude slower than flex on the same cores. `--backend gpu` still forces it.
+
+use burn::tensor::Device;
+use burn::tensor::wgpu::{WgpuSetup, wgpu};
+use std::fmt;
+
+/// The user's wish, from `--backend` or `ENDOTWIN_BACKEND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendPref {
+    /// wgpu on a hardware adapter when there is one, else the CPU.
+    #[default]
+    Auto,
+    /// wgpu on any adapter, software ones included; an error when there is none.
+    Gpu,
+    /// The CPU backend (burn-flex).
+    Cpu,
+}
+
+impl BackendPref {
+    /// Environment variable that sets the preference when no flag is given.
+    pub const ENV: &'static str = "ENDOTWIN_BACKEND";
+
+    /// The flag when given, else the environment variable, else `Auto`.
+    pub fn resolve(flag: Option<BackendPref>) -> Result<BackendPref, ComputeError> {
+        if let Some(flag) = flag {
+            return Ok(flag);
+        }
+        match std::env::var(Self::ENV) {
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "auto" => Ok(BackendPref::Auto),
+                "gpu" | "wgpu" => Ok(BackendPref::Gpu),
+                "cpu" | "flex" => Ok(BackendPref::Cpu),
+                other => Err(ComputeError::BadPreference(other.to_string())),
+            },
+            Err(_) => Ok(BackendPref::Auto),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Wgpu,
+    Flex,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Wgpu => "burn-wgpu",
+            BackendKind::Flex => "burn-flex (CPU)",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ComputeError {
+    #[error("ENDOTWIN_BACKEND must be auto, gpu or cpu, not '{0}'")]
+    BadPreference(String),
+    #[error("GPU requested, but no wgpu adapter was found ({0})")]
+    NoAdapter(String),
+    #[error("GPU requested, but the adapter refused a device: {0}")]
+    Device(String),
+    #[error("burn could not use the wgpu device: {0}")]
+    Burn(String),
+}
+
+/// The chosen backend, its burn device and what to tell the user about it.
+#[derive(Clone)]
+pub struct Compute {
+    pub device: Device,
+    pub backend: BackendKind,
+    /// Adapter name and API for wgpu; the CPU description for flex.
+    pub adapter: String,
+    /// Why this choice was made when it may surprise (e.g. a software adapter skipped).
+    pub note: Option<String>,
+}
+
+impl fmt::Debug for Compute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Compute")
+            .field("backend", &self.backend)
+            .field("adapter", &self.adapter)
+            .finish()
+    }
+}
+
+impl Compute {
+    pub fn cpu(note: Option<String>) -> Compute {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Compute {
+            device: Device::flex(),
+            backend: BackendKind::Flex,
+            adapter: format!("CPU, {threads} threads"),
+            note,
+        }
+    }
+
+    /// One line for the status bar and `endotwin info`.
+    pub fn summary(&self) -> String {
+        format!("{} on {}", self.backend, self.adapter)
+    }
+}
+
+/// Whether an adapter is a software rasteriser.
+pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    info.device_type == wgpu::DeviceType::Cpu
+}
+
+fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
+}
+
+/// The device descriptor that lets burn share a device with egui: burn's kernels are compiled
+/// for the *adapter's* features and limits, so the device must enable them all.
+/// `MAPPABLE_PRIMARY_BUFFERS` is left out: it slows down every buffer on discrete GPUs.
+pub fn shared_device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
+    wgpu::DeviceDescriptor {
+        label: Some("endotwin shared device"),
+        required_features: adapter.features() - wgpu::Features::MAPPABLE_PRIMARY_BUFFERS,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }
+}
+
+/// Chooses the backend outside the GUI (CLI, tests): probes for an adapter and creates a
+/// wgpu device of our own when it should be used.
+pub fn select(pref: BackendPref) -> Result<Compute, ComputeError> {
+    if pref == BackendPref::Cpu {
+        return Ok(Compute::cpu(None));
+    }
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        ..Default::default()
+    }));
+    let adapter = match adapter {
+        Ok(a) => a,
+        Err(e) if pref == BackendPref::Gpu => return Err(ComputeError::NoAdapter(e.to_string())),
+        Err(_) => return Ok(Compute::cpu(Some("no GPU adapter found".into()))),
+    };
+    let info = adapter.get_info();
+    if pref == BackendPref::Auto && is_software(&info) {
+        return Ok(Compute::cpu(Some(format!(
+            "software adapter {} skipped; --backend gpu forces it",
+            info.name
+        ))));
+    }
+    let (device, queue) = pollster::block_on(adapter.request_device(&shared_device_descriptor(&adapter)))
+        .map_err(|e| ComputeError::Device(e.to_string()))?;
+    register_wgpu(instance, adapter, device, queue)
+}
+
+/// Chooses the backend inside the GUI, given the handles egui renders with. On `Auto` with a
+/// software adapter, or `Cpu`, burn runs on flex and egui keeps the adapter to itself.
+pub fn select_shared(
+    pref: BackendPref,
+    instance: wgpu::Instance,
+    adapter: wgpu::Adapter,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+) -> Result<Compute, ComputeError> {
+    let info = adapter.get_info();
+    match pref {
+        BackendPref::Cpu => Ok(Compute::cpu(None)),
+        BackendPref::Auto if is_software(&info) => Ok(Compute::cpu(Some(format!(
+            "software adapter {} skipped; --backend gpu forces it",
+            info.name
+        )))),
+        _ => register_wgpu(instance, adapter, device, queue),
+    }
+}
+
+fn register_wgpu(
+    instance: wgpu::Instance,
+    adapter: wgpu::Adapter,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+) -> Result<Compute, ComputeError> {
+    let info = adapter.get_info();
+    let setup = WgpuSetup {
+        instance,
+        backend: info.backend,
+        adapter,
+        device,
+        queue,
+    };
+    let device = Device::wgpu_options()
+        .setup(setup)
+        .init()
+        .map_err(|e| ComputeError::Burn(e.to_string()))?;
+    Ok(Compute {
+        device,
+        backend: BackendKind::Wgpu,
+        adapter: describe(&info),
+        note: None,
+    })
+}

@@ -1,0 +1,123 @@
+//! Decoding user images with messages a person can act on, and thumbnails.
+
+use image::{DynamicImage, ImageFormat, RgbImage};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ImageError {
+    #[error("not an image (content matches no supported format: PNG, JPEG, BMP, TIFF)")]
+    NotAnImage,
+    #[error("{format} image is truncated or corrupt: {detail}")]
+    Corrupt { format: String, detail: String },
+    #[error("image has zero width or height")]
+    Empty,
+    #[error("could not read file: {0}")]
+    Read(String),
+}
+
+/// A decoded image together with the exact file bytes it came from.
+pub struct Decoded {
+    pub image: DynamicImage,
+    pub format: ImageFormat,
+    pub bytes: Vec<u8>,
+}
+
+impl Decoded {
+    /// File extension under which these bytes are stored.
+    pub fn extension(&self) -> &'static str {
+        self.format.extensions_str().first().copied().unwrap_or("img")
+    }
+}
+
+/// Decodes bytes by their content (not the file name's extension).
+pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
+    let format = image::guess_format(&bytes).map_err(|_| ImageError::NotAnImage)?;
+    if !matches!(
+        format,
+        ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::Bmp | ImageFormat::Tiff
+    ) {
+        return Err(ImageError::NotAnImage);
+    }
+    let image = image::load_from_memory_with_format(&bytes, format).map_err(|e| {
+        ImageError::Corrupt {
+            format: format!("{format:?}").to_uppercase(),
+            detail: e.to_string(),
+        }
+    })?;
+    if image.width() == 0 || image.height() == 0 {
+        return Err(ImageError::Empty);
+    }
+    Ok(Decoded {
+        image,
+        format,
+        bytes,
+    })
+}
+
+pub fn decode_file(path: &Path) -> Result<Decoded, ImageError> {
+    let bytes = std::fs::read(path).map_err(|e| ImageError::Read(e.to_string()))?;
+    decode_bytes(bytes)
+}
+
+/// Any input (grey, RGBA, 16-bit) as 8-bit RGB.
+pub fn to_rgb8(image: &DynamicImage) -> RgbImage {
+    image.to_rgb8()
+}
+
+/// A PNG thumbnail whose longer side is `max_side` pixels.
+pub fn thumbnail_png(image: &DynamicImage, max_side: u32) -> Vec<u8> {
+    let thumb = image.thumbnail(max_side, max_side).to_rgb8();
+    let mut out = std::io::Cursor::new(Vec::new());
+    thumb
+        .write_to(&mut out, ImageFormat::Png)
+        .expect("PNG encoding into memory cannot fail");
+    out.into_inner()
+}
+
+/// Whether a file name looks like an image we can import (the content is checked later).
+pub fn has_image_extension(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(|e| {
+            matches!(
+                e.to_ascii_lowercase().as_str(),
+                "png" | "jpg" | "jpeg" | "bmp" | "tif" | "tiff"
+            )
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_bytes() -> Vec<u8> {
+        let img = DynamicImage::ImageRgb8(RgbImage::from_pixel(8, 6, image::Rgb([200, 30, 40])));
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, ImageFormat::Png).unwrap();
+        out.into_inner()
+    }
+
+    #[test]
+    fn text_with_image_extension_is_not_an_image() {
+        assert_eq!(
+            decode_bytes(b"hello, I am a text file".to_vec()).err(),
+            Some(ImageError::NotAnImage)
+        );
+    }
+
+    #[test]
+    fn truncated_png_is_reported_as_corrupt() {
+        let mut bytes = png_bytes();
+        bytes.truncate(bytes.len() / 2);
+        let err = decode_bytes(bytes).err().unwrap();
+        assert!(matches!(err, ImageError::Corrupt { ref format, .. } if format == "PNG"), "{err}");
+    }
+
+    #[test]
+    fn sixteen_bit_and_grey_images_convert_to_rgb() {
+        let grey16 = DynamicImage::ImageLuma16(image::ImageBuffer::from_pixel(4, 4, image::Luma([65535u16])));
+        let rgb = to_rgb8(&grey16);
+        assert_eq!(rgb.get_pixel(0, 0).0, [255, 255, 255]);
+    }
+}

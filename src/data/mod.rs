@@ -1,0 +1,4 @@
+//! Getting data in: image decoding, importers for public layouts, and the synthetic phantom.
+
+pub mod images;
+pub mod import;

@@ -1,0 +1,59 @@
+//! Shared progress and cancellation of one job: written by the worker, read by the UI or CLI.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+#[derive(Default, Debug)]
+pub struct Progress {
+    done: AtomicU64,
+    total: AtomicU64,
+    cancelled: AtomicBool,
+    stage: Mutex<String>,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        Progress::default()
+    }
+
+    /// Starts a stage of `total` steps ("hashing", "writing", ...).
+    pub fn stage(&self, name: &str, total: u64) {
+        *self.stage.lock().expect("progress lock") = name.to_string();
+        self.total.store(total, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+    }
+
+    pub fn inc(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn set_done(&self, done: u64) {
+        self.done.store(done, Ordering::Relaxed);
+    }
+
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    pub fn stage_name(&self) -> String {
+        self.stage.lock().expect("progress lock").clone()
+    }
+
+    /// 0..=1, or `None` while the total is unknown.
+    pub fn fraction(&self) -> Option<f32> {
+        let total = self.total();
+        (total > 0).then(|| (self.done() as f32 / total as f32).min(1.0))
+    }
+
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,20 @@
+//! EndoTwin: a desktop clinical review tool for colonoscopy. See README.md for the map.
+
+pub mod app;
+pub mod compute;
+pub mod data;
+pub mod engine;
+pub mod store;
+
+/// The sample library shipped with the repository (`sample_db/`), found relative to the
+/// working directory first and to the source tree second (so `cargo run` works from anywhere).
+pub fn default_library() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("ENDOTWIN_LIBRARY") {
+        return p.into();
+    }
+    let local = std::path::PathBuf::from("sample_db");
+    if local.join(store::DB_FILE).exists() {
+        return local;
+    }
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db")
+}

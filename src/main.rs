@@ -1,0 +1,153 @@
+//! The `endotwin` command: no subcommand starts the GUI.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use endotwin::compute::{self, BackendPref};
+use endotwin::data::import::{ImportLayout, ImportOptions};
+use endotwin::engine::{Engine, Job, JobOutput};
+use endotwin::store::{OpenMode, Store};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "endotwin", version, about = "Colonoscopy case review: digital twins, prompts, tracklets, fine-tuning.")]
+struct Cli {
+    /// Library folder (or its library.sqlite). Default: $ENDOTWIN_LIBRARY, else sample_db/.
+    #[arg(long, global = true)]
+    library: Option<PathBuf>,
+    /// Where tensors run: auto (GPU when a hardware adapter exists), gpu, or cpu.
+    /// Also ENDOTWIN_BACKEND.
+    #[arg(long, global = true, value_enum)]
+    backend: Option<BackendPref>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Open the GUI (the default when no subcommand is given).
+    Gui,
+    /// Print the version, the compute backend and adapter, and the library's contents.
+    Info,
+    /// Import a data layout into the library (created when missing).
+    Import {
+        /// The layout of the source.
+        #[arg(value_enum)]
+        layout: ImportLayout,
+        /// The folder (or manifest) to import.
+        path: PathBuf,
+        /// Abort the whole import, writing nothing, when any item is bad (default: skip it).
+        #[arg(long)]
+        strict: bool,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        // One line: the file and the reason. The chain is joined, not listed.
+        let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+        eprintln!("error: {}", dedup_chain(&chain));
+        std::process::exit(1);
+    }
+}
+
+/// Joins an error chain into one line, dropping links already contained in the previous one.
+fn dedup_chain(chain: &[String]) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for c in chain {
+        if out.last().is_none_or(|last| !last.contains(c.as_str())) {
+            out.push(c);
+        }
+    }
+    out.join(": ")
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let pref = BackendPref::resolve(cli.backend)?;
+    let library = cli.library.unwrap_or_else(endotwin::default_library);
+    match cli.command.unwrap_or(Command::Gui) {
+        Command::Gui => endotwin::app::run_native(library, pref),
+        Command::Info => info(&library, pref),
+        Command::Import {
+            layout,
+            path,
+            strict,
+        } => import(&library, pref, layout, path, strict),
+    }
+}
+
+fn info(library: &std::path::Path, pref: BackendPref) -> Result<()> {
+    println!("endotwin {}", env!("CARGO_PKG_VERSION"));
+    let compute = compute::select(pref)?;
+    println!("backend: {}", compute.backend);
+    println!("adapter: {}", compute.adapter);
+    if let Some(note) = &compute.note {
+        println!("note:    {note}");
+    }
+    let check = endotwin::engine::device_check(&compute);
+    println!("device check (2x2 matmul): {check:?}");
+    let store = Store::open(library, OpenMode::Existing)?;
+    let stats = store.stats()?;
+    println!("library: {}", store.db_path().display());
+    println!(
+        "schema:  v{}{}",
+        store.schema_version()?,
+        if store.is_read_only() { " (read-only)" } else { "" }
+    );
+    println!(
+        "content: {} examinations, {} polyps, {} videos, {} media ({:.1} MB)",
+        stats.examinations,
+        stats.polyps,
+        stats.videos,
+        stats.media,
+        stats.media_bytes as f64 / 1e6
+    );
+    Ok(())
+}
+
+fn import(
+    library: &std::path::Path,
+    pref: BackendPref,
+    layout: ImportLayout,
+    path: PathBuf,
+    strict: bool,
+) -> Result<()> {
+    if !path.exists() {
+        anyhow::bail!("{}: no such file or folder", path.display());
+    }
+    let compute = compute::select(pref)?;
+    let mut engine = Engine::start(compute, None);
+    let handle = engine.submit(
+        format!("import {}", path.display()),
+        library.to_path_buf(),
+        Job::Import {
+            layout,
+            path: path.clone(),
+            options: ImportOptions { strict },
+        },
+    )?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let progress = handle.progress.clone();
+    let done = engine.wait(handle.id, || {
+        bar.set_message(progress.stage_name());
+        bar.set_length(progress.total());
+        bar.set_position(progress.done());
+    })?;
+    bar.finish_and_clear();
+    match done.result.map_err(anyhow::Error::msg)? {
+        JobOutput::Imported(report) => {
+            for p in &report.skipped {
+                eprintln!("skipped {p}");
+            }
+            println!("imported {}: {}", path.display(), report.summary());
+            Ok(())
+        }
+        other => Err(anyhow::anyhow!("unexpected job output {other:?}")).context("import"),
+    }
+}

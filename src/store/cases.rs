@@ -1,0 +1,604 @@
+//! Examinations, polyps and their views, reports, videos and tracklets: rows, writes and the
+//! queries the case browser needs.
+
+use super::media::{MEDIA_COLUMNS, media_from_row};
+use super::{MediaRow, Result, Store};
+use rusqlite::{OptionalExtension, Transaction, params};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExaminationRow {
+    pub id: i64,
+    pub code: String,
+    pub patient: Option<String>,
+    pub kind: String,
+    pub date: Option<String>,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolypRow {
+    pub id: i64,
+    pub examination_id: i64,
+    pub code: String,
+    pub location: Option<String>,
+    pub size_mm: Option<f64>,
+    pub paris: Option<String>,
+    pub histology: Option<String>,
+    pub vienna_class: Option<i64>,
+    pub view_count: i64,
+    /// First view, for the browser's thumbnail.
+    pub first_media_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoRow {
+    pub id: i64,
+    pub examination_id: i64,
+    pub code: String,
+    pub fps: f64,
+    pub frame_count: i64,
+    pub tracklet_count: i64,
+    pub first_media_id: Option<i64>,
+}
+
+/// One examination with what the browser lists under it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExamNode {
+    pub exam: ExaminationRow,
+    pub polyps: Vec<PolypRow>,
+    pub videos: Vec<VideoRow>,
+    pub loose_frame_count: i64,
+}
+
+/// Browser filters. Empty fields match everything; the text matches codes, location,
+/// histology and Paris class, case-insensitively.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CaseFilter {
+    pub text: String,
+    pub histology: Option<String>,
+    pub location: Option<String>,
+    pub min_size_mm: Option<f64>,
+    pub max_size_mm: Option<f64>,
+}
+
+impl CaseFilter {
+    fn is_polyp_filter(&self) -> bool {
+        self.histology.is_some()
+            || self.location.is_some()
+            || self.min_size_mm.is_some()
+            || self.max_size_mm.is_some()
+    }
+
+    pub fn matches_polyp(&self, exam: &ExaminationRow, p: &PolypRow) -> bool {
+        if let Some(h) = &self.histology
+            && p.histology.as_deref() != Some(h.as_str())
+        {
+            return false;
+        }
+        if let Some(l) = &self.location
+            && p.location.as_deref() != Some(l.as_str())
+        {
+            return false;
+        }
+        let size = p.size_mm.unwrap_or(f64::NAN);
+        if self.min_size_mm.is_some_and(|m| !(size >= m)) {
+            return false;
+        }
+        if self.max_size_mm.is_some_and(|m| !(size <= m)) {
+            return false;
+        }
+        let text = self.text.trim().to_lowercase();
+        if text.is_empty() {
+            return true;
+        }
+        [
+            Some(exam.code.as_str()),
+            exam.patient.as_deref(),
+            Some(p.code.as_str()),
+            p.location.as_deref(),
+            p.histology.as_deref(),
+            p.paris.as_deref(),
+        ]
+        .iter()
+        .flatten()
+        .any(|field| field.to_lowercase().contains(&text))
+    }
+
+    fn matches_exam_text(&self, exam: &ExaminationRow) -> bool {
+        let text = self.text.trim().to_lowercase();
+        text.is_empty()
+            || exam.code.to_lowercase().contains(&text)
+            || exam
+                .patient
+                .as_deref()
+                .is_some_and(|p| p.to_lowercase().contains(&text))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LibraryStats {
+    pub examinations: i64,
+    pub polyps: i64,
+    pub media: i64,
+    pub videos: i64,
+    pub media_bytes: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentenceRow {
+    pub text: String,
+    pub polyp_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxRow {
+    pub frame_index: i64,
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+    pub polyp_id: Option<i64>,
+    pub tracklet_id: Option<i64>,
+}
+
+// ---- writes (inside a transaction) ----------------------------------------------------------
+
+#[derive(Debug, Clone, Default)]
+pub struct NewExamination {
+    pub code: String,
+    pub patient_code: Option<String>,
+    pub kind: String,
+    pub date: Option<String>,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NewPolyp {
+    pub examination_id: i64,
+    pub code: String,
+    pub location: Option<String>,
+    pub size_mm: Option<f64>,
+    pub paris: Option<String>,
+    pub histology: Option<String>,
+    pub vienna_class: Option<i64>,
+    pub attributes: Vec<(String, String)>,
+}
+
+/// Finds or creates the examination with this code.
+pub fn upsert_examination(tx: &Transaction<'_>, e: &NewExamination) -> Result<i64> {
+    if let Some(id) = tx
+        .query_row(
+            "SELECT id FROM examinations WHERE code = ?1",
+            [&e.code],
+            |r| r.get(0),
+        )
+        .optional()?
+    {
+        return Ok(id);
+    }
+    let patient_id: Option<i64> = match &e.patient_code {
+        Some(code) => {
+            tx.execute(
+                "INSERT OR IGNORE INTO patients(code) VALUES (?1)",
+                [code],
+            )?;
+            Some(tx.query_row("SELECT id FROM patients WHERE code = ?1", [code], |r| {
+                r.get(0)
+            })?)
+        }
+        None => None,
+    };
+    let kind = if e.kind.is_empty() {
+        "colonoscopy"
+    } else {
+        &e.kind
+    };
+    tx.execute(
+        "INSERT INTO examinations(patient_id, code, kind, date, source) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![patient_id, e.code, kind, e.date, e.source],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Finds or creates the polyp with this code; pathology and attributes are written when given.
+pub fn upsert_polyp(tx: &Transaction<'_>, p: &NewPolyp) -> Result<i64> {
+    let existing: Option<i64> = tx
+        .query_row("SELECT id FROM polyps WHERE code = ?1", [&p.code], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let id = match existing {
+        Some(id) => id,
+        None => {
+            tx.execute(
+                "INSERT INTO polyps(examination_id, code, location, size_mm, paris) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![p.examination_id, p.code, p.location, p.size_mm, p.paris],
+            )?;
+            tx.last_insert_rowid()
+        }
+    };
+    if let Some(h) = &p.histology {
+        tx.execute(
+            "INSERT OR REPLACE INTO pathology(polyp_id, histology, vienna_class, size_mm) VALUES (?1, ?2, ?3, ?4)",
+            params![id, h, p.vienna_class, p.size_mm],
+        )?;
+    }
+    for (k, v) in &p.attributes {
+        tx.execute(
+            "INSERT OR REPLACE INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3)",
+            params![id, k, v],
+        )?;
+    }
+    Ok(id)
+}
+
+pub fn add_polyp_view(
+    tx: &Transaction<'_>,
+    polyp_id: i64,
+    media_id: i64,
+    view_index: i64,
+) -> Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO polyp_views(polyp_id, media_id, view_index) VALUES (?1, ?2, ?3)",
+        params![polyp_id, media_id, view_index],
+    )?;
+    Ok(())
+}
+
+/// Adds a report made of sentences, each optionally tied to the polyp it describes.
+pub fn insert_report(
+    tx: &Transaction<'_>,
+    examination_id: i64,
+    sentences: &[SentenceRow],
+) -> Result<i64> {
+    let text = sentences
+        .iter()
+        .map(|s| s.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    tx.execute(
+        "INSERT INTO reports(examination_id, text) VALUES (?1, ?2)",
+        params![examination_id, text],
+    )?;
+    let report_id = tx.last_insert_rowid();
+    for (i, s) in sentences.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO report_sentences(report_id, idx, text, polyp_id) VALUES (?1, ?2, ?3, ?4)",
+            params![report_id, i as i64, s.text, s.polyp_id],
+        )?;
+    }
+    Ok(report_id)
+}
+
+pub fn set_caption(tx: &Transaction<'_>, media_id: i64, text: &str) -> Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO captions(media_id, text) VALUES (?1, ?2)",
+        params![media_id, text],
+    )?;
+    Ok(())
+}
+
+pub fn upsert_video(tx: &Transaction<'_>, examination_id: i64, code: &str, fps: f64) -> Result<i64> {
+    if let Some(id) = tx
+        .query_row("SELECT id FROM videos WHERE code = ?1", [code], |r| r.get(0))
+        .optional()?
+    {
+        return Ok(id);
+    }
+    tx.execute(
+        "INSERT INTO videos(examination_id, code, fps) VALUES (?1, ?2, ?3)",
+        params![examination_id, code, fps],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+pub fn add_video_frame(
+    tx: &Transaction<'_>,
+    video_id: i64,
+    frame_index: i64,
+    media_id: i64,
+) -> Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO video_frames(video_id, frame_index, media_id) VALUES (?1, ?2, ?3)",
+        params![video_id, frame_index, media_id],
+    )?;
+    Ok(())
+}
+
+pub fn insert_tracklet(
+    tx: &Transaction<'_>,
+    video_id: i64,
+    polyp_id: Option<i64>,
+    identity: Option<&str>,
+) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO tracklets(video_id, polyp_id, identity) VALUES (?1, ?2, ?3)",
+        params![video_id, polyp_id, identity],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+pub fn insert_box(tx: &Transaction<'_>, video_id: i64, b: &BoxRow) -> Result<()> {
+    tx.execute(
+        "INSERT INTO boxes(video_id, frame_index, x, y, w, h, polyp_id, tracklet_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![video_id, b.frame_index, b.x, b.y, b.w, b.h, b.polyp_id, b.tracklet_id],
+    )?;
+    Ok(())
+}
+
+// ---- reads ----------------------------------------------------------------------------------
+
+const POLYP_QUERY: &str = "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
+        pa.histology, pa.vienna_class,
+        (SELECT count(*) FROM polyp_views v WHERE v.polyp_id = p.id),
+        (SELECT v.media_id FROM polyp_views v WHERE v.polyp_id = p.id ORDER BY v.view_index LIMIT 1)
+    FROM polyps p LEFT JOIN pathology pa ON pa.polyp_id = p.id";
+
+fn polyp_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PolypRow> {
+    Ok(PolypRow {
+        id: r.get(0)?,
+        examination_id: r.get(1)?,
+        code: r.get(2)?,
+        location: r.get(3)?,
+        size_mm: r.get(4)?,
+        paris: r.get(5)?,
+        histology: r.get(6)?,
+        vienna_class: r.get(7)?,
+        view_count: r.get(8)?,
+        first_media_id: r.get(9)?,
+    })
+}
+
+impl Store {
+    pub fn stats(&self) -> Result<LibraryStats> {
+        Ok(self.conn().query_row(
+            "SELECT (SELECT count(*) FROM examinations), (SELECT count(*) FROM polyps),
+                    (SELECT count(*) FROM media), (SELECT count(*) FROM videos),
+                    (SELECT coalesce(sum(bytes), 0) FROM media)",
+            [],
+            |r| {
+                Ok(LibraryStats {
+                    examinations: r.get(0)?,
+                    polyps: r.get(1)?,
+                    media: r.get(2)?,
+                    videos: r.get(3)?,
+                    media_bytes: r.get(4)?,
+                })
+            },
+        )?)
+    }
+
+    pub fn examinations(&self) -> Result<Vec<ExaminationRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT e.id, e.code, p.code, e.kind, e.date, e.source
+             FROM examinations e LEFT JOIN patients p ON p.id = e.patient_id ORDER BY e.code",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ExaminationRow {
+                id: r.get(0)?,
+                code: r.get(1)?,
+                patient: r.get(2)?,
+                kind: r.get(3)?,
+                date: r.get(4)?,
+                source: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn polyps(&self) -> Result<Vec<PolypRow>> {
+        let mut stmt = self
+            .conn()
+            .prepare(&format!("{POLYP_QUERY} ORDER BY p.code"))?;
+        let rows = stmt.query_map([], polyp_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn polyp(&self, id: i64) -> Result<Option<PolypRow>> {
+        Ok(self
+            .conn()
+            .query_row(&format!("{POLYP_QUERY} WHERE p.id = ?1"), [id], polyp_from_row)
+            .optional()?)
+    }
+
+    pub fn videos(&self) -> Result<Vec<VideoRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT v.id, v.examination_id, v.code, v.fps,
+                (SELECT count(*) FROM video_frames f WHERE f.video_id = v.id),
+                (SELECT count(*) FROM tracklets t WHERE t.video_id = v.id),
+                (SELECT f.media_id FROM video_frames f WHERE f.video_id = v.id ORDER BY f.frame_index LIMIT 1)
+             FROM videos v ORDER BY v.code",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(VideoRow {
+                id: r.get(0)?,
+                examination_id: r.get(1)?,
+                code: r.get(2)?,
+                fps: r.get(3)?,
+                frame_count: r.get(4)?,
+                tracklet_count: r.get(5)?,
+                first_media_id: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The browser's tree: examinations with their polyps and videos, after the filter.
+    /// With a polyp filter active, examinations without a matching polyp are left out.
+    pub fn case_tree(&self, filter: &CaseFilter) -> Result<Vec<ExamNode>> {
+        let polyps = self.polyps()?;
+        let videos = self.videos()?;
+        let mut loose: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+        {
+            let mut stmt = self.conn().prepare(
+                "SELECT examination_id, count(*) FROM media m WHERE examination_id IS NOT NULL
+                   AND kind IN ('frame','capsule')
+                   AND NOT EXISTS (SELECT 1 FROM polyp_views v WHERE v.media_id = m.id)
+                 GROUP BY examination_id",
+            )?;
+            for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))? {
+                let (k, v) = row?;
+                loose.insert(k, v);
+            }
+        }
+        let mut out = Vec::new();
+        for exam in self.examinations()? {
+            let exam_polyps: Vec<PolypRow> = polyps
+                .iter()
+                .filter(|p| p.examination_id == exam.id)
+                .cloned()
+                .collect();
+            let matching: Vec<PolypRow> = exam_polyps
+                .iter()
+                .filter(|p| filter.matches_polyp(&exam, p))
+                .cloned()
+                .collect();
+            let exam_text_match = filter.matches_exam_text(&exam);
+            let keep = if filter.is_polyp_filter() {
+                !matching.is_empty()
+            } else {
+                exam_text_match || !matching.is_empty()
+            };
+            if !keep {
+                continue;
+            }
+            let shown_polyps = if exam_text_match && !filter.is_polyp_filter() {
+                exam_polyps
+            } else {
+                matching
+            };
+            out.push(ExamNode {
+                polyps: shown_polyps,
+                videos: videos
+                    .iter()
+                    .filter(|v| v.examination_id == exam.id)
+                    .cloned()
+                    .collect(),
+                loose_frame_count: loose.get(&exam.id).copied().unwrap_or(0),
+                exam,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn polyp_views(&self, polyp_id: i64) -> Result<Vec<MediaRow>> {
+        let cols = MEDIA_COLUMNS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT {cols} FROM polyp_views v JOIN media m ON m.id = v.media_id
+             WHERE v.polyp_id = ?1 ORDER BY v.view_index"
+        ))?;
+        let rows = stmt.query_map([polyp_id], media_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn video_frames(&self, video_id: i64) -> Result<Vec<(i64, MediaRow)>> {
+        let cols = MEDIA_COLUMNS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT f.frame_index, {cols} FROM video_frames f JOIN media m ON m.id = f.media_id
+             WHERE f.video_id = ?1 ORDER BY f.frame_index"
+        ))?;
+        let rows = stmt.query_map([video_id], |r| {
+            let idx: i64 = r.get(0)?;
+            // media columns start at 1
+            let m = MediaRow {
+                id: r.get(1)?,
+                hash: r.get(2)?,
+                kind: super::MediaKind::parse(&r.get::<_, String>(3)?)
+                    .unwrap_or(super::MediaKind::VideoFrame),
+                rel_path: r.get(4)?,
+                source_path: r.get(5)?,
+                width: r.get(6)?,
+                height: r.get(7)?,
+                bytes: r.get::<_, i64>(8)? as u64,
+                examination_id: r.get(9)?,
+                mask_media_id: r.get(10)?,
+            };
+            Ok((idx, m))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn video_boxes(&self, video_id: i64) -> Result<Vec<BoxRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT frame_index, x, y, w, h, polyp_id, tracklet_id FROM boxes WHERE video_id = ?1 ORDER BY frame_index, id",
+        )?;
+        let rows = stmt.query_map([video_id], |r| {
+            Ok(BoxRow {
+                frame_index: r.get(0)?,
+                x: r.get(1)?,
+                y: r.get(2)?,
+                w: r.get(3)?,
+                h: r.get(4)?,
+                polyp_id: r.get(5)?,
+                tracklet_id: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn attributes(&self, polyp_id: i64) -> Result<Vec<(String, String)>> {
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT key, value FROM attributes WHERE polyp_id = ?1 ORDER BY key")?;
+        let rows = stmt.query_map([polyp_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Report sentences of an examination, in order.
+    pub fn report_sentences(&self, examination_id: i64) -> Result<Vec<SentenceRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT s.text, s.polyp_id FROM report_sentences s JOIN reports r ON r.id = s.report_id
+             WHERE r.examination_id = ?1 ORDER BY r.id, s.idx",
+        )?;
+        let rows = stmt.query_map([examination_id], |r| {
+            Ok(SentenceRow {
+                text: r.get(0)?,
+                polyp_id: r.get(1)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn examination(&self, id: i64) -> Result<Option<ExaminationRow>> {
+        Ok(self
+            .examinations()?
+            .into_iter()
+            .find(|e| e.id == id))
+    }
+
+    pub fn caption(&self, media_id: i64) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT text FROM captions WHERE media_id = ?1",
+                [media_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Distinct histology values, for the browser's filter.
+    pub fn histologies(&self) -> Result<Vec<String>> {
+        self.distinct("SELECT DISTINCT histology FROM pathology ORDER BY histology")
+    }
+
+    pub fn locations(&self) -> Result<Vec<String>> {
+        self.distinct(
+            "SELECT DISTINCT location FROM polyps WHERE location IS NOT NULL ORDER BY location",
+        )
+    }
+
+    fn distinct(&self, sql: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn().prepare(sql)?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

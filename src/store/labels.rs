@@ -1,0 +1,172 @@
+//! Labels with an append-only audit log: each change is one transaction writing the new value
+//! and one audit row (who, when, old value, new value).
+
+use super::{Result, Store, StoreError, now_utc};
+use rusqlite::{OptionalExtension, params};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    Polyp,
+    Media,
+    Tracklet,
+}
+
+impl TargetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Polyp => "polyp",
+            TargetKind::Media => "media",
+            TargetKind::Tracklet => "tracklet",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    pub key: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub key: String,
+    pub who: String,
+    pub at: String,
+    pub old_value: Option<String>,
+    pub new_value: Option<String>,
+}
+
+/// Polyp label keys that are the polyp's pathology: writing them updates the pathology table
+/// too, so filters and votes see the corrected value.
+const PATHOLOGY_KEYS: [&str; 2] = ["histology", "vienna_class"];
+
+impl Store {
+    /// Sets (or, with `None`, clears) a label and appends its audit row, in one transaction.
+    /// Returns the previous value. Setting the value it already has writes nothing.
+    pub fn set_label(
+        &mut self,
+        who: &str,
+        target: TargetKind,
+        target_id: i64,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<Option<String>> {
+        if who.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "a label change needs the name of who makes it".into(),
+            ));
+        }
+        let old = self.current_label(target, target_id, key)?;
+        if old.as_deref() == value {
+            return Ok(old);
+        }
+        self.write(|tx| -> Result<()> {
+            match value {
+                Some(v) => tx.execute(
+                    "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4)",
+                    params![target.as_str(), target_id, key, v],
+                )?,
+                None => tx.execute(
+                    "DELETE FROM labels WHERE target_kind = ?1 AND target_id = ?2 AND key = ?3",
+                    params![target.as_str(), target_id, key],
+                )?,
+            };
+            if target == TargetKind::Polyp && PATHOLOGY_KEYS.contains(&key) {
+                let histology = if key == "histology" { value } else { None };
+                tx.execute(
+                    "INSERT OR IGNORE INTO pathology(polyp_id, histology) VALUES (?1, ?2)",
+                    params![target_id, histology.unwrap_or("unknown")],
+                )?;
+                match key {
+                    "histology" => tx.execute(
+                        "UPDATE pathology SET histology = ?2 WHERE polyp_id = ?1",
+                        params![target_id, value.unwrap_or("unknown")],
+                    )?,
+                    _ => {
+                        let vienna = value.and_then(|v| v.parse::<i64>().ok());
+                        tx.execute(
+                            "UPDATE pathology SET vienna_class = ?2 WHERE polyp_id = ?1",
+                            params![target_id, vienna],
+                        )?
+                    }
+                };
+            }
+            tx.execute(
+                "INSERT INTO label_audit(target_kind, target_id, key, who, at, old_value, new_value)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![target.as_str(), target_id, key, who, now_utc(), old, value],
+            )?;
+            Ok(())
+        })?;
+        Ok(old)
+    }
+
+    /// The label's current value; for pathology keys of a polyp without a label, the imported
+    /// pathology.
+    pub fn current_label(
+        &self,
+        target: TargetKind,
+        target_id: i64,
+        key: &str,
+    ) -> Result<Option<String>> {
+        let label: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT value FROM labels WHERE target_kind = ?1 AND target_id = ?2 AND key = ?3",
+                params![target.as_str(), target_id, key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if label.is_some() || target != TargetKind::Polyp || !PATHOLOGY_KEYS.contains(&key) {
+            return Ok(label);
+        }
+        let imported: Option<Option<String>> = self
+            .conn()
+            .query_row(
+                "SELECT histology, CAST(vienna_class AS TEXT) FROM pathology WHERE polyp_id = ?1",
+                [target_id],
+                |r| {
+                    Ok(if key == "histology" {
+                        r.get(0)?
+                    } else {
+                        r.get(1)?
+                    })
+                },
+            )
+            .optional()?;
+        Ok(imported.flatten())
+    }
+
+    pub fn labels(&self, target: TargetKind, target_id: i64) -> Result<Vec<Label>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT key, value FROM labels WHERE target_kind = ?1 AND target_id = ?2 ORDER BY key",
+        )?;
+        let rows = stmt.query_map(params![target.as_str(), target_id], |r| {
+            Ok(Label {
+                key: r.get(0)?,
+                value: r.get(1)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The audit history of one target, newest first.
+    pub fn audit_history(&self, target: TargetKind, target_id: i64) -> Result<Vec<AuditEntry>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT id, key, who, at, old_value, new_value FROM label_audit
+             WHERE target_kind = ?1 AND target_id = ?2 ORDER BY id DESC",
+        )?;
+        let rows = stmt.query_map(params![target.as_str(), target_id], |r| {
+            Ok(AuditEntry {
+                id: r.get(0)?,
+                key: r.get(1)?,
+                who: r.get(2)?,
+                at: r.get(3)?,
+                old_value: r.get(4)?,
+                new_value: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

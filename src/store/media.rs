@@ -1,0 +1,265 @@
+//! Media rows and the content-addressed media folder.
+
+use super::{Result, Store, StoreError};
+use rusqlite::{OptionalExtension, Transaction, params};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// What a media item is, as the browser and the methods see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MediaKind {
+    /// A still frame of an examination.
+    Frame,
+    /// One view of a polyp's multi-view set.
+    View,
+    /// A frame of a procedure video.
+    VideoFrame,
+    /// A capsule endoscopy image.
+    Capsule,
+    /// A segmentation mask (white = polyp).
+    Mask,
+}
+
+impl MediaKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MediaKind::Frame => "frame",
+            MediaKind::View => "view",
+            MediaKind::VideoFrame => "video_frame",
+            MediaKind::Capsule => "capsule",
+            MediaKind::Mask => "mask",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MediaKind> {
+        Some(match s {
+            "frame" => MediaKind::Frame,
+            "view" => MediaKind::View,
+            "video_frame" => MediaKind::VideoFrame,
+            "capsule" => MediaKind::Capsule,
+            "mask" => MediaKind::Mask,
+            _ => return None,
+        })
+    }
+}
+
+/// A media item's row, to add once its file is in the media folder.
+#[derive(Debug, Clone)]
+pub struct NewMedia {
+    pub kind: MediaKind,
+    pub source_path: String,
+    /// Size of the stored file in bytes.
+    pub byte_len: u64,
+    pub width: u32,
+    pub height: u32,
+    pub examination_id: Option<i64>,
+    pub thumbnail_png: Option<Vec<u8>>,
+    pub captured_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaRow {
+    pub id: i64,
+    pub hash: String,
+    pub kind: MediaKind,
+    pub rel_path: String,
+    pub source_path: String,
+    pub width: u32,
+    pub height: u32,
+    pub bytes: u64,
+    pub examination_id: Option<i64>,
+    pub mask_media_id: Option<i64>,
+}
+
+/// Hex SHA-256 of a file's bytes: the media item's identity in the library.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Path of a media file relative to the library root.
+pub fn media_rel_path(hash: &str, extension: &str) -> String {
+    format!("{}/{}/{}.{}", super::MEDIA_DIR, &hash[..2], hash, extension)
+}
+
+impl Store {
+    /// Writes the media file under its content hash (if not already there) and returns the
+    /// hash and path relative to the library root. Written before the row's transaction: a
+    /// rolled-back import leaves at most an unreferenced file, never a row without its file.
+    pub fn put_media_file(&self, bytes: &[u8], extension: &str) -> Result<(String, String)> {
+        if self.is_read_only() {
+            return Err(StoreError::ReadOnly {
+                path: self.db_path().to_path_buf(),
+            });
+        }
+        let hash = content_hash(bytes);
+        let rel = media_rel_path(&hash, extension);
+        let full = self.root().join(&rel);
+        if !full.exists() {
+            let dir = full.parent().expect("media path has a parent");
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+            let tmp = full.with_extension("partial");
+            std::fs::write(&tmp, bytes)
+                .and_then(|_| std::fs::rename(&tmp, &full))
+                .map_err(|source| StoreError::Io {
+                    path: full.clone(),
+                    source,
+                })?;
+        }
+        Ok((hash, rel))
+    }
+
+    /// Absolute path of a media row's file.
+    pub fn media_path(&self, media: &MediaRow) -> PathBuf {
+        self.root().join(&media.rel_path)
+    }
+
+    pub fn media(&self, id: i64) -> Result<Option<MediaRow>> {
+        Ok(self
+            .conn()
+            .query_row(
+                &format!("SELECT {MEDIA_COLUMNS} FROM media WHERE id = ?1"),
+                [id],
+                media_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn media_by_hash(&self, hash: &str) -> Result<Option<MediaRow>> {
+        Ok(self
+            .conn()
+            .query_row(
+                &format!("SELECT {MEDIA_COLUMNS} FROM media WHERE hash = ?1"),
+                [hash],
+                media_from_row,
+            )
+            .optional()?)
+    }
+
+    pub fn thumbnail(&self, media_id: i64) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT thumbnail FROM media WHERE id = ?1",
+                [media_id],
+                |r| r.get::<_, Option<Vec<u8>>>(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    pub fn media_count(&self) -> Result<i64> {
+        Ok(self
+            .conn()
+            .query_row("SELECT count(*) FROM media", [], |r| r.get(0))?)
+    }
+
+    /// Media with no thumbnail yet (for the thumbnail job).
+    pub fn media_without_thumbnail(&self) -> Result<Vec<MediaRow>> {
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT {MEDIA_COLUMNS} FROM media WHERE thumbnail IS NULL AND kind != 'mask' ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([], media_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Frames of an examination that belong to no polyp view set and no video.
+    pub fn loose_frames(&self, examination_id: i64) -> Result<Vec<MediaRow>> {
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT {MEDIA_COLUMNS} FROM media m WHERE examination_id = ?1 AND kind IN ('frame','capsule')
+             AND NOT EXISTS (SELECT 1 FROM polyp_views v WHERE v.media_id = m.id) ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([examination_id], media_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+pub(crate) const MEDIA_COLUMNS: &str = "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id";
+
+pub(crate) fn media_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MediaRow> {
+    let kind: String = r.get(2)?;
+    Ok(MediaRow {
+        id: r.get(0)?,
+        hash: r.get(1)?,
+        kind: MediaKind::parse(&kind).unwrap_or(MediaKind::Frame),
+        rel_path: r.get(3)?,
+        source_path: r.get(4)?,
+        width: r.get(5)?,
+        height: r.get(6)?,
+        bytes: r.get::<_, i64>(7)? as u64,
+        examination_id: r.get(8)?,
+        mask_media_id: r.get(9)?,
+    })
+}
+
+/// Inserts a media row (or finds the existing one with the same content) inside `tx`.
+/// Returns the id and whether the row is new. The file must already be in place
+/// ([`Store::put_media_file`]).
+pub fn insert_media(
+    tx: &Transaction<'_>,
+    hash: &str,
+    rel_path: &str,
+    media: &NewMedia,
+) -> Result<(i64, bool)> {
+    if let Some(id) = tx
+        .query_row("SELECT id FROM media WHERE hash = ?1", [hash], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+    {
+        return Ok((id, false));
+    }
+    tx.execute(
+        "INSERT INTO media(hash, kind, rel_path, source_path, width, height, bytes, examination_id, thumbnail, captured_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            hash,
+            media.kind.as_str(),
+            rel_path,
+            media.source_path,
+            media.width,
+            media.height,
+            media.byte_len as i64,
+            media.examination_id,
+            media.thumbnail_png,
+            media.captured_at,
+        ],
+    )?;
+    Ok((tx.last_insert_rowid(), true))
+}
+
+pub fn set_mask(tx: &Transaction<'_>, media_id: i64, mask_media_id: i64) -> Result<()> {
+    tx.execute(
+        "UPDATE media SET mask_media_id = ?2 WHERE id = ?1",
+        params![media_id, mask_media_id],
+    )?;
+    Ok(())
+}
+
+pub fn set_thumbnail(tx: &Transaction<'_>, media_id: i64, png: &[u8]) -> Result<()> {
+    tx.execute(
+        "UPDATE media SET thumbnail = ?2 WHERE id = ?1",
+        params![media_id, png],
+    )?;
+    Ok(())
+}
+
+/// Whether `path` stays inside `root` once `..` and `.` are resolved lexically.
+pub fn path_within(root: &Path, path: &Path) -> bool {
+    let mut depth: i64 = 0;
+    for comp in path.components() {
+        match comp {
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            _ => return path.starts_with(root),
+        }
+        if depth < 0 {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,371 @@
+//! The case library: one SQLite file plus a content-addressed `media/` folder beside it.
+//!
+//! All SQL of the program lives under this module. Every multi-row change runs inside
+//! [`Store::write`], which is one transaction: it commits only if the closure returns `Ok`.
+
+mod cases;
+mod labels;
+mod media;
+mod schema;
+
+pub use cases::*;
+pub use labels::{AuditEntry, Label, TargetKind};
+pub use media::{
+    MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask, set_thumbnail,
+};
+pub use schema::{APPLICATION_ID, CURRENT_VERSION};
+
+use rusqlite::{Connection, OpenFlags, Transaction};
+use std::path::{Path, PathBuf};
+
+/// File name of the SQLite database inside a library folder.
+pub const DB_FILE: &str = "library.sqlite";
+/// Folder (beside the database) holding media files named by content hash.
+pub const MEDIA_DIR: &str = "media";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: not an EndoTwin library ({reason})")]
+    NotALibrary { path: PathBuf, reason: String },
+    #[error(
+        "{path}: library schema version {found} is newer than this EndoTwin supports ({supported}); update EndoTwin to open it"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error(
+        "{path}: library is read-only and needs an upgrade from schema {found} to {supported}; make it writable or copy it"
+    )]
+    ReadOnlyNeedsMigration {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("{path}: library is read-only; changes are disabled")]
+    ReadOnly { path: PathBuf },
+    #[error("{path}: no library here (no {DB_FILE})")]
+    Missing { path: PathBuf },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("library database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// How to open a library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Open an existing library; refuse a path with none.
+    Existing,
+    /// Open, or create an empty library when none exists.
+    CreateIfMissing,
+}
+
+/// An open library.
+pub struct Store {
+    conn: Connection,
+    db_path: PathBuf,
+    root: PathBuf,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("db_path", &self.db_path)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+/// Resolves a user-given path (a library folder or its database file) to the database file.
+pub fn resolve_db_path(path: &Path) -> PathBuf {
+    if path.is_dir() || path.extension().is_none() {
+        path.join(DB_FILE)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+impl Store {
+    /// Opens the library at `path` (a folder or a `.sqlite` file).
+    ///
+    /// Foreign files, newer schemas and read-only libraries that need migration are refused
+    /// before anything is written. A read-only file opens read-only: reads work, writes fail
+    /// with [`StoreError::ReadOnly`].
+    pub fn open(path: &Path, mode: OpenMode) -> Result<Store> {
+        let db_path = resolve_db_path(path);
+        let root = db_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let exists = db_path.exists();
+        if !exists {
+            if mode == OpenMode::Existing {
+                return Err(StoreError::Missing {
+                    path: path.to_path_buf(),
+                });
+            }
+            std::fs::create_dir_all(&root).map_err(|source| StoreError::Io {
+                path: root.clone(),
+                source,
+            })?;
+        }
+        let meta = exists
+            .then(|| std::fs::metadata(&db_path))
+            .transpose()
+            .map_err(|source| StoreError::Io {
+                path: db_path.clone(),
+                source,
+            })?;
+        if let Some(meta) = &meta {
+            if meta.is_dir() {
+                return Err(StoreError::NotALibrary {
+                    path: db_path,
+                    reason: "is a folder".into(),
+                });
+            }
+            check_sqlite_header(&db_path, meta.len())?;
+        }
+        // Permission bits, not a failed write: root ignores them, and we must not write.
+        let read_only = meta.is_some_and(|m| m.permissions().readonly());
+        let conn = open_connection(&db_path, read_only)?;
+        let mut store = Store {
+            conn,
+            db_path,
+            root,
+            read_only,
+        };
+        store.check_and_migrate(mode)?;
+        Ok(store)
+    }
+
+    /// Opens an in-memory library whose media folder is `root` (tests and dry runs).
+    pub fn open_in_memory(root: &Path) -> Result<Store> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch("PRAGMA foreign_keys = ON;")?;
+        let mut store = Store {
+            conn,
+            db_path: PathBuf::from(":memory:"),
+            root: root.to_path_buf(),
+            read_only: false,
+        };
+        store.check_and_migrate(OpenMode::CreateIfMissing)?;
+        Ok(store)
+    }
+
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// The library folder (holds the database and `media/`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn media_dir(&self) -> PathBuf {
+        self.root.join(MEDIA_DIR)
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    /// Runs `f` in one transaction: all of its changes land, or none do.
+    pub fn write<T, E>(&mut self, f: impl FnOnce(&Transaction<'_>) -> std::result::Result<T, E>) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.db_path.clone(),
+            }
+            .into());
+        }
+        let tx = self.conn.transaction().map_err(StoreError::from)?;
+        let value = f(&tx)?;
+        tx.commit().map_err(StoreError::from)?;
+        Ok(value)
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    fn check_and_migrate(&mut self, mode: OpenMode) -> Result<()> {
+        let found: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.not_a_library(e))?;
+        let app_id: i64 = self
+            .conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| self.not_a_library(e))?;
+        let tables: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| self.not_a_library(e))?;
+        if tables > 0 && app_id != APPLICATION_ID {
+            return Err(StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: "an SQLite database of another application".into(),
+            });
+        }
+        if found > CURRENT_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.db_path.clone(),
+                found,
+                supported: CURRENT_VERSION,
+            });
+        }
+        if found == CURRENT_VERSION {
+            return Ok(());
+        }
+        if found == 0 && mode == OpenMode::Existing {
+            return Err(StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: "an empty file or database".into(),
+            });
+        }
+        if self.read_only {
+            return Err(StoreError::ReadOnlyNeedsMigration {
+                path: self.db_path.clone(),
+                found,
+                supported: CURRENT_VERSION,
+            });
+        }
+        if self.db_path != Path::new(":memory:") {
+            // WAL lets the GUI read while the engine writes; set once, it sticks to the file.
+            self.conn
+                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        }
+        for (from, sql) in schema::MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.execute_batch(&format!(
+                "PRAGMA user_version = {}; PRAGMA application_id = {};",
+                from + 1,
+                APPLICATION_ID
+            ))?;
+            tx.commit()?;
+        }
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('created_by', ?1)",
+            [concat!("endotwin ", env!("CARGO_PKG_VERSION"))],
+        )?;
+        Ok(())
+    }
+
+    fn not_a_library(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::NotALibrary {
+            path: self.db_path.clone(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Refuses a non-empty file that does not start with the SQLite header, before SQLite
+/// (which opens lazily) could touch it.
+fn check_sqlite_header(path: &Path, len: u64) -> Result<()> {
+    use std::io::Read;
+    if len == 0 {
+        return Ok(());
+    }
+    let mut header = [0u8; 16];
+    let mut file = std::fs::File::open(path).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let n = file.read(&mut header).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if n < 16 || &header != b"SQLite format 3\0" {
+        return Err(StoreError::NotALibrary {
+            path: path.to_path_buf(),
+            reason: "not an SQLite database".into(),
+        });
+    }
+    Ok(())
+}
+
+fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
+    let conn = if read_only {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        match Connection::open_with_flags(path, flags) {
+            Ok(c) if c.query_row("PRAGMA user_version", [], |_| Ok(())).is_ok() => c,
+            // A WAL library in a read-only folder cannot create its -shm file; SQLite can
+            // still read it as immutable.
+            _ => {
+                let uri = format!("file:{}?immutable=1", path.display());
+                Connection::open_with_flags(
+                    uri,
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                )?
+            }
+        }
+    } else {
+        Connection::open(path)?
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch("PRAGMA foreign_keys = ON;")?;
+    Ok(conn)
+}
+
+/// Current UTC time as RFC 3339 text (seconds), without pulling in a date crate.
+pub fn now_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    format_utc(secs)
+}
+
+pub(crate) fn format_utc(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting_matches_known_dates() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_795_305_600), "2026-11-22T00:00:00Z");
+    }
+}

@@ -1,0 +1,203 @@
+//! The library schema and its migrations.
+//!
+//! `PRAGMA user_version` holds the schema version. Each migration is one SQL batch applied in
+//! its own transaction together with the version bump, so a library is always at a whole
+//! version. A library whose version is newer than [`CURRENT_VERSION`] is refused untouched.
+
+/// Schema version this build writes.
+pub const CURRENT_VERSION: i64 = 1;
+
+/// `application_id` stamped into every library so foreign SQLite files are recognised
+/// ("ETWN" in ASCII).
+pub const APPLICATION_ID: i64 = 0x4554_574E;
+
+/// Migration `i` brings a library from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[V1];
+
+const V1: &str = r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE patients (
+    id    INTEGER PRIMARY KEY,
+    code  TEXT NOT NULL UNIQUE
+);
+
+CREATE TABLE examinations (
+    id          INTEGER PRIMARY KEY,
+    patient_id  INTEGER REFERENCES patients(id) ON DELETE CASCADE,
+    code        TEXT NOT NULL UNIQUE,
+    kind        TEXT NOT NULL DEFAULT 'colonoscopy',
+    date        TEXT,
+    source      TEXT NOT NULL DEFAULT ''
+);
+
+-- Media files live in the library's media/ folder under their content hash.
+CREATE TABLE media (
+    id           INTEGER PRIMARY KEY,
+    hash         TEXT NOT NULL UNIQUE,
+    kind         TEXT NOT NULL,
+    rel_path     TEXT NOT NULL,
+    source_path  TEXT NOT NULL DEFAULT '',
+    width        INTEGER NOT NULL,
+    height       INTEGER NOT NULL,
+    bytes        INTEGER NOT NULL,
+    examination_id INTEGER REFERENCES examinations(id) ON DELETE SET NULL,
+    mask_media_id  INTEGER REFERENCES media(id) ON DELETE SET NULL,
+    thumbnail    BLOB,
+    captured_at  TEXT
+);
+CREATE INDEX media_examination ON media(examination_id);
+
+CREATE TABLE polyps (
+    id              INTEGER PRIMARY KEY,
+    examination_id  INTEGER NOT NULL REFERENCES examinations(id) ON DELETE CASCADE,
+    code            TEXT NOT NULL UNIQUE,
+    location        TEXT,
+    size_mm         REAL,
+    paris           TEXT
+);
+CREATE INDEX polyps_examination ON polyps(examination_id);
+
+-- A multi-view set: the views of one polyp, in order.
+CREATE TABLE polyp_views (
+    polyp_id    INTEGER NOT NULL REFERENCES polyps(id) ON DELETE CASCADE,
+    media_id    INTEGER NOT NULL REFERENCES media(id) ON DELETE CASCADE,
+    view_index  INTEGER NOT NULL,
+    PRIMARY KEY (polyp_id, media_id)
+);
+
+CREATE TABLE pathology (
+    polyp_id      INTEGER PRIMARY KEY REFERENCES polyps(id) ON DELETE CASCADE,
+    histology     TEXT NOT NULL,
+    vienna_class  INTEGER,
+    size_mm       REAL
+);
+
+-- Free-form clinical attributes (surface pattern, colour, pedicle, ...).
+CREATE TABLE attributes (
+    polyp_id  INTEGER NOT NULL REFERENCES polyps(id) ON DELETE CASCADE,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (polyp_id, key)
+);
+
+CREATE TABLE reports (
+    id              INTEGER PRIMARY KEY,
+    examination_id  INTEGER NOT NULL REFERENCES examinations(id) ON DELETE CASCADE,
+    text            TEXT NOT NULL
+);
+
+CREATE TABLE report_sentences (
+    id         INTEGER PRIMARY KEY,
+    report_id  INTEGER NOT NULL REFERENCES reports(id) ON DELETE CASCADE,
+    idx        INTEGER NOT NULL,
+    text       TEXT NOT NULL,
+    polyp_id   INTEGER REFERENCES polyps(id) ON DELETE SET NULL
+);
+
+-- Capsule-style captions shared by several frames.
+CREATE TABLE captions (
+    media_id  INTEGER PRIMARY KEY REFERENCES media(id) ON DELETE CASCADE,
+    text      TEXT NOT NULL
+);
+
+CREATE TABLE videos (
+    id              INTEGER PRIMARY KEY,
+    examination_id  INTEGER NOT NULL REFERENCES examinations(id) ON DELETE CASCADE,
+    code            TEXT NOT NULL UNIQUE,
+    fps             REAL NOT NULL DEFAULT 25.0
+);
+
+CREATE TABLE video_frames (
+    video_id     INTEGER NOT NULL REFERENCES videos(id) ON DELETE CASCADE,
+    frame_index  INTEGER NOT NULL,
+    media_id     INTEGER NOT NULL REFERENCES media(id) ON DELETE CASCADE,
+    PRIMARY KEY (video_id, frame_index)
+);
+
+CREATE TABLE tracklets (
+    id        INTEGER PRIMARY KEY,
+    video_id  INTEGER NOT NULL REFERENCES videos(id) ON DELETE CASCADE,
+    polyp_id  INTEGER REFERENCES polyps(id) ON DELETE SET NULL,
+    identity  TEXT
+);
+
+CREATE TABLE boxes (
+    id           INTEGER PRIMARY KEY,
+    video_id     INTEGER NOT NULL REFERENCES videos(id) ON DELETE CASCADE,
+    frame_index  INTEGER NOT NULL,
+    x REAL NOT NULL, y REAL NOT NULL, w REAL NOT NULL, h REAL NOT NULL,
+    polyp_id     INTEGER REFERENCES polyps(id) ON DELETE SET NULL,
+    tracklet_id  INTEGER REFERENCES tracklets(id) ON DELETE SET NULL
+);
+CREATE INDEX boxes_video_frame ON boxes(video_id, frame_index);
+
+-- Labels on any target (a polyp, a media item, a tracklet). Every change appends an audit row.
+CREATE TABLE labels (
+    target_kind  TEXT NOT NULL,
+    target_id    INTEGER NOT NULL,
+    key          TEXT NOT NULL,
+    value        TEXT NOT NULL,
+    PRIMARY KEY (target_kind, target_id, key)
+);
+
+CREATE TABLE label_audit (
+    id           INTEGER PRIMARY KEY,
+    target_kind  TEXT NOT NULL,
+    target_id    INTEGER NOT NULL,
+    key          TEXT NOT NULL,
+    who          TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    old_value    TEXT,
+    new_value    TEXT
+);
+-- The log is append-only: the database itself refuses edits and deletes.
+CREATE TRIGGER label_audit_no_update BEFORE UPDATE ON label_audit
+BEGIN SELECT RAISE(ABORT, 'label_audit is append-only'); END;
+CREATE TRIGGER label_audit_no_delete BEFORE DELETE ON label_audit
+BEGIN SELECT RAISE(ABORT, 'label_audit is append-only'); END;
+
+CREATE TABLE models (
+    id           INTEGER PRIMARY KEY,
+    name         TEXT NOT NULL,
+    version      TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    config_json  TEXT NOT NULL,
+    weights_path TEXT NOT NULL DEFAULT '',
+    created_at   TEXT NOT NULL,
+    UNIQUE (name, version)
+);
+
+CREATE TABLE embeddings (
+    model_id     INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+    target_kind  TEXT NOT NULL,
+    target_id    INTEGER NOT NULL,
+    source_hash  TEXT NOT NULL,
+    dim          INTEGER NOT NULL,
+    vector       BLOB NOT NULL,
+    code         BLOB,
+    PRIMARY KEY (model_id, target_kind, target_id)
+);
+
+CREATE TABLE training_runs (
+    id           INTEGER PRIMARY KEY,
+    model_id     INTEGER REFERENCES models(id) ON DELETE SET NULL,
+    recipe       TEXT NOT NULL,
+    config_json  TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    started_at   TEXT NOT NULL,
+    finished_at  TEXT
+);
+
+CREATE TABLE run_metrics (
+    run_id  INTEGER NOT NULL REFERENCES training_runs(id) ON DELETE CASCADE,
+    epoch   INTEGER NOT NULL,
+    step    INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    value   REAL NOT NULL
+);
+CREATE INDEX run_metrics_run ON run_metrics(run_id);
+"#;
