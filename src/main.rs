@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use endotwin::compute::{self, BackendPref};
 use endotwin::data::import::{ImportLayout, ImportOptions};
+use endotwin::data::phantom::{self, PhantomConfig, Split};
 use endotwin::engine::{Engine, Job, JobOutput};
 use endotwin::store::{OpenMode, Store};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -40,6 +41,41 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Generate the synthetic colonoscopy phantom into a new library folder.
+    Demo {
+        /// Seed: the same seed gives byte-identical media and identical rows.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Output library folder (must not hold a library yet).
+        #[arg(long)]
+        out: PathBuf,
+        /// Train data, or held-out test data drawn from a disjoint stream.
+        #[arg(long, value_enum, default_value_t = Split::Train)]
+        split: Split,
+        #[arg(long, default_value_t = 60)]
+        polyps: usize,
+        #[arg(long, default_value_t = 4)]
+        views: usize,
+        #[arg(long, default_value_t = 2)]
+        videos: usize,
+        #[arg(long, default_value_t = 160)]
+        frames_per_video: usize,
+        #[arg(long, default_value_t = 40)]
+        capsule: usize,
+        /// Side of still frames in pixels.
+        #[arg(long, default_value_t = 256)]
+        size: u32,
+    },
+    /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
+    ContactSheet {
+        /// Output PNG path.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 8)]
+        columns: u32,
+        #[arg(long, default_value_t = 160)]
+        tile: u32,
+    },
 }
 
 fn main() {
@@ -74,7 +110,86 @@ fn run(cli: Cli) -> Result<()> {
             path,
             strict,
         } => import(&library, pref, layout, path, strict),
+        Command::Demo {
+            seed,
+            out,
+            split,
+            polyps,
+            views,
+            videos,
+            frames_per_video,
+            capsule,
+            size,
+        } => demo(
+            &out,
+            &PhantomConfig {
+                seed,
+                split,
+                polyps,
+                views_per_polyp: views,
+                videos,
+                frames_per_video,
+                capsule_images: capsule,
+                image_size: size,
+                ..PhantomConfig::default()
+            },
+        ),
+        Command::ContactSheet { out, columns, tile } => {
+            let store = Store::open(&library, OpenMode::Existing)?;
+            let sheet = phantom::contact_sheet(&store, columns, tile)?;
+            sheet
+                .save(&out)
+                .with_context(|| format!("{}: could not write PNG", out.display()))?;
+            println!("wrote {}", out.display());
+            Ok(())
+        }
     }
+}
+
+fn demo(out: &std::path::Path, cfg: &PhantomConfig) -> Result<()> {
+    if endotwin::store::resolve_db_path(out).exists() {
+        anyhow::bail!("{}: already holds a library; choose a new folder", out.display());
+    }
+    let mut store = Store::open(out, OpenMode::CreateIfMissing)?;
+    let progress = std::sync::Arc::new(endotwin::engine::Progress::new());
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let watcher = {
+        let progress = progress.clone();
+        let bar = bar.clone();
+        std::thread::spawn(move || {
+            while !bar.is_finished() {
+                bar.set_message(progress.stage_name());
+                bar.set_length(progress.total());
+                bar.set_position(progress.done());
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let result = phantom::generate(&mut store, cfg, &progress);
+    bar.finish_and_clear();
+    let _ = watcher.join();
+    let report = result?;
+    println!(
+        "phantom seed {} ({:?}) -> {}: {} examinations, {} polyps, {} views, {} videos ({} frames, {} boxes), {} capsule images in {:.1}s",
+        cfg.seed,
+        cfg.split,
+        out.display(),
+        report.examinations,
+        report.polyps,
+        report.views,
+        report.videos,
+        report.video_frames,
+        report.boxes,
+        report.capsule_images,
+        started.elapsed().as_secs_f32()
+    );
+    Ok(())
 }
 
 fn info(library: &std::path::Path, pref: BackendPref) -> Result<()> {

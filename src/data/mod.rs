@@ -2,3 +2,4 @@
 
 pub mod images;
 pub mod import;
+pub mod phantom;

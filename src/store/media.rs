@@ -53,7 +53,7 @@ pub struct NewMedia {
     pub width: u32,
     pub height: u32,
     pub examination_id: Option<i64>,
-    pub thumbnail_png: Option<Vec<u8>>,
+    pub thumbnail: Option<Vec<u8>>,
     pub captured_at: Option<String>,
 }
 
@@ -224,7 +224,7 @@ pub fn insert_media(
             media.height,
             media.byte_len as i64,
             media.examination_id,
-            media.thumbnail_png,
+            media.thumbnail,
             media.captured_at,
         ],
     )?;
@@ -239,10 +239,10 @@ pub fn set_mask(tx: &Transaction<'_>, media_id: i64, mask_media_id: i64) -> Resu
     Ok(())
 }
 
-pub fn set_thumbnail(tx: &Transaction<'_>, media_id: i64, png: &[u8]) -> Result<()> {
+pub fn set_thumbnail(tx: &Transaction<'_>, media_id: i64, jpeg: &[u8]) -> Result<()> {
     tx.execute(
         "UPDATE media SET thumbnail = ?2 WHERE id = ?1",
-        params![media_id, png],
+        params![media_id, jpeg],
     )?;
     Ok(())
 }

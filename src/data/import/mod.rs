@@ -102,7 +102,7 @@ pub fn check_problems(problems: &[ItemProblem], options: ImportOptions) -> Resul
 pub struct PreparedImage {
     pub source: PathBuf,
     pub decoded: Decoded,
-    pub thumbnail_png: Vec<u8>,
+    pub thumbnail: Vec<u8>,
 }
 
 /// Longer side of the thumbnails stored with each media item.
@@ -111,11 +111,11 @@ pub const THUMBNAIL_SIDE: u32 = 128;
 /// Reads, decodes and thumbnails one image file.
 pub fn prepare_image(path: &Path) -> Result<PreparedImage, ImageError> {
     let decoded = images::decode_file(path)?;
-    let thumbnail_png = images::thumbnail_png(&decoded.image, THUMBNAIL_SIDE);
+    let thumbnail = images::thumbnail_jpeg(&decoded.image, THUMBNAIL_SIDE);
     Ok(PreparedImage {
         source: path.to_path_buf(),
         decoded,
-        thumbnail_png,
+        thumbnail,
     })
 }
 
@@ -138,7 +138,7 @@ impl PreparedImage {
                 width: self.decoded.image.width(),
                 height: self.decoded.image.height(),
                 examination_id,
-                thumbnail_png: Some(self.thumbnail_png.clone()),
+                thumbnail: Some(self.thumbnail.clone()),
                 captured_at: None,
             },
         })

@@ -1,0 +1,136 @@
+//! Report sentences in varied clinical wording, and capsule captions.
+
+use super::anatomy::{PolypSpec, Surface};
+use super::rng::Rng;
+
+/// One sentence describing a polyp's endoscopic appearance.
+pub fn polyp_sentence(spec: &PolypSpec, ordinal: usize, rng: &mut Rng) -> String {
+    let size = format!("{:.0} mm", spec.size_mm.round());
+    let nth = ["A", "A second", "A third", "A fourth", "A fifth"][ordinal.min(4)];
+    let pedicle = match spec.paris {
+        super::anatomy::Paris::Ip => " with a stalk",
+        _ => "",
+    };
+    let surface = spec.surface.words();
+    let colour = spec.colour_words();
+    match rng.below(5) {
+        0 => format!(
+            "{nth} {size} {} polyp (Paris {}) was found in the {}, {colour}, with a {surface}{pedicle}.",
+            spec.paris.words(),
+            spec.paris.code(),
+            spec.location
+        ),
+        1 => format!(
+            "In the {} there is a {} {} lesion of about {size}, Paris {}; {surface}, {colour}.",
+            spec.location,
+            spec.size_class(),
+            spec.paris.words(),
+            spec.paris.code()
+        ),
+        2 => format!(
+            "{} polyp, {size}, {}, Paris {}{pedicle}. Surface: {surface}. Colour: {colour}.",
+            capitalise(spec.paris.words()),
+            spec.location,
+            spec.paris.code()
+        ),
+        3 => format!(
+            "Found a {size} {} polyp at the {} ({}), {surface}, {colour}{}.",
+            spec.paris.words(),
+            spec.location,
+            spec.paris.code(),
+            if spec.ulcer > 0.0 { ", with central ulceration" } else { "" }
+        ),
+        _ => format!(
+            "{} lesion in the {}: Paris {}, estimated {size}, {colour}, {surface}{pedicle}.",
+            capitalise(spec.size_class()),
+            spec.location,
+            spec.paris.code()
+        ),
+    }
+}
+
+pub fn pathology_sentence(spec: &PolypSpec, rng: &mut Rng) -> String {
+    let h = match spec.pathology {
+        super::anatomy::Pathology::Hyperplastic => "hyperplastic polyp",
+        super::anatomy::Pathology::SessileSerrated => "sessile serrated lesion without dysplasia",
+        super::anatomy::Pathology::AdenomaLow => "tubular adenoma with low-grade dysplasia",
+        super::anatomy::Pathology::AdenomaHigh => "tubular adenoma with high-grade dysplasia",
+        super::anatomy::Pathology::Carcinoma => "invasive adenocarcinoma",
+    };
+    let v = spec.pathology.vienna();
+    match rng.below(3) {
+        0 => format!("Histology: {h} (Vienna {v})."),
+        1 => format!("Pathology report: {h}, Vienna category {v}."),
+        _ => format!("Histopathology showed {h} (Vienna {v})."),
+    }
+}
+
+pub fn negative_sentence(rng: &mut Rng) -> String {
+    rng.pick(&[
+        "No polyps were found up to the caecum.",
+        "Complete colonoscopy to the caecum; no polyps or masses seen.",
+        "Normal colonic mucosa throughout, no polyps.",
+        "Good bowel preparation, no lesions detected.",
+    ])
+    .to_string()
+}
+
+pub fn opening_sentence(rng: &mut Rng) -> String {
+    rng.pick(&[
+        "Colonoscopy to the caecum, adequate bowel preparation.",
+        "The caecum was reached; the ileocaecal valve was identified.",
+        "Complete examination with good preparation (BBPS 8).",
+    ])
+    .to_string()
+}
+
+/// What a capsule frame shows; the caption names it in free text with the distractions real
+/// findings lists carry (modifiers, negations, non-diagnostic terms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapsuleFinding {
+    Normal,
+    Polyp,
+    Erosion,
+    Angioectasia,
+    Blood,
+}
+
+pub fn capsule_caption(finding: CapsuleFinding, rng: &mut Rng) -> String {
+    let extra = *rng.pick(&["", " Some food residue.", " Bubbles partly obscure the view.", " No bleeding."]);
+    let main = match finding {
+        CapsuleFinding::Normal => *rng.pick(&["Normal mucosa.", "No abnormality.", "Normal small bowel mucosa."]),
+        CapsuleFinding::Polyp => *rng.pick(&["Small polyp in the distal ileum.", "Polyp.", "Sessile polyp, jejunum."]),
+        CapsuleFinding::Erosion => *rng.pick(&["Mild erosion.", "Erosions with surrounding edema.", "Erosion and fibrin."]),
+        CapsuleFinding::Angioectasia => *rng.pick(&["Angioectasia.", "Small angioectasia in the jejunum."]),
+        CapsuleFinding::Blood => *rng.pick(&["Fresh blood in the lumen.", "Blood, source not seen."]),
+    };
+    if finding == CapsuleFinding::Blood && extra == " No bleeding." {
+        return main.to_string();
+    }
+    format!("{main}{extra}")
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+/// The attributes stored for a polyp (the vocabulary later extractors read back).
+pub fn attributes(spec: &PolypSpec) -> Vec<(String, String)> {
+    let mut a = vec![
+        ("size class".to_string(), spec.size_class().to_string()),
+        ("surface".to_string(), spec.surface.words().to_string()),
+        ("colour".to_string(), spec.colour_words().to_string()),
+        ("morphology".to_string(), spec.paris.words().to_string()),
+    ];
+    if spec.ulcer > 0.0 {
+        a.push(("ulceration".into(), "present".into()));
+    }
+    if spec.surface == Surface::Cloudy || spec.mucus > 0.3 {
+        a.push(("mucus cap".into(), "present".into()));
+    }
+    a
+}
