@@ -65,7 +65,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                     }
                     for v in &node.videos {
                         let sel = Selection::Video(v.id);
-                        let text = format!("▶ {}  {} frames", v.code, v.frame_count);
+                        let text = format!("Video {}  {} frames", v.code, v.frame_count);
                         row(ui, state, textures, lib, v.first_media_id, sel, text, out);
                     }
                 });
@@ -108,19 +108,20 @@ fn filters(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     let Some(lib) = &state.library else { return };
     let mut filter: CaseFilter = state.filter.clone();
     ui.horizontal(|ui| {
-        ui.label("🔍");
+        let label = ui.label("Search").id;
         ui.add(
             egui::TextEdit::singleline(&mut filter.text)
-                .hint_text("search code, location, histology…")
+                .hint_text("code, location, histology…")
                 .desired_width(f32::INFINITY),
-        );
+        )
+        .labelled_by(label);
     });
     egui::Grid::new("filters").num_columns(2).show(ui, |ui| {
-        ui.label("Pathology");
-        combo(ui, "histology", &mut filter.histology, &lib.histologies);
+        let label = ui.label("Pathology").id;
+        combo(ui, "histology", label, &mut filter.histology, &lib.histologies);
         ui.end_row();
-        ui.label("Location");
-        combo(ui, "location", &mut filter.location, &lib.locations);
+        let label = ui.label("Location").id;
+        combo(ui, "location", label, &mut filter.location, &lib.locations);
         ui.end_row();
         ui.label("Size (mm)");
         ui.horizontal(|ui| {
@@ -135,7 +136,7 @@ fn filters(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     }
 }
 
-fn combo(ui: &mut egui::Ui, id: &str, value: &mut Option<String>, options: &[String]) {
+fn combo(ui: &mut egui::Ui, id: &str, label: egui::Id, value: &mut Option<String>, options: &[String]) {
     egui::ComboBox::from_id_salt(id)
         .selected_text(value.as_deref().unwrap_or("any"))
         .show_ui(ui, |ui| {
@@ -143,7 +144,9 @@ fn combo(ui: &mut egui::Ui, id: &str, value: &mut Option<String>, options: &[Str
             for o in options {
                 ui.selectable_value(value, Some(o.clone()), o);
             }
-        });
+        })
+        .response
+        .labelled_by(label);
 }
 
 fn size_box(ui: &mut egui::Ui, value: &mut Option<f64>, hint: &str) {

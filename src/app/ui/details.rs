@@ -44,7 +44,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             }
             if let Some(p) = &d.polyp {
                 ui.separator();
-                ui.strong("Pathology label");
+                let label = ui.strong("Pathology label").id;
                 let read_only = state.library.as_ref().is_none_or(|l| l.store.is_read_only());
                 ui.add_enabled_ui(!read_only, |ui| {
                     let current = p.histology.clone().unwrap_or_else(|| "unknown".into());
@@ -55,7 +55,9 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                             for h in HISTOLOGIES {
                                 ui.selectable_value(&mut chosen, h.to_string(), h);
                             }
-                        });
+                        })
+                        .response
+                        .labelled_by(label);
                     if chosen != current {
                         out.push(Command::SetPolypLabel {
                             polyp_id: p.id,
@@ -96,7 +98,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 }
                 for a in &d.audit {
                     ui.label(format!(
-                        "{}  {} set {}: {} → {}",
+                        "{}  {} set {}: {} -> {}",
                         a.at,
                         a.who,
                         a.key,

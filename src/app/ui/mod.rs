@@ -149,8 +149,8 @@ fn dropped_files(ctx: &egui::Context, out: &mut Vec<Command>) {
 pub fn shortcut_list(ui: &mut egui::Ui) {
     egui::Grid::new("shortcuts").show(ui, |ui| {
         for (k, v) in [
-            ("↑ / ↓", "previous / next case in the browser"),
-            ("← / →", "previous / next view"),
+            ("Up / Down", "previous / next case in the browser"),
+            ("Left / Right", "previous / next view"),
             ("Esc", "back to the view grid"),
             ("Ctrl+Z / Ctrl+Shift+Z", "undo / redo a label change"),
             ("scroll / drag", "zoom / pan the focused image"),

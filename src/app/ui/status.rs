@@ -6,7 +6,7 @@ use crate::engine::JobHandle;
 
 pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut Vec<Command>) {
     ui.horizontal(|ui| {
-        ui.label(format!("⚙ {}", state.backend_summary));
+        ui.label(format!("Compute: {}", state.backend_summary));
         ui.separator();
         match &state.library {
             Some(lib) => {
@@ -25,10 +25,11 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut V
             }
         }
         ui.separator();
-        ui.label("Reviewer:");
+        let label = ui.label("Reviewer:").id;
         let mut reviewer = state.reviewer.clone();
         if ui
             .add(egui::TextEdit::singleline(&mut reviewer).desired_width(90.0))
+            .labelled_by(label)
             .changed()
         {
             out.push(Command::SetReviewer(reviewer));
@@ -50,7 +51,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut V
                     .desired_width(200.0)
                     .text(text),
             );
-            if ui.small_button("✖").on_hover_text("cancel").clicked() {
+            if ui.small_button("Cancel").on_hover_text("cancel").clicked() {
                 out.push(Command::CancelJob(job.id));
             }
             // Progress is read from shared atomics: keep repainting while jobs run.

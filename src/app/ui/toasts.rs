@@ -15,9 +15,9 @@ pub fn draw(ctx: &egui::Context, state: &AppState, out: &mut Vec<Command>) {
             ui.set_max_width(420.0);
             for (i, t) in state.toasts.iter().enumerate() {
                 let (icon, colour) = match t.level {
-                    ToastLevel::Info => ("ℹ", Color32::from_rgb(60, 120, 200)),
-                    ToastLevel::Warning => ("⚠", Color32::from_rgb(210, 150, 30)),
-                    ToastLevel::Error => ("⛔", Color32::from_rgb(200, 60, 60)),
+                    ToastLevel::Info => ("Info", Color32::from_rgb(60, 120, 200)),
+                    ToastLevel::Warning => ("Warning", Color32::from_rgb(210, 150, 30)),
+                    ToastLevel::Error => ("Error", Color32::from_rgb(200, 60, 60)),
                 };
                 let r = egui::Frame::popup(ui.style())
                     .stroke(egui::Stroke::new(1.5, colour))

@@ -78,7 +78,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         ui.add_space(20.0);
         ui.label(match state.selection {
             Selection::Nothing => {
-                "Select a case in the browser (↑/↓), open images (File > Open images…) or drop images, folders or a library here."
+                "Select a case in the browser (Up/Down), open images (File > Open images…) or drop images, folders or a library here."
             }
             _ => "No images for this selection.",
         });
@@ -89,7 +89,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     match focused {
         Some(i) if i < keys.len() => {
             ui.horizontal(|ui| {
-                if !is_video && ui.button("⬅ all views").clicked() {
+                if !is_video && ui.button("< all views").clicked() {
                     out.push(Command::Focus(None));
                 }
                 ui.label(format!("{} ({}/{})", keys[i].1, i + 1, keys.len()));

@@ -1,0 +1,64 @@
+//! The command line: exit codes and one-line errors that name the file.
+
+use std::process::Command;
+
+fn endotwin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_endotwin"));
+    c.env("ENDOTWIN_BACKEND", "cpu");
+    c
+}
+
+#[test]
+fn info_prints_the_backend_and_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = endotwin()
+        .args(["--library"])
+        .arg(dir.path())
+        .args(["import", "images", concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/realdata/colonoscopy-frames")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("4 media added"));
+    let out = endotwin().arg("--library").arg(dir.path()).arg("info").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("backend: burn-flex (CPU)"), "{text}");
+    assert!(text.contains("adapter:"), "{text}");
+    assert!(text.contains("[19.0, 22.0, 43.0, 50.0]"), "{text}");
+    assert!(text.contains("1 examinations, 0 polyps, 0 videos, 4 media"), "{text}");
+}
+
+#[test]
+fn a_bad_library_fails_with_one_line_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("fake.sqlite");
+    std::fs::write(&bad, b"nope").unwrap();
+    let out = endotwin().arg("--library").arg(&bad).arg("info").output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("fake.sqlite") && err.contains("not an EndoTwin library"), "{err}");
+}
+
+#[test]
+fn importing_a_missing_folder_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = endotwin()
+        .arg("--library")
+        .arg(dir.path())
+        .args(["import", "images", "/no/such/folder"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/no/such/folder") && err.contains("no such file"), "{err}");
+}
+
+#[test]
+fn help_documents_each_subcommand() {
+    let out = endotwin().arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for sub in ["gui", "info", "import", "demo", "contact-sheet"] {
+        assert!(text.contains(sub), "{sub} missing from --help:\n{text}");
+    }
+}

@@ -1,0 +1,164 @@
+//! The GUI, clicked through with egui_kittest: the browser lists cases, selecting one shows its
+//! views and details, a bad file produces a visible error, a label change is audited and undone.
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use endotwin::app::{App, Command, Selection};
+use endotwin::compute::Compute;
+use endotwin::data::phantom::{self, PhantomConfig, Split};
+use endotwin::engine::Progress;
+use endotwin::store::{OpenMode, Store};
+use std::path::Path;
+
+fn tiny_library(dir: &Path) {
+    let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 5,
+        split: Split::Train,
+        polyps: 3,
+        views_per_polyp: 4,
+        videos: 1,
+        frames_per_video: 6,
+        background_frames: 1,
+        capsule_images: 0,
+        image_size: 48,
+        video_size: 48,
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+}
+
+fn harness(library: &Path) -> Harness<'static, App> {
+    let library = library.to_path_buf();
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_eframe(move |cc| App::with_compute(&cc.egui_ctx, Compute::cpu(None), Some(library)))
+}
+
+/// At least one widget shows exactly `text`.
+fn shows(h: &Harness<'static, App>, text: &str) {
+    assert!(h.query_all_by_label(text).next().is_some(), "nothing shows {text:?}");
+}
+
+/// At least one widget's text contains `text`.
+fn shows_part(h: &Harness<'static, App>, text: &str) {
+    assert!(
+        h.query_all_by_label_contains(text).next().is_some(),
+        "nothing shows a text containing {text:?}"
+    );
+}
+
+fn settle(h: &mut Harness<'static, App>) {
+    for _ in 0..6 {
+        h.step();
+        let ctx = h.ctx.clone();
+        h.state_mut().tick(&ctx);
+    }
+}
+
+#[test]
+fn browsing_a_case_shows_its_views_and_details() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    // The browser lists the examinations and polyps.
+    shows_part(&h, "S5-E001  ·");
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap().remove(0);
+    let row_label = format!("{}  ", polyp.code);
+    h.get_by_label_contains(&row_label).click();
+    settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(polyp.id));
+    shows(&h, &format!("Polyp {}", polyp.code));
+    shows(&h, "Histology");
+    shows(&h, polyp.histology.as_deref().unwrap());
+    for v in 1..=4 {
+        shows(&h, &format!("view {v}"));
+    }
+    // Report sentences about this polyp are shown.
+    shows(&h, "Report");
+    // Arrow keys move to the next case.
+    h.key_press(egui::Key::ArrowDown);
+    settle(&mut h);
+    assert_ne!(h.state().state.selection, Selection::Polyp(polyp.id));
+}
+
+#[test]
+fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let bad = dir.path().join("notes.sqlite");
+    std::fs::write(&bad, b"plain text pretending to be a database").unwrap();
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::OpenLibrary(bad.clone()));
+    settle(&mut h);
+    shows_part(&h, "not an EndoTwin library");
+    // The open library is still there.
+    shows_part(&h, "S5-E001  ·");
+    assert_eq!(std::fs::read(&bad).unwrap(), b"plain text pretending to be a database");
+    // A dropped file that is neither image nor library is explained too.
+    let txt = dir.path().join("readme.txt");
+    std::fs::write(&txt, b"hello").unwrap();
+    h.state_mut().send(Command::Dropped(vec![txt]));
+    settle(&mut h);
+    shows_part(&h, "not an image");
+}
+
+#[test]
+fn a_pathology_correction_is_audited_and_can_be_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap().remove(0);
+    let original = polyp.histology.clone().unwrap();
+    let corrected = if original == "carcinoma" { "hyperplastic" } else { "carcinoma" };
+    h.state_mut().send(Command::Select(Selection::Polyp(polyp.id)));
+    h.state_mut().send(Command::SetReviewer("dr. kittest".into()));
+    h.state_mut().send(Command::SetPolypLabel {
+        polyp_id: polyp.id,
+        key: "histology".into(),
+        value: Some(corrected.into()),
+    });
+    settle(&mut h);
+    shows_part(&h, &format!("dr. kittest set histology: {original} -> {corrected}"));
+    assert_eq!(
+        store.polyp(polyp.id).unwrap().unwrap().histology.as_deref(),
+        Some(corrected)
+    );
+    h.state_mut().send(Command::Undo);
+    settle(&mut h);
+    assert_eq!(store.polyp(polyp.id).unwrap().unwrap().histology, Some(original.clone()));
+    shows_part(&h, &format!("dr. kittest set histology: {corrected} -> {original}"));
+}
+
+#[test]
+fn the_sample_library_opens_with_its_cases() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
+    // Work on a copy: the test must not write into the repository.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&sample, dir.path());
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let first = &store.examinations().unwrap()[0];
+    shows_part(&h, &format!("{}  ·", first.code));
+    shows_part(&h, "examinations ·");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else if !entry.file_name().to_string_lossy().ends_with("-wal")
+            && !entry.file_name().to_string_lossy().ends_with("-shm")
+        {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

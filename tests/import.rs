@@ -1,0 +1,121 @@
+//! The generic image-folder importer on real frames and on bad input.
+
+use endotwin::data::import::{ImportError, ImportLayout, ImportOptions};
+use endotwin::engine::Progress;
+use endotwin::store::{OpenMode, Store};
+use std::path::{Path, PathBuf};
+
+fn realdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata")
+}
+
+fn import(store: &mut Store, path: &Path, strict: bool) -> Result<endotwin::data::import::ImportReport, ImportError> {
+    endotwin::data::import::run(
+        ImportLayout::Images,
+        store,
+        path,
+        ImportOptions { strict },
+        &Progress::new(),
+    )
+}
+
+/// A folder with two good real frames and every kind of bad file.
+fn mixed_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let frames: Vec<PathBuf> = std::fs::read_dir(realdata().join("colonoscopy-frames"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    std::fs::copy(&frames[0], dir.path().join("a.jpg")).unwrap();
+    std::fs::copy(&frames[1], dir.path().join("b.jpg")).unwrap();
+    // The same content twice.
+    std::fs::copy(&frames[0], dir.path().join("a-again.jpg")).unwrap();
+    let bytes = std::fs::read(&frames[2]).unwrap();
+    std::fs::write(dir.path().join("truncated.jpg"), &bytes[..bytes.len() / 3]).unwrap();
+    std::fs::write(dir.path().join("notes.png"), b"not an image, just text").unwrap();
+    dir
+}
+
+#[test]
+fn real_colonoscopy_frames_import_with_thumbnails() {
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let report = import(&mut store, &realdata().join("colonoscopy-frames"), false).unwrap();
+    assert_eq!(report.media_added, 4);
+    assert!(report.skipped.is_empty());
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.media, 4);
+    assert_eq!(stats.examinations, 1);
+    let exam = &store.examinations().unwrap()[0];
+    let frames = store.loose_frames(exam.id).unwrap();
+    assert_eq!((frames[0].width, frames[0].height), (720, 576));
+    assert!(store.media_path(&frames[0]).exists(), "media file stored by hash");
+    assert!(frames[0].source_path.ends_with(".jpg"), "source path kept");
+    assert!(store.thumbnail(frames[0].id).unwrap().is_some());
+    assert!(store.media_without_thumbnail().unwrap().is_empty());
+}
+
+#[test]
+fn bad_files_are_skipped_with_their_reason_and_duplicates_counted() {
+    let src = mixed_folder();
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let report = import(&mut store, src.path(), false).unwrap();
+    assert_eq!(report.media_added, 2);
+    assert_eq!(report.duplicates, 1);
+    assert_eq!(report.skipped.len(), 2);
+    let reasons: Vec<String> = report.skipped.iter().map(|p| p.to_string()).collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("truncated.jpg") && r.contains("truncated or corrupt")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("notes.png") && r.contains("not an image")),
+        "{reasons:?}"
+    );
+    // Importing the same folder again adds nothing new.
+    let again = import(&mut store, src.path(), false).unwrap();
+    assert_eq!(again.media_added, 0);
+    assert_eq!(store.stats().unwrap().media, 2);
+}
+
+#[test]
+fn strict_import_aborts_as_a_whole_and_writes_nothing() {
+    let src = mixed_folder();
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let err = import(&mut store, src.path(), true).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("nothing was written"), "{msg}");
+    assert!(msg.contains("notes.png") || msg.contains("truncated.jpg"), "{msg}");
+    assert_eq!(store.stats().unwrap().media, 0);
+    assert_eq!(store.stats().unwrap().examinations, 0);
+}
+
+#[test]
+fn a_cancelled_import_writes_no_rows() {
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let progress = Progress::new();
+    progress.cancel();
+    let err = endotwin::data::import::run(
+        ImportLayout::Images,
+        &mut store,
+        &realdata().join("colonoscopy-frames"),
+        ImportOptions::default(),
+        &progress,
+    )
+    .unwrap_err();
+    assert!(matches!(err, ImportError::Cancelled));
+    assert_eq!(store.stats().unwrap().media, 0);
+}
+
+#[test]
+fn a_folder_without_images_is_an_error_naming_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let err = import(&mut store, empty.path(), false).unwrap_err();
+    assert!(err.to_string().contains("no image files"), "{err}");
+    assert!(err.to_string().contains(&empty.path().display().to_string()));
+}

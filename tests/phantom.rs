@@ -1,0 +1,105 @@
+//! The phantom: deterministic, complete ground truth, disjoint held-out split.
+
+use endotwin::data::phantom::{self, PhantomConfig, Split};
+use endotwin::engine::Progress;
+use endotwin::store::{OpenMode, Store};
+
+fn tiny(seed: u64, split: Split) -> PhantomConfig {
+    PhantomConfig {
+        seed,
+        split,
+        polyps: 3,
+        views_per_polyp: 4,
+        videos: 1,
+        frames_per_video: 8,
+        background_frames: 1,
+        capsule_images: 2,
+        image_size: 48,
+        video_size: 48,
+    }
+}
+
+fn generate(cfg: &PhantomConfig) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+    phantom::generate(&mut store, cfg, &Progress::new()).unwrap();
+    (dir, store)
+}
+
+fn hashes(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in store.polyps().unwrap() {
+        out.push(format!("{} {:?} {:?}", p.code, p.histology, p.size_mm));
+        for v in store.polyp_views(p.id).unwrap() {
+            out.push(v.hash);
+        }
+    }
+    for v in store.videos().unwrap() {
+        for (i, m) in store.video_frames(v.id).unwrap() {
+            out.push(format!("{i} {}", m.hash));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_same_seed_gives_the_same_content_hashes() {
+    let (_a, first) = generate(&tiny(11, Split::Train));
+    let (_b, second) = generate(&tiny(11, Split::Train));
+    let h = hashes(&first);
+    assert!(h.len() > 10);
+    assert_eq!(h, hashes(&second));
+    let (_c, other) = generate(&tiny(12, Split::Train));
+    assert_ne!(h, hashes(&other));
+}
+
+#[test]
+fn the_phantom_carries_ground_truth_for_every_method() {
+    let (_d, store) = generate(&tiny(5, Split::Train));
+    let polyps = store.polyps().unwrap();
+    assert_eq!(polyps.len(), 3);
+    for p in &polyps {
+        assert!(p.histology.is_some() && p.vienna_class.is_some() && p.paris.is_some());
+        let views = store.polyp_views(p.id).unwrap();
+        assert_eq!(views.len(), 4, "multi-view set of {}", p.code);
+        assert!(views.iter().all(|v| v.mask_media_id.is_some()), "every view has a mask");
+        let sentences = store.report_sentences(p.examination_id).unwrap();
+        assert!(sentences.iter().any(|s| s.polyp_id == Some(p.id)), "report names {}", p.code);
+    }
+    let videos = store.videos().unwrap();
+    assert_eq!(videos.len(), 1);
+    assert_eq!(videos[0].frame_count, 8);
+    // Capsule images carry captions.
+    let capsule = store
+        .examinations()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "capsule")
+        .unwrap();
+    let frames = store.loose_frames(capsule.id).unwrap();
+    assert_eq!(frames.len(), 2);
+    assert!(store.caption(frames[0].id).unwrap().is_some());
+}
+
+#[test]
+fn the_test_split_is_disjoint_from_training() {
+    let (_a, train) = generate(&tiny(5, Split::Train));
+    let (_b, test) = generate(&tiny(5, Split::Test));
+    let train_codes: Vec<String> = train.polyps().unwrap().into_iter().map(|p| p.code).collect();
+    let test_hashes = hashes(&test);
+    for code in &train_codes {
+        assert!(!test_hashes.iter().any(|h| h.starts_with(code.as_str())));
+    }
+    let train_hashes = hashes(&train);
+    assert!(test_hashes.iter().all(|h| !train_hashes.contains(h) || h.contains(' ')));
+}
+
+#[test]
+fn tracklets_split_on_gaps_and_low_overlap() {
+    let b = |f: usize, p: usize, x: f32| (f, p, [x, 0.0, 10.0, 10.0]);
+    // Polyp 0 seen on frames 0-2, gap, again on 5; polyp 1 jumps far at frame 2.
+    let boxes = vec![b(0, 0, 0.0), b(1, 0, 1.0), b(1, 1, 50.0), b(2, 0, 2.0), b(2, 1, 90.0), b(5, 0, 2.0)];
+    let t = phantom::tracklets_from_boxes(&boxes);
+    let shapes: Vec<(usize, usize)> = t.iter().map(|(p, m)| (*p, m.len())).collect();
+    assert_eq!(shapes, vec![(0, 3), (1, 1), (1, 1), (0, 1)]);
+}
