@@ -38,6 +38,13 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
     ) {
         return Err(ImageError::NotAnImage);
     }
+    // The JPEG decoder fills in a truncated file rather than failing: check the end marker.
+    if format == ImageFormat::Jpeg && !has_jpeg_end(&bytes) {
+        return Err(ImageError::Corrupt {
+            format: "JPEG".into(),
+            detail: "file ends before the end-of-image marker".into(),
+        });
+    }
     let image = image::load_from_memory_with_format(&bytes, format).map_err(|e| {
         ImageError::Corrupt {
             format: format!("{format:?}").to_uppercase(),
@@ -52,6 +59,13 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
         format,
         bytes,
     })
+}
+
+/// Whether a JPEG file has its end-of-image marker (FF D9) near the end; some writers pad
+/// after it, so a little trailing data is allowed.
+fn has_jpeg_end(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(4096)..];
+    tail.windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
 pub fn decode_file(path: &Path) -> Result<Decoded, ImageError> {
@@ -114,6 +128,18 @@ mod tests {
         bytes.truncate(bytes.len() / 2);
         let err = decode_bytes(bytes).err().unwrap();
         assert!(matches!(err, ImageError::Corrupt { ref format, .. } if format == "PNG"), "{err}");
+    }
+
+    #[test]
+    fn truncated_jpeg_is_reported_as_corrupt() {
+        let img = DynamicImage::ImageRgb8(RgbImage::from_fn(64, 64, |x, y| image::Rgb([x as u8 * 3, y as u8 * 2, 90])));
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, ImageFormat::Jpeg).unwrap();
+        let mut bytes = out.into_inner();
+        assert!(decode_bytes(bytes.clone()).is_ok());
+        bytes.truncate(bytes.len() * 2 / 3);
+        let err = decode_bytes(bytes).err().unwrap();
+        assert!(err.to_string().contains("JPEG image is truncated or corrupt"), "{err}");
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub(super) fn run(
                 .and_then(|f| f.parent())
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
-            import::folder::import_files(&mut store, &root, &files, options, progress)
+            import_files(&mut store, &root, &files, options, progress)
                 .map(JobOutput::Imported)
                 .map_err(|e| e.to_string())
         }
@@ -73,6 +73,19 @@ pub(super) fn run(
             values: device_check(compute),
         }),
     }
+}
+
+fn import_files(
+    store: &mut Store,
+    root: &Path,
+    files: &[PathBuf],
+    options: ImportOptions,
+    progress: &Progress,
+) -> Result<ImportReport, import::ImportError> {
+    let mut problems = import::Problems::default();
+    let plan = import::folder::read_files(root, files, progress, &mut problems)?;
+    problems.check(options)?;
+    import::plan::write(store, &plan, "import:files", problems.0, progress)
 }
 
 fn thumbnails(store: &mut Store, progress: &Progress) -> crate::store::Result<JobOutput> {

@@ -1,21 +1,14 @@
 //! Generic image folders: every image becomes a frame; each folder that holds images becomes
 //! one examination named after its path.
 
-use super::{
-    ImportError, ImportOptions, ImportReport, ItemProblem, check_problems, image_files,
-    prepare_all,
-};
+use super::plan::{Plan, PlanExam, PlanImage};
+use super::{ImportError, Problems, check_cancel, folder_name, image_files, try_prepare};
 use crate::engine::Progress;
-use crate::store::{MediaKind, NewExamination, Store, upsert_examination};
+use crate::store::MediaKind;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub fn import_folder(
-    store: &mut Store,
-    root: &Path,
-    options: ImportOptions,
-    progress: &Progress,
-) -> Result<ImportReport, ImportError> {
+pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
@@ -26,33 +19,24 @@ pub fn import_folder(
             "no image files (png, jpg, bmp, tif) found",
         ));
     }
-    import_files(store, root, &files, options, progress)
+    read_files(root, &files, progress, problems)
 }
 
-/// Imports the given image files; `root` names the examinations (one per folder below it).
-pub fn import_files(
-    store: &mut Store,
+/// Reads the given image files; `root` names the examinations (one per folder below it).
+pub fn read_files(
     root: &Path,
-    files: &[std::path::PathBuf],
-    options: ImportOptions,
+    files: &[PathBuf],
     progress: &Progress,
-) -> Result<ImportReport, ImportError> {
-    let mut problems: Vec<ItemProblem> = Vec::new();
-    let prepared = prepare_all(files, progress, &mut problems)?;
-    check_problems(&problems, options)?;
-    if progress.is_cancelled() {
-        return Err(ImportError::Cancelled);
-    }
-
-    let root_name = root
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "import".into());
-    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (i, p) in prepared.iter().enumerate() {
-        let rel_dir = p
-            .source
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
+    let root_name = folder_name(root);
+    let mut exams: BTreeMap<String, PlanExam> = BTreeMap::new();
+    progress.stage("reading images", files.len() as u64);
+    for path in files {
+        check_cancel(progress)?;
+        progress.inc();
+        let Some(image) = try_prepare(path, problems) else { continue };
+        let rel_dir = path
             .parent()
             .and_then(|d| d.strip_prefix(root).ok())
             .map(|d| d.to_string_lossy().replace('\\', "/"))
@@ -62,49 +46,18 @@ pub fn import_files(
         } else {
             format!("{root_name}/{rel_dir}")
         };
-        groups.entry(code).or_default().push(i);
+        exams
+            .entry(code.clone())
+            .or_insert_with(|| PlanExam {
+                code,
+                kind: "colonoscopy".into(),
+                source: root.display().to_string(),
+                ..Default::default()
+            })
+            .frames
+            .push(PlanImage::new(image, MediaKind::Frame));
     }
-
-    progress.stage("storing media", prepared.len() as u64);
-    let mut staged = Vec::with_capacity(prepared.len());
-    for p in &prepared {
-        if progress.is_cancelled() {
-            return Err(ImportError::Cancelled);
-        }
-        staged.push(p.stage(store, MediaKind::Frame, None)?);
-        progress.inc();
-    }
-
-    let source = root.display().to_string();
-    let mut report = ImportReport {
-        skipped: problems,
-        ..Default::default()
-    };
-    store.write(|tx| -> Result<(), ImportError> {
-        for (code, items) in &groups {
-            let exam = upsert_examination(
-                tx,
-                &NewExamination {
-                    code: code.clone(),
-                    kind: "colonoscopy".into(),
-                    source: source.clone(),
-                    ..Default::default()
-                },
-            )?;
-            report.examinations += 1;
-            for &i in items {
-                let (_, new) = staged[i].insert(tx, Some(exam))?;
-                if new {
-                    report.media_added += 1;
-                } else {
-                    report.duplicates += 1;
-                }
-            }
-        }
-        if progress.is_cancelled() {
-            return Err(ImportError::Cancelled);
-        }
-        Ok(())
-    })?;
-    Ok(report)
+    Ok(Plan {
+        exams: exams.into_values().collect(),
+    })
 }

@@ -1,17 +1,27 @@
 //! Importers: each turns a public data layout into library rows.
 //!
 //! Every importer works in three steps so that the library is never half-written:
-//! 1. read and check every item (decode images, parse manifests) without touching the library,
-//!    collecting a per-item problem list;
+//! 1. read and check every item (decode images, parse manifests) into a [`Plan`] without
+//!    touching the library, collecting a per-item problem list;
 //! 2. stop there when the user asked for `--strict` and something was wrong, or when cancelled;
-//! 3. write the media files by content hash, then all rows in one transaction.
+//! 3. [`plan::write`]: the media files by content hash, then all rows in one transaction.
 
+pub mod captiv8;
+pub mod coco;
 pub mod folder;
+pub mod hyperkvasir;
+pub mod kvasir;
+pub mod multiview;
+pub mod plan;
+pub mod realcolon;
 
-use crate::data::images::{self, Decoded, ImageError};
+pub use plan::Plan;
+
+use crate::data::images::{self, ImageError};
 use crate::engine::Progress;
-use crate::store::{self, MediaKind, NewMedia, Store, StoreError};
-use std::path::{Path, PathBuf};
+use crate::store::{Store, StoreError};
+use image::{GrayImage, ImageFormat};
+use std::path::{Component, Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ImportOptions {
@@ -37,6 +47,8 @@ impl std::fmt::Display for ItemProblem {
 pub struct ImportReport {
     pub examinations: usize,
     pub polyps: usize,
+    pub videos: usize,
+    pub boxes: usize,
     pub media_added: usize,
     /// Items whose content was already in the library (same hash).
     pub duplicates: usize,
@@ -45,14 +57,18 @@ pub struct ImportReport {
 
 impl ImportReport {
     pub fn summary(&self) -> String {
-        format!(
+        let mut s = format!(
             "{} media added, {} duplicates, {} skipped; {} examinations, {} polyps",
             self.media_added,
             self.duplicates,
             self.skipped.len(),
             self.examinations,
             self.polyps
-        )
+        );
+        if self.videos > 0 {
+            s.push_str(&format!(", {} videos, {} boxes", self.videos, self.boxes));
+        }
+        s
     }
 }
 
@@ -81,27 +97,46 @@ impl ImportError {
     }
 }
 
-/// Applies the strict/skip policy to the problems found while reading.
-pub fn check_problems(problems: &[ItemProblem], options: ImportOptions) -> Result<(), ImportError> {
-    if options.strict && !problems.is_empty() {
-        let more = if problems.len() > 1 {
-            format!(" (and {} more)", problems.len() - 1)
-        } else {
-            String::new()
-        };
-        return Err(ImportError::Strict {
-            first: problems[0].clone(),
-            more,
-            problems: problems.to_vec(),
+/// The problems met while reading; each importer pushes to it, the policy decides at the end.
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<ItemProblem>);
+
+impl Problems {
+    pub fn push(&mut self, path: &Path, reason: impl Into<String>) {
+        self.0.push(ItemProblem {
+            path: path.to_path_buf(),
+            reason: reason.into(),
         });
     }
-    Ok(())
+
+    /// Applies the strict/skip policy.
+    pub fn check(&self, options: ImportOptions) -> Result<(), ImportError> {
+        let problems = &self.0;
+        if options.strict && !problems.is_empty() {
+            let more = if problems.len() > 1 {
+                format!(" (and {} more)", problems.len() - 1)
+            } else {
+                String::new()
+            };
+            return Err(ImportError::Strict {
+                first: problems[0].clone(),
+                more,
+                problems: problems.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
-/// An image read and checked, ready to be written.
+/// An image read and checked: its exact bytes, size and thumbnail. The decoded pixels are not
+/// kept, so large imports do not hold every frame in memory.
+#[derive(Debug, Clone)]
 pub struct PreparedImage {
     pub source: PathBuf,
-    pub decoded: Decoded,
+    pub bytes: Vec<u8>,
+    pub extension: &'static str,
+    pub width: u32,
+    pub height: u32,
     pub thumbnail: Vec<u8>,
 }
 
@@ -111,58 +146,67 @@ pub const THUMBNAIL_SIDE: u32 = 128;
 /// Reads, decodes and thumbnails one image file.
 pub fn prepare_image(path: &Path) -> Result<PreparedImage, ImageError> {
     let decoded = images::decode_file(path)?;
-    let thumbnail = images::thumbnail_jpeg(&decoded.image, THUMBNAIL_SIDE);
     Ok(PreparedImage {
         source: path.to_path_buf(),
-        decoded,
-        thumbnail,
+        thumbnail: images::thumbnail_jpeg(&decoded.image, THUMBNAIL_SIDE),
+        extension: decoded.extension(),
+        width: decoded.image.width(),
+        height: decoded.image.height(),
+        bytes: decoded.bytes,
     })
 }
 
-impl PreparedImage {
-    /// Writes the file into the library's media folder and returns what the row needs.
-    pub fn stage(
-        &self,
-        store: &Store,
-        kind: MediaKind,
-        examination_id: Option<i64>,
-    ) -> Result<StagedMedia, StoreError> {
-        let (hash, rel_path) = store.put_media_file(&self.decoded.bytes, self.decoded.extension())?;
-        Ok(StagedMedia {
-            hash,
-            rel_path,
-            media: NewMedia {
-                kind,
-                byte_len: self.decoded.bytes.len() as u64,
-                source_path: self.source.display().to_string(),
-                width: self.decoded.image.width(),
-                height: self.decoded.image.height(),
-                examination_id,
-                thumbnail: Some(self.thumbnail.clone()),
-                captured_at: None,
-            },
-        })
+/// Reads a segmentation mask, thresholds it at 127 (masks are often JPEG) and checks it has
+/// the image's size. Stored as a binary PNG.
+pub fn prepare_mask(path: &Path, width: u32, height: u32) -> Result<PreparedImage, String> {
+    let decoded = images::decode_file(path).map_err(|e| e.to_string())?;
+    let (w, h) = (decoded.image.width(), decoded.image.height());
+    if (w, h) != (width, height) {
+        return Err(format!(
+            "mask is {w}x{h} but its image is {width}x{height}"
+        ));
     }
+    let luma = decoded.image.to_luma8();
+    let binary = GrayImage::from_fn(w, h, |x, y| {
+        image::Luma([if luma.get_pixel(x, y).0[0] > 127 { 255 } else { 0 }])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    binary
+        .write_to(&mut out, ImageFormat::Png)
+        .expect("PNG encoding into memory cannot fail");
+    Ok(PreparedImage {
+        source: path.to_path_buf(),
+        bytes: out.into_inner(),
+        extension: "png",
+        width: w,
+        height: h,
+        thumbnail: Vec::new(),
+    })
 }
 
-/// A media file already in the media folder, waiting for its row.
-pub struct StagedMedia {
-    pub hash: String,
-    pub rel_path: String,
-    pub media: NewMedia,
-}
-
-impl StagedMedia {
-    /// Inserts the row (or finds the same content already there) inside the transaction.
-    pub fn insert(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        examination_id: Option<i64>,
-    ) -> Result<(i64, bool), StoreError> {
-        let mut media = self.media.clone();
-        media.examination_id = examination_id.or(media.examination_id);
-        store::insert_media(tx, &self.hash, &self.rel_path, &media)
+/// Resolves a path named in a manifest against the import root. Refuses absolute paths and
+/// paths that climb out of the root (`../`), and names a missing file.
+pub fn resolve_in_root(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    let rel_path = Path::new(rel.trim());
+    if rel_path.is_absolute() || rel_path.components().any(|c| matches!(c, Component::Prefix(_))) {
+        return Err(format!("'{rel}' is an absolute path; manifests must name files inside the import folder"));
     }
+    let mut depth = 0i32;
+    for c in rel_path.components() {
+        match c {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(format!("'{rel}' escapes the import folder"));
+        }
+    }
+    let full = root.join(rel_path);
+    if !full.is_file() {
+        return Err(format!("'{rel}' is named in the manifest but missing"));
+    }
+    Ok(full)
 }
 
 /// Walks `root` for image files, sorted by path so imports are deterministic.
@@ -185,28 +229,42 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads all images in order, reporting progress; bad ones become problems.
-pub fn prepare_all(
-    paths: &[PathBuf],
-    progress: &Progress,
-    problems: &mut Vec<ItemProblem>,
-) -> Result<Vec<PreparedImage>, ImportError> {
-    progress.stage("reading images", paths.len() as u64);
-    let mut out = Vec::with_capacity(paths.len());
-    for path in paths {
-        if progress.is_cancelled() {
-            return Err(ImportError::Cancelled);
-        }
-        match prepare_image(path) {
-            Ok(p) => out.push(p),
-            Err(e) => problems.push(ItemProblem {
-                path: path.clone(),
-                reason: e.to_string(),
-            }),
-        }
-        progress.inc();
-    }
+/// Image files directly in `dir`, sorted.
+pub fn images_in(dir: &Path) -> Result<Vec<PathBuf>, ImportError> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| ImportError::source_error(dir, e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && images::has_image_extension(p))
+        .collect();
+    out.sort();
     Ok(out)
+}
+
+/// Prepares one image, recording a problem instead of failing.
+pub fn try_prepare(path: &Path, problems: &mut Problems) -> Option<PreparedImage> {
+    match prepare_image(path) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            problems.push(path, e.to_string());
+            None
+        }
+    }
+}
+
+pub fn check_cancel(progress: &Progress) -> Result<(), ImportError> {
+    if progress.is_cancelled() {
+        Err(ImportError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+/// The last folder name of a path, for examination codes.
+pub fn folder_name(path: &Path) -> String {
+    path.canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "import".into())
 }
 
 /// The data layouts `endotwin import` understands.
@@ -214,6 +272,20 @@ pub fn prepare_all(
 pub enum ImportLayout {
     /// Any folder of images: each image a frame, each folder an examination.
     Images,
+    /// Kvasir-SEG: images/ and masks/ with matching names; each image one polyp.
+    KvasirSeg,
+    /// HyperKvasir labelled images: nested class folders give each image its label.
+    Hyperkvasir,
+    /// Multi-view sets: one folder per polyp (optional pathology.csv: polyp,histology,vienna,size_mm).
+    Multiview,
+    /// EndoFinder JSONL: one polyp a line with img_paths or query_paths/ref_paths, ground_truth.
+    Endofinder,
+    /// Procedure videos: a COCO JSON (frame_id, sequence_id, bbox, identity_id) beside its frames.
+    Coco,
+    /// REAL-Colon: per-frame VOC XML with unique_id, video_info.csv, lesion_info.csv.
+    RealColon,
+    /// CAPTIV8 capsule data: per-patient CSVs (Patient ID, name, capture_time, image_path, video_path, image_label).
+    Captiv8,
 }
 
 /// Runs the importer for `layout`.
@@ -224,7 +296,22 @@ pub fn run(
     options: ImportOptions,
     progress: &Progress,
 ) -> Result<ImportReport, ImportError> {
-    match layout {
-        ImportLayout::Images => folder::import_folder(store, path, options, progress),
+    if !path.exists() {
+        return Err(ImportError::source_error(path, "no such file or folder"));
     }
+    let mut problems = Problems::default();
+    let plan = match layout {
+        ImportLayout::Images => folder::read(path, progress, &mut problems)?,
+        ImportLayout::KvasirSeg => kvasir::read(path, progress, &mut problems)?,
+        ImportLayout::Hyperkvasir => hyperkvasir::read(path, progress, &mut problems)?,
+        ImportLayout::Multiview => multiview::read_folders(path, progress, &mut problems)?,
+        ImportLayout::Endofinder => multiview::read_jsonl(path, progress, &mut problems)?,
+        ImportLayout::Coco => coco::read(path, progress, &mut problems)?,
+        ImportLayout::RealColon => realcolon::read(path, progress, &mut problems)?,
+        ImportLayout::Captiv8 => captiv8::read(path, progress, &mut problems)?,
+    };
+    problems.check(options)?;
+    check_cancel(progress)?;
+    let who = format!("import:{layout:?}").to_lowercase();
+    plan::write(store, &plan, &who, problems.0, progress)
 }

@@ -1,0 +1,128 @@
+//! Procedure videos as COCO JSON: `images[]` with `file_name`, `frame_id`, `sequence_id`;
+//! `annotations[]` with `image_id`, `bbox` [x, y, w, h], `identity_id` and optional `size`,
+//! `histology` (HP / SSL / TSA / AD / OTHER). Frames are found relative to the JSON file.
+//! Each sequence becomes an examination with one video; each identity a polyp.
+
+use super::plan::{Plan, PlanBox, PlanExam, PlanImage, PlanVideo};
+use super::{ImportError, Problems, check_cancel, resolve_in_root, try_prepare};
+use crate::engine::Progress;
+use crate::store::MediaKind;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct Coco {
+    images: Vec<CocoImage>,
+    #[serde(default)]
+    annotations: Vec<CocoAnnotation>,
+}
+
+#[derive(Deserialize)]
+struct CocoImage {
+    id: serde_json::Value,
+    file_name: String,
+    frame_id: i64,
+    sequence_id: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct CocoAnnotation {
+    image_id: serde_json::Value,
+    bbox: [f32; 4],
+    identity_id: serde_json::Value,
+    #[serde(default)]
+    size: Option<serde_json::Value>,
+    #[serde(default)]
+    histology: Option<String>,
+}
+
+fn key(v: &serde_json::Value) -> String {
+    v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())
+}
+
+/// Histology codes of the tracklet datasets, in our vocabulary.
+pub fn histology_name(code: &str) -> Option<String> {
+    Some(
+        match code.trim().to_ascii_uppercase().as_str() {
+            "HP" => "hyperplastic",
+            "SSL" | "SSA" => "sessile serrated",
+            "TSA" => "traditional serrated adenoma",
+            "AD" => "adenoma",
+            "NO POLYP" | "" => return None,
+            "OTHER" => "other",
+            _ => return Some(code.trim().to_string()),
+        }
+        .to_string(),
+    )
+}
+
+pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+    let coco: Coco = serde_json::from_str(&text)
+        .map_err(|e| ImportError::source_error(path, format!("malformed COCO JSON: {e}")))?;
+    let root = path.parent().unwrap_or(Path::new("."));
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    // image id -> (sequence, frame index)
+    let mut frame_of: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    let mut exams: BTreeMap<String, PlanExam> = BTreeMap::new();
+    progress.stage("reading frames", coco.images.len() as u64);
+    for img in &coco.images {
+        check_cancel(progress)?;
+        progress.inc();
+        let seq = key(&img.sequence_id);
+        let full = match resolve_in_root(root, &img.file_name) {
+            Ok(p) => p,
+            Err(reason) => {
+                problems.push(path, reason);
+                continue;
+            }
+        };
+        let Some(prepared) = try_prepare(&full, problems) else { continue };
+        frame_of.insert(key(&img.id), (seq.clone(), img.frame_id));
+        let exam = exams.entry(seq.clone()).or_insert_with(|| PlanExam {
+            code: format!("{stem}/{seq}"),
+            kind: "colonoscopy".into(),
+            source: path.display().to_string(),
+            videos: vec![PlanVideo {
+                code: format!("{stem}/{seq}"),
+                fps: 25.0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        exam.videos[0]
+            .frames
+            .push((img.frame_id, PlanImage::new(prepared, MediaKind::VideoFrame)));
+    }
+    for a in &coco.annotations {
+        let Some((seq, frame)) = frame_of.get(&key(&a.image_id)) else {
+            problems.push(path, format!("annotation for image {} whose frame was not imported", key(&a.image_id)));
+            continue;
+        };
+        let exam = exams.get_mut(seq).expect("exam of an imported frame");
+        let identity = key(&a.identity_id);
+        let polyp = exam.polyp_mut(&identity);
+        if let Some(h) = a.histology.as_deref().and_then(histology_name) {
+            polyp.histology = Some(h);
+        }
+        if let Some(s) = &a.size {
+            match s.as_f64().or_else(|| s.as_str().and_then(|t| t.trim().parse().ok())) {
+                Some(mm) => polyp.size_mm = Some(mm),
+                None => polyp.attributes.push(("size".into(), key(s))),
+            }
+        }
+        polyp.attributes.dedup();
+        exam.videos[0].boxes.push(PlanBox {
+            frame_index: *frame,
+            xywh: a.bbox,
+            polyp: identity,
+        });
+    }
+    for e in exams.values_mut() {
+        e.videos[0].frames.sort_by_key(|(i, _)| *i);
+    }
+    Ok(Plan {
+        exams: exams.into_values().collect(),
+    })
+}
