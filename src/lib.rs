@@ -4,6 +4,7 @@ pub mod app;
 pub mod compute;
 pub mod data;
 pub mod engine;
+pub mod eval;
 pub mod store;
 
 /// The sample library shipped with the repository (`sample_db/`), found relative to the

@@ -66,6 +66,11 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         size: u32,
     },
+    /// Evaluate: `phantom` runs the no-learning baselines on held-out phantom data.
+    Eval {
+        #[command(subcommand)]
+        what: EvalWhat,
+    },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet {
         /// Output PNG path.
@@ -75,6 +80,24 @@ enum Command {
         columns: u32,
         #[arg(long, default_value_t = 160)]
         tile: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalWhat {
+    /// Raw-pixel and colour-histogram baselines (re-identification, pathology) on the phantom.
+    Phantom {
+        /// A held-out library to evaluate; default: generate the test split of --seed.
+        #[arg(long)]
+        held_out: Option<PathBuf>,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value_t = 60)]
+        polyps: usize,
+        #[arg(long, default_value_t = 4)]
+        views: usize,
+        #[arg(long, default_value_t = 256)]
+        size: u32,
     },
 }
 
@@ -134,6 +157,16 @@ fn run(cli: Cli) -> Result<()> {
                 ..PhantomConfig::default()
             },
         ),
+        Command::Eval {
+            what:
+                EvalWhat::Phantom {
+                    held_out,
+                    seed,
+                    polyps,
+                    views,
+                    size,
+                },
+        } => eval_phantom(held_out, seed, polyps, views, size),
         Command::ContactSheet { out, columns, tile } => {
             let store = Store::open(&library, OpenMode::Existing)?;
             let sheet = phantom::contact_sheet(&store, columns, tile)?;
@@ -143,6 +176,55 @@ fn run(cli: Cli) -> Result<()> {
             println!("wrote {}", out.display());
             Ok(())
         }
+    }
+}
+
+fn eval_phantom(held_out: Option<PathBuf>, seed: u64, polyps: usize, views: usize, size: u32) -> Result<()> {
+    let (store, _tmp) = match held_out {
+        Some(path) => (Store::open(&path, OpenMode::Existing)?, None),
+        None => {
+            let dir = std::env::temp_dir().join(format!("endotwin-heldout-{seed}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let cfg = PhantomConfig {
+                seed,
+                split: Split::Test,
+                polyps,
+                views_per_polyp: views,
+                videos: 0,
+                capsule_images: 0,
+                background_frames: 0,
+                image_size: size,
+                ..PhantomConfig::default()
+            };
+            eprintln!("generating the held-out split of seed {seed} ({polyps} polyps x {views} views)...");
+            let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
+            phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new())?;
+            (store, Some(TempDir(dir)))
+        }
+    };
+    let (reids, path) = endotwin::eval::baselines::run(&store)?;
+    println!("held-out library: {}", store.db_path().display());
+    println!("\nre-identification of a polyp's other views ({} queries, cosine nearest neighbour)", reids[0].queries);
+    println!("| feature | accuracy@1 | mAP |\n| --- | --- | --- |");
+    for r in &reids {
+        println!("| {} | {:.3} | {:.3} |", r.feature, r.accuracy_at_1, r.map);
+    }
+    println!(
+        "\npathology from appearance ({} polyps, {} classes, 5-fold cross-validation)",
+        path.polyps, path.classes
+    );
+    println!("| feature | accuracy | macro-F1 |\n| --- | --- | --- |");
+    println!("| {} | {:.3} | {:.3} |", path.feature, path.accuracy, path.macro_f1);
+    println!("| majority class | {:.3} | - |", path.majority_class_accuracy);
+    Ok(())
+}
+
+/// Removes a generated held-out library when the evaluation is done.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

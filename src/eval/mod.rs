@@ -1,0 +1,4 @@
+//! Evaluation: metrics with hand-checked tests, and the no-learning baselines on the phantom.
+
+pub mod baselines;
+pub mod metrics;
