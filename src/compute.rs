@@ -136,7 +136,8 @@ pub fn select(pref: BackendPref) -> Result<Compute, ComputeError> {
     if pref == BackendPref::Cpu {
         return Ok(Compute::cpu(None));
     }
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
         power_preference: wgpu::PowerPreference::HighPerformance,
         ..Default::default()
@@ -153,8 +154,9 @@ pub fn select(pref: BackendPref) -> Result<Compute, ComputeError> {
             info.name
         ))));
     }
-    let (device, queue) = pollster::block_on(adapter.request_device(&shared_device_descriptor(&adapter)))
-        .map_err(|e| ComputeError::Device(e.to_string()))?;
+    let (device, queue) =
+        pollster::block_on(adapter.request_device(&shared_device_descriptor(&adapter)))
+            .map_err(|e| ComputeError::Device(e.to_string()))?;
     register_wgpu(instance, adapter, device, queue)
 }
 

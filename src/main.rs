@@ -11,7 +11,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "endotwin", version, about = "Colonoscopy case review: digital twins, prompts, tracklets, fine-tuning.")]
+#[command(
+    name = "endotwin",
+    version,
+    about = "Colonoscopy case review: digital twins, prompts, tracklets, fine-tuning."
+)]
 struct Cli {
     /// Library folder (or its library.sqlite). Default: $ENDOTWIN_LIBRARY, else sample_db/.
     #[arg(long, global = true)]
@@ -179,11 +183,18 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn eval_phantom(held_out: Option<PathBuf>, seed: u64, polyps: usize, views: usize, size: u32) -> Result<()> {
+fn eval_phantom(
+    held_out: Option<PathBuf>,
+    seed: u64,
+    polyps: usize,
+    views: usize,
+    size: u32,
+) -> Result<()> {
     let (store, _tmp) = match held_out {
         Some(path) => (Store::open(&path, OpenMode::Existing)?, None),
         None => {
-            let dir = std::env::temp_dir().join(format!("endotwin-heldout-{seed}-{}", std::process::id()));
+            let dir = std::env::temp_dir()
+                .join(format!("endotwin-heldout-{seed}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             let cfg = PhantomConfig {
                 seed,
@@ -196,7 +207,9 @@ fn eval_phantom(held_out: Option<PathBuf>, seed: u64, polyps: usize, views: usiz
                 image_size: size,
                 ..PhantomConfig::default()
             };
-            eprintln!("generating the held-out split of seed {seed} ({polyps} polyps x {views} views)...");
+            eprintln!(
+                "generating the held-out split of seed {seed} ({polyps} polyps x {views} views)..."
+            );
             let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
             phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new())?;
             (store, Some(TempDir(dir)))
@@ -204,7 +217,10 @@ fn eval_phantom(held_out: Option<PathBuf>, seed: u64, polyps: usize, views: usiz
     };
     let (reids, path) = endotwin::eval::baselines::run(&store)?;
     println!("held-out library: {}", store.db_path().display());
-    println!("\nre-identification of a polyp's other views ({} queries, cosine nearest neighbour)", reids[0].queries);
+    println!(
+        "\nre-identification of a polyp's other views ({} queries, cosine nearest neighbour)",
+        reids[0].queries
+    );
     println!("| feature | accuracy@1 | mAP |\n| --- | --- | --- |");
     for r in &reids {
         println!("| {} | {:.3} | {:.3} |", r.feature, r.accuracy_at_1, r.map);
@@ -214,8 +230,14 @@ fn eval_phantom(held_out: Option<PathBuf>, seed: u64, polyps: usize, views: usiz
         path.polyps, path.classes
     );
     println!("| feature | accuracy | macro-F1 |\n| --- | --- | --- |");
-    println!("| {} | {:.3} | {:.3} |", path.feature, path.accuracy, path.macro_f1);
-    println!("| majority class | {:.3} | - |", path.majority_class_accuracy);
+    println!(
+        "| {} | {:.3} | {:.3} |",
+        path.feature, path.accuracy, path.macro_f1
+    );
+    println!(
+        "| majority class | {:.3} | - |",
+        path.majority_class_accuracy
+    );
     Ok(())
 }
 
@@ -230,7 +252,10 @@ impl Drop for TempDir {
 
 fn demo(out: &std::path::Path, cfg: &PhantomConfig) -> Result<()> {
     if endotwin::store::resolve_db_path(out).exists() {
-        anyhow::bail!("{}: already holds a library; choose a new folder", out.display());
+        anyhow::bail!(
+            "{}: already holds a library; choose a new folder",
+            out.display()
+        );
     }
     let mut store = Store::open(out, OpenMode::CreateIfMissing)?;
     let progress = std::sync::Arc::new(endotwin::engine::Progress::new());
@@ -290,7 +315,11 @@ fn info(library: &std::path::Path, pref: BackendPref) -> Result<()> {
     println!(
         "schema:  v{}{}",
         store.schema_version()?,
-        if store.is_read_only() { " (read-only)" } else { "" }
+        if store.is_read_only() {
+            " (read-only)"
+        } else {
+            ""
+        }
     );
     println!(
         "content: {} examinations, {} polyps, {} videos, {} media ({:.1} MB)",

@@ -37,5 +37,8 @@ fn a_bad_backend_preference_is_reported() {
     let err = BackendPref::resolve(None).unwrap_err();
     unsafe { std::env::remove_var(BackendPref::ENV) };
     assert!(err.to_string().contains("auto, gpu or cpu"), "{err}");
-    assert_eq!(BackendPref::resolve(Some(BackendPref::Cpu)).unwrap(), BackendPref::Cpu);
+    assert_eq!(
+        BackendPref::resolve(Some(BackendPref::Cpu)).unwrap(),
+        BackendPref::Cpu
+    );
 }

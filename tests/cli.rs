@@ -14,18 +14,37 @@ fn info_prints_the_backend_and_library() {
     let out = endotwin()
         .args(["--library"])
         .arg(dir.path())
-        .args(["import", "images", concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/realdata/colonoscopy-frames")])
+        .args([
+            "import",
+            "images",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../shared/realdata/colonoscopy-frames"
+            ),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("4 media added"));
-    let out = endotwin().arg("--library").arg(dir.path()).arg("info").output().unwrap();
+    let out = endotwin()
+        .arg("--library")
+        .arg(dir.path())
+        .arg("info")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(text.contains("backend: burn-flex (CPU)"), "{text}");
     assert!(text.contains("adapter:"), "{text}");
     assert!(text.contains("[19.0, 22.0, 43.0, 50.0]"), "{text}");
-    assert!(text.contains("1 examinations, 0 polyps, 0 videos, 4 media"), "{text}");
+    assert!(
+        text.contains("1 examinations, 0 polyps, 0 videos, 4 media"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -33,11 +52,19 @@ fn a_bad_library_fails_with_one_line_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("fake.sqlite");
     std::fs::write(&bad, b"nope").unwrap();
-    let out = endotwin().arg("--library").arg(&bad).arg("info").output().unwrap();
+    let out = endotwin()
+        .arg("--library")
+        .arg(&bad)
+        .arg("info")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("fake.sqlite") && err.contains("not an EndoTwin library"), "{err}");
+    assert!(
+        err.contains("fake.sqlite") && err.contains("not an EndoTwin library"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -51,7 +78,10 @@ fn importing_a_missing_folder_names_it() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("/no/such/folder") && err.contains("no such file"), "{err}");
+    assert!(
+        err.contains("/no/such/folder") && err.contains("no such file"),
+        "{err}"
+    );
 }
 
 #[test]

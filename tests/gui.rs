@@ -36,7 +36,10 @@ fn harness(library: &Path) -> Harness<'static, App> {
 
 /// At least one widget shows exactly `text`.
 fn shows(h: &Harness<'static, App>, text: &str) {
-    assert!(h.query_all_by_label(text).next().is_some(), "nothing shows {text:?}");
+    assert!(
+        h.query_all_by_label(text).next().is_some(),
+        "nothing shows {text:?}"
+    );
 }
 
 /// At least one widget's text contains `text`.
@@ -96,7 +99,10 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
     shows_part(&h, "not an EndoTwin library");
     // The open library is still there.
     shows_part(&h, "S5-E001  ·");
-    assert_eq!(std::fs::read(&bad).unwrap(), b"plain text pretending to be a database");
+    assert_eq!(
+        std::fs::read(&bad).unwrap(),
+        b"plain text pretending to be a database"
+    );
     // A dropped file that is neither image nor library is explained too.
     let txt = dir.path().join("readme.txt");
     std::fs::write(&txt, b"hello").unwrap();
@@ -114,24 +120,39 @@ fn a_pathology_correction_is_audited_and_can_be_undone() {
     let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
     let polyp = store.polyps().unwrap().remove(0);
     let original = polyp.histology.clone().unwrap();
-    let corrected = if original == "carcinoma" { "hyperplastic" } else { "carcinoma" };
-    h.state_mut().send(Command::Select(Selection::Polyp(polyp.id)));
-    h.state_mut().send(Command::SetReviewer("dr. kittest".into()));
+    let corrected = if original == "carcinoma" {
+        "hyperplastic"
+    } else {
+        "carcinoma"
+    };
+    h.state_mut()
+        .send(Command::Select(Selection::Polyp(polyp.id)));
+    h.state_mut()
+        .send(Command::SetReviewer("dr. kittest".into()));
     h.state_mut().send(Command::SetPolypLabel {
         polyp_id: polyp.id,
         key: "histology".into(),
         value: Some(corrected.into()),
     });
     settle(&mut h);
-    shows_part(&h, &format!("dr. kittest set histology: {original} -> {corrected}"));
+    shows_part(
+        &h,
+        &format!("dr. kittest set histology: {original} -> {corrected}"),
+    );
     assert_eq!(
         store.polyp(polyp.id).unwrap().unwrap().histology.as_deref(),
         Some(corrected)
     );
     h.state_mut().send(Command::Undo);
     settle(&mut h);
-    assert_eq!(store.polyp(polyp.id).unwrap().unwrap().histology, Some(original.clone()));
-    shows_part(&h, &format!("dr. kittest set histology: {corrected} -> {original}"));
+    assert_eq!(
+        store.polyp(polyp.id).unwrap().unwrap().histology,
+        Some(original.clone())
+    );
+    shows_part(
+        &h,
+        &format!("dr. kittest set histology: {corrected} -> {original}"),
+    );
 }
 
 #[test]

@@ -9,7 +9,11 @@ fn realdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata")
 }
 
-fn import(store: &mut Store, path: &Path, strict: bool) -> Result<endotwin::data::import::ImportReport, ImportError> {
+fn import(
+    store: &mut Store,
+    path: &Path,
+    strict: bool,
+) -> Result<endotwin::data::import::ImportReport, ImportError> {
     endotwin::data::import::run(
         ImportLayout::Images,
         store,
@@ -49,7 +53,10 @@ fn real_colonoscopy_frames_import_with_thumbnails() {
     let exam = &store.examinations().unwrap()[0];
     let frames = store.loose_frames(exam.id).unwrap();
     assert_eq!((frames[0].width, frames[0].height), (720, 576));
-    assert!(store.media_path(&frames[0]).exists(), "media file stored by hash");
+    assert!(
+        store.media_path(&frames[0]).exists(),
+        "media file stored by hash"
+    );
     assert!(frames[0].source_path.ends_with(".jpg"), "source path kept");
     assert!(store.thumbnail(frames[0].id).unwrap().is_some());
     assert!(store.media_without_thumbnail().unwrap().is_empty());
@@ -66,11 +73,15 @@ fn bad_files_are_skipped_with_their_reason_and_duplicates_counted() {
     assert_eq!(report.skipped.len(), 2);
     let reasons: Vec<String> = report.skipped.iter().map(|p| p.to_string()).collect();
     assert!(
-        reasons.iter().any(|r| r.contains("truncated.jpg") && r.contains("truncated or corrupt")),
+        reasons
+            .iter()
+            .any(|r| r.contains("truncated.jpg") && r.contains("truncated or corrupt")),
         "{reasons:?}"
     );
     assert!(
-        reasons.iter().any(|r| r.contains("notes.png") && r.contains("not an image")),
+        reasons
+            .iter()
+            .any(|r| r.contains("notes.png") && r.contains("not an image")),
         "{reasons:?}"
     );
     // Importing the same folder again adds nothing new.
@@ -87,7 +98,10 @@ fn strict_import_aborts_as_a_whole_and_writes_nothing() {
     let err = import(&mut store, src.path(), true).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("nothing was written"), "{msg}");
-    assert!(msg.contains("notes.png") || msg.contains("truncated.jpg"), "{msg}");
+    assert!(
+        msg.contains("notes.png") || msg.contains("truncated.jpg"),
+        "{msg}"
+    );
     assert_eq!(store.stats().unwrap().media, 0);
     assert_eq!(store.stats().unwrap().examinations, 0);
 }
@@ -117,5 +131,8 @@ fn a_folder_without_images_is_an_error_naming_it() {
     let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
     let err = import(&mut store, empty.path(), false).unwrap_err();
     assert!(err.to_string().contains("no image files"), "{err}");
-    assert!(err.to_string().contains(&empty.path().display().to_string()));
+    assert!(
+        err.to_string()
+            .contains(&empty.path().display().to_string())
+    );
 }

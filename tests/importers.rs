@@ -19,26 +19,47 @@ fn png(path: &Path, w: u32, h: u32, seed: u8) {
     img.save(path).unwrap();
 }
 
-fn run(layout: ImportLayout, path: &Path, strict: bool) -> (tempfile::TempDir, Store, Result<ImportReport, ImportError>) {
+fn run(
+    layout: ImportLayout,
+    path: &Path,
+    strict: bool,
+) -> (tempfile::TempDir, Store, Result<ImportReport, ImportError>) {
     let lib = tempfile::tempdir().unwrap();
     let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
-    let r = import::run(layout, &mut store, path, ImportOptions { strict }, &Progress::new());
+    let r = import::run(
+        layout,
+        &mut store,
+        path,
+        ImportOptions { strict },
+        &Progress::new(),
+    );
     (lib, store, r)
 }
 
 fn reasons(r: &ImportReport) -> String {
-    r.skipped.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")
+    r.skipped
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
 fn kvasir_seg_real_images_become_polyps_with_masks() {
-    let (_l, store, r) = run(ImportLayout::KvasirSeg, &realdata().join("kvasir-seg"), true);
+    let (_l, store, r) = run(
+        ImportLayout::KvasirSeg,
+        &realdata().join("kvasir-seg"),
+        true,
+    );
     let r = r.unwrap();
     assert_eq!(r.polyps, 5, "{}", reasons(&r));
     let polyps = store.polyps().unwrap();
     let views = store.polyp_views(polyps[0].id).unwrap();
     assert_eq!(views.len(), 1);
-    let mask = store.media(views[0].mask_media_id.expect("mask attached")).unwrap().unwrap();
+    let mask = store
+        .media(views[0].mask_media_id.expect("mask attached"))
+        .unwrap()
+        .unwrap();
     assert_eq!((mask.width, mask.height), (views[0].width, views[0].height));
     // The JPEG mask was thresholded to a clean binary PNG.
     let m = image::open(store.media_path(&mask)).unwrap().to_luma8();
@@ -58,7 +79,10 @@ fn kvasir_seg_rejects_masks_of_another_size_and_missing_masks() {
     let r = r.unwrap();
     assert_eq!(r.polyps, 1);
     let why = reasons(&r);
-    assert!(why.contains("b.png: mask is 10x10 but its image is 20x10"), "{why}");
+    assert!(
+        why.contains("b.png: mask is 10x10 but its image is 20x10"),
+        "{why}"
+    );
     assert!(why.contains("c.png: no mask"), "{why}");
     assert_eq!(store.stats().unwrap().polyps, 1);
 }
@@ -66,23 +90,55 @@ fn kvasir_seg_rejects_masks_of_another_size_and_missing_masks() {
 #[test]
 fn hyperkvasir_class_folders_label_each_image_with_an_audit_row() {
     let dir = tempfile::tempdir().unwrap();
-    png(&dir.path().join("lower-gi-tract/pathological-findings/polyps/p1.png"), 8, 8, 1);
-    png(&dir.path().join("lower-gi-tract/anatomical-landmarks/cecum/c1.png"), 8, 8, 2);
-    std::fs::write(dir.path().join("lower-gi-tract/anatomical-landmarks/cecum/bad.jpg"), b"x").unwrap();
+    png(
+        &dir.path()
+            .join("lower-gi-tract/pathological-findings/polyps/p1.png"),
+        8,
+        8,
+        1,
+    );
+    png(
+        &dir.path()
+            .join("lower-gi-tract/anatomical-landmarks/cecum/c1.png"),
+        8,
+        8,
+        2,
+    );
+    std::fs::write(
+        dir.path()
+            .join("lower-gi-tract/anatomical-landmarks/cecum/bad.jpg"),
+        b"x",
+    )
+    .unwrap();
     let (_l, store, r) = run(ImportLayout::Hyperkvasir, dir.path(), false);
     let r = r.unwrap();
     assert_eq!(r.media_added, 2);
-    assert!(reasons(&r).contains("bad.jpg: not an image"), "{}", reasons(&r));
+    assert!(
+        reasons(&r).contains("bad.jpg: not an image"),
+        "{}",
+        reasons(&r)
+    );
     let exam = &store.examinations().unwrap()[0];
     let frames = store.loose_frames(exam.id).unwrap();
     let mut classes: Vec<String> = frames
         .iter()
-        .map(|f| store.current_label(TargetKind::Media, f.id, "class").unwrap().unwrap())
+        .map(|f| {
+            store
+                .current_label(TargetKind::Media, f.id, "class")
+                .unwrap()
+                .unwrap()
+        })
         .collect();
     classes.sort();
     assert_eq!(classes, vec!["cecum", "polyps"]);
-    let audit = store.audit_history(TargetKind::Media, frames[0].id).unwrap();
-    assert!(audit.iter().any(|a| a.who == "import:hyperkvasir" && a.old_value.is_none()));
+    let audit = store
+        .audit_history(TargetKind::Media, frames[0].id)
+        .unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.who == "import:hyperkvasir" && a.old_value.is_none())
+    );
 }
 
 #[test]
@@ -92,10 +148,19 @@ fn multiview_folders_become_polyps_with_pathology_from_csv() {
         png(&dir.path().join(format!("polypA/v{v}.png")), 8, 8, 10 + v);
         png(&dir.path().join(format!("polypB/v{v}.png")), 8, 8, 20 + v);
     }
-    std::fs::write(dir.path().join("pathology.csv"), "polyp,histology,vienna_class,size_mm\npolypA,adenoma,3,6\n").unwrap();
+    std::fs::write(
+        dir.path().join("pathology.csv"),
+        "polyp,histology,vienna_class,size_mm\npolypA,adenoma,3,6\n",
+    )
+    .unwrap();
     let (_l, store, r) = run(ImportLayout::Multiview, dir.path(), true);
     assert_eq!(r.unwrap().polyps, 2);
-    let a = store.polyps().unwrap().into_iter().find(|p| p.code.ends_with("polypA")).unwrap();
+    let a = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code.ends_with("polypA"))
+        .unwrap();
     assert_eq!(a.view_count, 3);
     assert_eq!(a.histology.as_deref(), Some("adenoma"));
     assert_eq!(a.vienna_class, Some(3));
@@ -110,7 +175,10 @@ fn endofinder_jsonl_reads_views_and_rejects_bad_lines() {
     }
     let outside = tempfile::tempdir().unwrap();
     png(&outside.path().join("secret.png"), 8, 8, 99);
-    let escape = format!("../{}/secret.png", outside.path().file_name().unwrap().to_string_lossy());
+    let escape = format!(
+        "../{}/secret.png",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
     let manifest = dir.path().join("polyps.jsonl");
     std::fs::write(
         &manifest,
@@ -128,10 +196,21 @@ fn endofinder_jsonl_reads_views_and_rejects_bad_lines() {
     let r = r.unwrap();
     assert_eq!(r.polyps, 2);
     let why = reasons(&r);
-    assert!(why.contains("line 3: 'imgs/missing.png' is named in the manifest but missing"), "{why}");
-    assert!(why.contains("line 4:") && why.contains("escapes the import folder"), "{why}");
+    assert!(
+        why.contains("line 3: 'imgs/missing.png' is named in the manifest but missing"),
+        "{why}"
+    );
+    assert!(
+        why.contains("line 4:") && why.contains("escapes the import folder"),
+        "{why}"
+    );
     assert!(why.contains("line 5: malformed JSON"), "{why}");
-    let p2 = store.polyps().unwrap().into_iter().find(|p| p.code.ends_with("p2")).unwrap();
+    let p2 = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code.ends_with("p2"))
+        .unwrap();
     assert_eq!(p2.view_count, 2);
     assert_eq!(p2.histology.as_deref(), Some("1"));
     // Strict: the same manifest writes nothing at all.
@@ -146,7 +225,12 @@ fn coco_videos_get_frames_boxes_polyps_and_tracklets() {
     let mut images = Vec::new();
     let mut anns = Vec::new();
     for f in 0..6 {
-        png(&dir.path().join(format!("frames/s1_{f}.png")), 16, 16, f as u8);
+        png(
+            &dir.path().join(format!("frames/s1_{f}.png")),
+            16,
+            16,
+            f as u8,
+        );
         images.push(format!(r#"{{"id": {f}, "file_name": "frames/s1_{f}.png", "frame_id": {f}, "sequence_id": "s1"}}"#));
         // Polyp 1 seen on frames 0-1 and again on 4-5 (a gap: two tracklets).
         if f != 2 && f != 3 {
@@ -156,7 +240,15 @@ fn coco_videos_get_frames_boxes_polyps_and_tracklets() {
         }
     }
     let json = dir.path().join("tracklets.json");
-    std::fs::write(&json, format!(r#"{{"images": [{}], "annotations": [{}]}}"#, images.join(","), anns.join(","))).unwrap();
+    std::fs::write(
+        &json,
+        format!(
+            r#"{{"images": [{}], "annotations": [{}]}}"#,
+            images.join(","),
+            anns.join(",")
+        ),
+    )
+    .unwrap();
     let (_l, store, r) = run(ImportLayout::Coco, &json, true);
     let r = r.unwrap();
     assert_eq!((r.videos, r.boxes, r.polyps), (1, 4, 1));
@@ -169,7 +261,10 @@ fn coco_videos_get_frames_boxes_polyps_and_tracklets() {
     std::fs::write(&json, "{\"images\": [").unwrap();
     let (_l, store, r) = run(ImportLayout::Coco, &json, false);
     let err = r.unwrap_err().to_string();
-    assert!(err.contains("tracklets.json") && err.contains("malformed COCO JSON"), "{err}");
+    assert!(
+        err.contains("tracklets.json") && err.contains("malformed COCO JSON"),
+        "{err}"
+    );
     assert_eq!(store.stats().unwrap().media, 0);
 }
 
@@ -177,10 +272,23 @@ fn coco_videos_get_frames_boxes_polyps_and_tracklets() {
 fn real_colon_voc_xml_and_csvs_become_videos_with_lesions() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("video_info.csv"), "unique_video_name,fps\n001-001,30\n").unwrap();
-    std::fs::write(d.join("lesion_info.csv"), "unique_object_id,size [mm],site,histology\n001-001_1,7,sigmoid,SSL\n").unwrap();
+    std::fs::write(
+        d.join("video_info.csv"),
+        "unique_video_name,fps\n001-001,30\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("lesion_info.csv"),
+        "unique_object_id,size [mm],site,histology\n001-001_1,7,sigmoid,SSL\n",
+    )
+    .unwrap();
     for f in 1..=3 {
-        png(&d.join(format!("001-001_frames/001-001_{f}.png")), 16, 16, f as u8);
+        png(
+            &d.join(format!("001-001_frames/001-001_{f}.png")),
+            16,
+            16,
+            f as u8,
+        );
         let xml = format!(
             "<annotation><filename>001-001_{f}.png</filename><object><name>lesion</name><unique_id>001-001_1</unique_id>\
              <bndbox><xmin>1</xmin><ymin>2</ymin><xmax>9</xmax><ymax>10</ymax></bndbox></object></annotation>"
@@ -188,10 +296,18 @@ fn real_colon_voc_xml_and_csvs_become_videos_with_lesions() {
         std::fs::create_dir_all(d.join("001-001_annotations")).unwrap();
         std::fs::write(d.join(format!("001-001_annotations/001-001_{f}.xml")), xml).unwrap();
     }
-    std::fs::write(d.join("001-001_annotations/001-001_3.xml"), "<annotation><object>").unwrap();
+    std::fs::write(
+        d.join("001-001_annotations/001-001_3.xml"),
+        "<annotation><object>",
+    )
+    .unwrap();
     let (_l, store, r) = run(ImportLayout::RealColon, d, false);
     let r = r.unwrap();
-    assert!(reasons(&r).contains("001-001_3.xml: malformed XML"), "{}", reasons(&r));
+    assert!(
+        reasons(&r).contains("001-001_3.xml: malformed XML"),
+        "{}",
+        reasons(&r)
+    );
     assert_eq!((r.videos, r.boxes), (1, 2));
     let v = &store.videos().unwrap()[0];
     assert_eq!(v.fps, 30.0);
@@ -218,9 +334,16 @@ fn captiv8_rows_become_captioned_capsule_images() {
     let (_l, store, r) = run(ImportLayout::Captiv8, dir.path(), false);
     let r = r.unwrap();
     assert_eq!(r.media_added, 2);
-    assert!(reasons(&r).contains("row 4: 'img/nope.png' is named in the manifest but missing"), "{}", reasons(&r));
+    assert!(
+        reasons(&r).contains("row 4: 'img/nope.png' is named in the manifest but missing"),
+        "{}",
+        reasons(&r)
+    );
     let exam = &store.examinations().unwrap()[0];
     assert_eq!(exam.kind, "capsule");
     let frames = store.loose_frames(exam.id).unwrap();
-    assert_eq!(store.caption(frames[0].id).unwrap().as_deref(), Some("Mild erosion. No bleeding."));
+    assert_eq!(
+        store.caption(frames[0].id).unwrap().as_deref(),
+        Some("Mild erosion. No bleeding.")
+    );
 }

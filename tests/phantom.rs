@@ -62,9 +62,16 @@ fn the_phantom_carries_ground_truth_for_every_method() {
         assert!(p.histology.is_some() && p.vienna_class.is_some() && p.paris.is_some());
         let views = store.polyp_views(p.id).unwrap();
         assert_eq!(views.len(), 4, "multi-view set of {}", p.code);
-        assert!(views.iter().all(|v| v.mask_media_id.is_some()), "every view has a mask");
+        assert!(
+            views.iter().all(|v| v.mask_media_id.is_some()),
+            "every view has a mask"
+        );
         let sentences = store.report_sentences(p.examination_id).unwrap();
-        assert!(sentences.iter().any(|s| s.polyp_id == Some(p.id)), "report names {}", p.code);
+        assert!(
+            sentences.iter().any(|s| s.polyp_id == Some(p.id)),
+            "report names {}",
+            p.code
+        );
     }
     let videos = store.videos().unwrap();
     assert_eq!(videos.len(), 1);
@@ -85,20 +92,36 @@ fn the_phantom_carries_ground_truth_for_every_method() {
 fn the_test_split_is_disjoint_from_training() {
     let (_a, train) = generate(&tiny(5, Split::Train));
     let (_b, test) = generate(&tiny(5, Split::Test));
-    let train_codes: Vec<String> = train.polyps().unwrap().into_iter().map(|p| p.code).collect();
+    let train_codes: Vec<String> = train
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.code)
+        .collect();
     let test_hashes = hashes(&test);
     for code in &train_codes {
         assert!(!test_hashes.iter().any(|h| h.starts_with(code.as_str())));
     }
     let train_hashes = hashes(&train);
-    assert!(test_hashes.iter().all(|h| !train_hashes.contains(h) || h.contains(' ')));
+    assert!(
+        test_hashes
+            .iter()
+            .all(|h| !train_hashes.contains(h) || h.contains(' '))
+    );
 }
 
 #[test]
 fn tracklets_split_on_gaps_and_low_overlap() {
     let b = |f: usize, p: usize, x: f32| (f, p, [x, 0.0, 10.0, 10.0]);
     // Polyp 0 seen on frames 0-2, gap, again on 5; polyp 1 jumps far at frame 2.
-    let boxes = vec![b(0, 0, 0.0), b(1, 0, 1.0), b(1, 1, 50.0), b(2, 0, 2.0), b(2, 1, 90.0), b(5, 0, 2.0)];
+    let boxes = vec![
+        b(0, 0, 0.0),
+        b(1, 0, 1.0),
+        b(1, 1, 50.0),
+        b(2, 0, 2.0),
+        b(2, 1, 90.0),
+        b(5, 0, 2.0),
+    ];
     let t = phantom::tracklets_from_boxes(&boxes);
     let shapes: Vec<(usize, usize)> = t.iter().map(|(p, m)| (*p, m.len())).collect();
     assert_eq!(shapes, vec![(0, 3), (1, 1), (1, 1), (0, 1)]);

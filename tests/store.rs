@@ -65,7 +65,10 @@ fn a_file_that_is_not_sqlite_is_refused_and_left_untouched() {
     let before = file_bytes(&path);
     let err = Store::open(&path, OpenMode::CreateIfMissing).unwrap_err();
     assert!(err.to_string().contains("not an EndoTwin library"), "{err}");
-    assert!(err.to_string().contains("library.sqlite"), "names the file: {err}");
+    assert!(
+        err.to_string().contains("library.sqlite"),
+        "names the file: {err}"
+    );
     assert_eq!(file_bytes(&path), before);
 }
 
@@ -123,7 +126,13 @@ fn a_read_only_library_opens_for_reading_and_refuses_writes() {
     assert!(store.is_read_only());
     assert_eq!(store.stats().unwrap().polyps, 1);
     let err = store
-        .set_label("dr. a", TargetKind::Polyp, polyp, "histology", Some("carcinoma"))
+        .set_label(
+            "dr. a",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("carcinoma"),
+        )
         .unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
     assert!(err.to_string().contains("read-only"), "{err}");
@@ -156,7 +165,13 @@ fn a_label_change_writes_one_audit_row_with_old_and_new_values() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, polyp) = library_with_polyp(dir.path());
     let old = store
-        .set_label("dr. a", TargetKind::Polyp, polyp, "histology", Some("sessile serrated"))
+        .set_label(
+            "dr. a",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("sessile serrated"),
+        )
         .unwrap();
     assert_eq!(old.as_deref(), Some("hyperplastic"));
     // The corrected value is what the browser and filters now see.
@@ -166,10 +181,22 @@ fn a_label_change_writes_one_audit_row_with_old_and_new_values() {
     );
     // Setting the same value again is not a change.
     store
-        .set_label("dr. a", TargetKind::Polyp, polyp, "histology", Some("sessile serrated"))
+        .set_label(
+            "dr. a",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("sessile serrated"),
+        )
         .unwrap();
     store
-        .set_label("dr. b", TargetKind::Polyp, polyp, "histology", Some("hyperplastic"))
+        .set_label(
+            "dr. b",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("hyperplastic"),
+        )
         .unwrap();
     let audit = store.audit_history(TargetKind::Polyp, polyp).unwrap();
     assert_eq!(audit.len(), 2);
@@ -185,10 +212,21 @@ fn a_label_change_needs_a_name() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, polyp) = library_with_polyp(dir.path());
     let err = store
-        .set_label("  ", TargetKind::Polyp, polyp, "histology", Some("carcinoma"))
+        .set_label(
+            "  ",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("carcinoma"),
+        )
         .unwrap_err();
     assert!(err.to_string().contains("who"), "{err}");
-    assert!(store.audit_history(TargetKind::Polyp, polyp).unwrap().is_empty());
+    assert!(
+        store
+            .audit_history(TargetKind::Polyp, polyp)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -196,11 +234,20 @@ fn the_audit_log_cannot_be_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, polyp) = library_with_polyp(dir.path());
     store
-        .set_label("dr. a", TargetKind::Polyp, polyp, "histology", Some("carcinoma"))
+        .set_label(
+            "dr. a",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("carcinoma"),
+        )
         .unwrap();
     let path = store.db_path().to_path_buf();
     drop(store);
     let conn = rusqlite::Connection::open(&path).unwrap();
-    assert!(conn.execute("UPDATE label_audit SET who = 'nobody'", []).is_err());
+    assert!(
+        conn.execute("UPDATE label_audit SET who = 'nobody'", [])
+            .is_err()
+    );
     assert!(conn.execute("DELETE FROM label_audit", []).is_err());
 }

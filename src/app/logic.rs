@@ -41,7 +41,9 @@ impl App {
                         self.textures.pending.insert(key);
                     }
                 }
-                None => self.textures.insert_full(ctx, key, Err("not in the library".into())),
+                None => self
+                    .textures
+                    .insert_full(ctx, key, Err("not in the library".into())),
             }
         }
         let now = std::time::Instant::now();
@@ -100,7 +102,7 @@ impl App {
                 if n > 0 {
                     let i = self.state.focused.unwrap_or(0) as i64 + delta as i64;
                     self.state.focused = Some(i.rem_euclid(n as i64) as usize);
-                    }
+                }
             }
             Command::SetFilter(filter) => {
                 self.state.filter = filter;
@@ -125,14 +127,20 @@ impl App {
             Command::SetReviewer(name) => self.state.reviewer = name,
             Command::Undo => {
                 if let Some(edit) = self.state.undo.pop() {
-                    if self.set_label(edit.polyp_id, &edit.key, edit.old.clone()).is_some() {
+                    if self
+                        .set_label(edit.polyp_id, &edit.key, edit.old.clone())
+                        .is_some()
+                    {
                         self.state.redo.push(edit);
                     }
                 }
             }
             Command::Redo => {
                 if let Some(edit) = self.state.redo.pop() {
-                    if self.set_label(edit.polyp_id, &edit.key, edit.new.clone()).is_some() {
+                    if self
+                        .set_label(edit.polyp_id, &edit.key, edit.new.clone())
+                        .is_some()
+                    {
                         self.state.undo.push(edit);
                     }
                 }
@@ -164,7 +172,10 @@ impl App {
                 if lib.store.is_read_only() {
                     self.state.toast(
                         ToastLevel::Warning,
-                        format!("{}: library is read-only; labelling is disabled", path.display()),
+                        format!(
+                            "{}: library is read-only; labelling is disabled",
+                            path.display()
+                        ),
                     );
                 }
                 let needs_thumbs = !lib.store.is_read_only()
@@ -178,7 +189,13 @@ impl App {
                 self.textures.clear();
                 self.state.undo.clear();
                 self.state.redo.clear();
-                self.select(Selection::Nothing);
+                // Open on the first polyp so the viewer shows a case straight away.
+                let first = self
+                    .state
+                    .visible_rows()
+                    .into_iter()
+                    .find(|r| matches!(r, Selection::Polyp(_)));
+                self.select(first.unwrap_or(Selection::Nothing));
                 if needs_thumbs {
                     self.submit("thumbnails", db, Job::Thumbnails);
                 }
@@ -202,7 +219,10 @@ impl App {
         if lib.store.is_read_only() {
             self.state.toast(
                 ToastLevel::Error,
-                format!("{}: library is read-only; cannot import", lib.path.display()),
+                format!(
+                    "{}: library is read-only; cannot import",
+                    lib.path.display()
+                ),
             );
             return;
         }
@@ -221,7 +241,8 @@ impl App {
     fn import_opened_files(&mut self) {
         let files = self.state.opened_files.clone();
         let Some(lib) = &self.state.library else {
-            self.state.toast(ToastLevel::Error, "open a library before importing");
+            self.state
+                .toast(ToastLevel::Error, "open a library before importing");
             return;
         };
         let db = lib.store.db_path().to_path_buf();
@@ -239,9 +260,7 @@ impl App {
         let mut images_in = Vec::new();
         for path in paths {
             let is_library = path.join(store::DB_FILE).exists()
-                || path
-                    .extension()
-                    .is_some_and(|e| e == "sqlite" || e == "db");
+                || path.extension().is_some_and(|e| e == "sqlite" || e == "db");
             if is_library {
                 self.open_library(&path);
             } else if path.is_dir() {
@@ -266,13 +285,21 @@ impl App {
 
     /// Sets a polyp label through the store (one transaction plus an audit row). Returns the
     /// previous value, or `None` when the change failed (the toast says why).
-    fn set_label(&mut self, polyp_id: i64, key: &str, value: Option<String>) -> Option<Option<String>> {
+    fn set_label(
+        &mut self,
+        polyp_id: i64,
+        key: &str,
+        value: Option<String>,
+    ) -> Option<Option<String>> {
         let reviewer = self.state.reviewer.clone();
         let lib = self.state.library.as_mut()?;
-        match lib
-            .store
-            .set_label(&reviewer, TargetKind::Polyp, polyp_id, key, value.as_deref())
-        {
+        match lib.store.set_label(
+            &reviewer,
+            TargetKind::Polyp,
+            polyp_id,
+            key,
+            value.as_deref(),
+        ) {
             Ok(old) => {
                 self.refresh_tree();
                 self.load_details();
@@ -348,7 +375,11 @@ impl App {
                 if !failed.is_empty() {
                     self.state.toast(
                         ToastLevel::Warning,
-                        format!("{made} thumbnails made; {} media could not be read: {}", failed.len(), failed[0]),
+                        format!(
+                            "{made} thumbnails made; {} media could not be read: {}",
+                            failed.len(),
+                            failed[0]
+                        ),
                     );
                 }
                 self.textures.clear();
@@ -391,9 +422,15 @@ fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
             };
             d.title = format!("Examination {}", exam.code);
             d.fields = vec![
-                ("Patient".into(), exam.patient.clone().unwrap_or_else(|| "—".into())),
+                (
+                    "Patient".into(),
+                    exam.patient.clone().unwrap_or_else(|| "—".into()),
+                ),
                 ("Kind".into(), exam.kind.clone()),
-                ("Date".into(), exam.date.clone().unwrap_or_else(|| "—".into())),
+                (
+                    "Date".into(),
+                    exam.date.clone().unwrap_or_else(|| "—".into()),
+                ),
                 ("Source".into(), exam.source.clone()),
             ];
             d.sentences = store.report_sentences(id)?;
@@ -406,17 +443,33 @@ fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
             d.title = format!("Polyp {}", p.code);
             let exam = store.examination(p.examination_id)?;
             d.fields = vec![
-                ("Examination".into(), exam.map(|e| e.code).unwrap_or_default()),
-                ("Location".into(), p.location.clone().unwrap_or_else(|| "—".into())),
+                (
+                    "Examination".into(),
+                    exam.map(|e| e.code).unwrap_or_default(),
+                ),
+                (
+                    "Location".into(),
+                    p.location.clone().unwrap_or_else(|| "—".into()),
+                ),
                 (
                     "Size".into(),
-                    p.size_mm.map(|s| format!("{s:.0} mm")).unwrap_or_else(|| "—".into()),
+                    p.size_mm
+                        .map(|s| format!("{s:.0} mm"))
+                        .unwrap_or_else(|| "—".into()),
                 ),
-                ("Paris class".into(), p.paris.clone().unwrap_or_else(|| "—".into())),
-                ("Histology".into(), p.histology.clone().unwrap_or_else(|| "unknown".into())),
+                (
+                    "Paris class".into(),
+                    p.paris.clone().unwrap_or_else(|| "—".into()),
+                ),
+                (
+                    "Histology".into(),
+                    p.histology.clone().unwrap_or_else(|| "unknown".into()),
+                ),
                 (
                     "Vienna class".into(),
-                    p.vienna_class.map(|v| v.to_string()).unwrap_or_else(|| "—".into()),
+                    p.vienna_class
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| "—".into()),
                 ),
                 ("Views".into(), p.view_count.to_string()),
             ];

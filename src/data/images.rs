@@ -25,7 +25,11 @@ pub struct Decoded {
 impl Decoded {
     /// File extension under which these bytes are stored.
     pub fn extension(&self) -> &'static str {
-        self.format.extensions_str().first().copied().unwrap_or("img")
+        self.format
+            .extensions_str()
+            .first()
+            .copied()
+            .unwrap_or("img")
     }
 }
 
@@ -45,12 +49,11 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
             detail: "file ends before the end-of-image marker".into(),
         });
     }
-    let image = image::load_from_memory_with_format(&bytes, format).map_err(|e| {
-        ImageError::Corrupt {
+    let image =
+        image::load_from_memory_with_format(&bytes, format).map_err(|e| ImageError::Corrupt {
             format: format!("{format:?}").to_uppercase(),
             detail: e.to_string(),
-        }
-    })?;
+        })?;
     if image.width() == 0 || image.height() == 0 {
         return Err(ImageError::Empty);
     }
@@ -127,24 +130,37 @@ mod tests {
         let mut bytes = png_bytes();
         bytes.truncate(bytes.len() / 2);
         let err = decode_bytes(bytes).err().unwrap();
-        assert!(matches!(err, ImageError::Corrupt { ref format, .. } if format == "PNG"), "{err}");
+        assert!(
+            matches!(err, ImageError::Corrupt { ref format, .. } if format == "PNG"),
+            "{err}"
+        );
     }
 
     #[test]
     fn truncated_jpeg_is_reported_as_corrupt() {
-        let img = DynamicImage::ImageRgb8(RgbImage::from_fn(64, 64, |x, y| image::Rgb([x as u8 * 3, y as u8 * 2, 90])));
+        let img = DynamicImage::ImageRgb8(RgbImage::from_fn(64, 64, |x, y| {
+            image::Rgb([x as u8 * 3, y as u8 * 2, 90])
+        }));
         let mut out = std::io::Cursor::new(Vec::new());
         img.write_to(&mut out, ImageFormat::Jpeg).unwrap();
         let mut bytes = out.into_inner();
         assert!(decode_bytes(bytes.clone()).is_ok());
         bytes.truncate(bytes.len() * 2 / 3);
         let err = decode_bytes(bytes).err().unwrap();
-        assert!(err.to_string().contains("JPEG image is truncated or corrupt"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("JPEG image is truncated or corrupt"),
+            "{err}"
+        );
     }
 
     #[test]
     fn sixteen_bit_and_grey_images_convert_to_rgb() {
-        let grey16 = DynamicImage::ImageLuma16(image::ImageBuffer::from_pixel(4, 4, image::Luma([65535u16])));
+        let grey16 = DynamicImage::ImageLuma16(image::ImageBuffer::from_pixel(
+            4,
+            4,
+            image::Luma([65535u16]),
+        ));
         let rgb = to_rgb8(&grey16);
         assert_eq!(rgb.get_pixel(0, 0).0, [255, 255, 255]);
     }

@@ -98,7 +98,10 @@ fn thumbnails(store: &mut Store, progress: &Progress) -> crate::store::Result<Jo
             break;
         }
         match images::decode_file(&store.media_path(m)) {
-            Ok(d) => made.push((m.id, images::thumbnail_jpeg(&d.image, import::THUMBNAIL_SIDE))),
+            Ok(d) => made.push((
+                m.id,
+                images::thumbnail_jpeg(&d.image, import::THUMBNAIL_SIDE),
+            )),
             Err(e) => failed.push(format!("{}: {e}", m.rel_path)),
         }
         progress.inc();

@@ -70,7 +70,8 @@ impl Engine {
             .name("endotwin-engine".into())
             .spawn(move || {
                 for req in req_rx {
-                    let result = jobs::run(&worker_compute, &req.library, req.job, &req.handle.progress);
+                    let result =
+                        jobs::run(&worker_compute, &req.library, req.job, &req.handle.progress);
                     let done = JobDone {
                         id: req.handle.id,
                         name: req.handle.name.clone(),
@@ -128,8 +129,7 @@ impl Engine {
     /// Finished jobs since the last call; they leave the active list.
     pub fn poll(&mut self) -> Vec<JobDone> {
         let done: Vec<JobDone> = self.done.try_iter().collect();
-        self.active
-            .retain(|h| !done.iter().any(|d| d.id == h.id));
+        self.active.retain(|h| !done.iter().any(|d| d.id == h.id));
         done
     }
 
@@ -138,7 +138,10 @@ impl Engine {
     pub fn wait(&mut self, id: u64, mut tick: impl FnMut()) -> Result<JobDone, EngineError> {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
-            match self.done.recv_timeout(std::time::Duration::from_millis(100)) {
+            match self
+                .done
+                .recv_timeout(std::time::Duration::from_millis(100))
+            {
                 Ok(done) => {
                     self.active.retain(|h| h.id != done.id);
                     if done.id == id {

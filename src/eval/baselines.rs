@@ -91,12 +91,22 @@ fn load(store: &Store) -> Result<Loaded, StoreError> {
         };
         classes.push(c);
         for m in store.polyp_views(p.id)? {
-            let Ok(d) = images::decode_file(&store.media_path(&m)) else { continue };
+            let Ok(d) = images::decode_file(&store.media_path(&m)) else {
+                continue;
+            };
             let (raw, hist) = features(&d.image);
-            views.push(View { polyp: pi, raw, hist });
+            views.push(View {
+                polyp: pi,
+                raw,
+                hist,
+            });
         }
     }
-    Ok(Loaded { views, classes, names })
+    Ok(Loaded {
+        views,
+        classes,
+        names,
+    })
 }
 
 fn reid(views: &[View], feature: &'static str, pick: impl Fn(&View) -> &[f32]) -> ReidResult {
@@ -104,7 +114,11 @@ fn reid(views: &[View], feature: &'static str, pick: impl Fn(&View) -> &[f32]) -
     let mut aps = 0.0;
     let mut queries = 0;
     for (i, q) in views.iter().enumerate() {
-        let positives = views.iter().enumerate().filter(|(j, v)| *j != i && v.polyp == q.polyp).count();
+        let positives = views
+            .iter()
+            .enumerate()
+            .filter(|(j, v)| *j != i && v.polyp == q.polyp)
+            .count();
         if positives == 0 {
             continue;
         }

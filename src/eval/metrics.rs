@@ -42,15 +42,31 @@ pub fn accuracy(truth: &[usize], predicted: &[usize]) -> f64 {
 pub fn macro_f1(truth: &[usize], predicted: &[usize], classes: usize) -> f64 {
     let mut f1s = Vec::new();
     for c in 0..classes {
-        let tp = truth.iter().zip(predicted).filter(|(t, p)| **t == c && **p == c).count() as f64;
-        let fp = truth.iter().zip(predicted).filter(|(t, p)| **t != c && **p == c).count() as f64;
-        let fn_ = truth.iter().zip(predicted).filter(|(t, p)| **t == c && **p != c).count() as f64;
+        let tp = truth
+            .iter()
+            .zip(predicted)
+            .filter(|(t, p)| **t == c && **p == c)
+            .count() as f64;
+        let fp = truth
+            .iter()
+            .zip(predicted)
+            .filter(|(t, p)| **t != c && **p == c)
+            .count() as f64;
+        let fn_ = truth
+            .iter()
+            .zip(predicted)
+            .filter(|(t, p)| **t == c && **p != c)
+            .count() as f64;
         if tp + fp + fn_ == 0.0 {
             continue;
         }
         f1s.push(2.0 * tp / (2.0 * tp + fp + fn_));
     }
-    if f1s.is_empty() { 0.0 } else { f1s.iter().sum::<f64>() / f1s.len() as f64 }
+    if f1s.is_empty() {
+        0.0
+    } else {
+        f1s.iter().sum::<f64>() / f1s.len() as f64
+    }
 }
 
 /// Area under the ROC curve via the rank-sum statistic, ties at their average rank.
@@ -75,7 +91,12 @@ pub fn auroc(scores: &[f64], positive: &[bool]) -> f64 {
     if n_pos == 0.0 || n_neg == 0.0 {
         return f64::NAN;
     }
-    let rank_sum: f64 = ranks.iter().zip(positive).filter(|(_, p)| **p).map(|(r, _)| r).sum();
+    let rank_sum: f64 = ranks
+        .iter()
+        .zip(positive)
+        .filter(|(_, p)| **p)
+        .map(|(r, _)| r)
+        .sum();
     (rank_sum - n_pos * (n_pos + 1.0) / 2.0) / (n_pos * n_neg)
 }
 
@@ -86,7 +107,9 @@ mod tests {
     #[test]
     fn average_precision_matches_hand_computation() {
         // Relevant at ranks 1 and 3 of 2 relevant: (1/1 + 2/3) / 2.
-        assert!((average_precision(&[true, false, true], 2) - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12);
+        assert!(
+            (average_precision(&[true, false, true], 2) - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12
+        );
         // A relevant item never retrieved halves the score.
         assert!((average_precision(&[true], 2) - 0.5).abs() < 1e-12);
     }

@@ -178,13 +178,12 @@ pub fn upsert_examination(tx: &Transaction<'_>, e: &NewExamination) -> Result<i6
     }
     let patient_id: Option<i64> = match &e.patient_code {
         Some(code) => {
-            tx.execute(
-                "INSERT OR IGNORE INTO patients(code) VALUES (?1)",
-                [code],
-            )?;
-            Some(tx.query_row("SELECT id FROM patients WHERE code = ?1", [code], |r| {
-                r.get(0)
-            })?)
+            tx.execute("INSERT OR IGNORE INTO patients(code) VALUES (?1)", [code])?;
+            Some(
+                tx.query_row("SELECT id FROM patients WHERE code = ?1", [code], |r| {
+                    r.get(0)
+                })?,
+            )
         }
         None => None,
     };
@@ -278,9 +277,16 @@ pub fn set_caption(tx: &Transaction<'_>, media_id: i64, text: &str) -> Result<()
     Ok(())
 }
 
-pub fn upsert_video(tx: &Transaction<'_>, examination_id: i64, code: &str, fps: f64) -> Result<i64> {
+pub fn upsert_video(
+    tx: &Transaction<'_>,
+    examination_id: i64,
+    code: &str,
+    fps: f64,
+) -> Result<i64> {
     if let Some(id) = tx
-        .query_row("SELECT id FROM videos WHERE code = ?1", [code], |r| r.get(0))
+        .query_row("SELECT id FROM videos WHERE code = ?1", [code], |r| {
+            r.get(0)
+        })
         .optional()?
     {
         return Ok(id);
@@ -328,7 +334,8 @@ pub fn insert_box(tx: &Transaction<'_>, video_id: i64, b: &BoxRow) -> Result<()>
 
 // ---- reads ----------------------------------------------------------------------------------
 
-const POLYP_QUERY: &str = "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
+const POLYP_QUERY: &str =
+    "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
         pa.histology, pa.vienna_class,
         (SELECT count(*) FROM polyp_views v WHERE v.polyp_id = p.id),
         (SELECT v.media_id FROM polyp_views v WHERE v.polyp_id = p.id ORDER BY v.view_index LIMIT 1)
@@ -397,7 +404,11 @@ impl Store {
     pub fn polyp(&self, id: i64) -> Result<Option<PolypRow>> {
         Ok(self
             .conn()
-            .query_row(&format!("{POLYP_QUERY} WHERE p.id = ?1"), [id], polyp_from_row)
+            .query_row(
+                &format!("{POLYP_QUERY} WHERE p.id = ?1"),
+                [id],
+                polyp_from_row,
+            )
             .optional()?)
     }
 
@@ -568,10 +579,7 @@ impl Store {
     }
 
     pub fn examination(&self, id: i64) -> Result<Option<ExaminationRow>> {
-        Ok(self
-            .examinations()?
-            .into_iter()
-            .find(|e| e.id == id))
+        Ok(self.examinations()?.into_iter().find(|e| e.id == id))
     }
 
     pub fn caption(&self, media_id: i64) -> Result<Option<String>> {

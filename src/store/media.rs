@@ -177,7 +177,8 @@ impl Store {
     }
 }
 
-pub(crate) const MEDIA_COLUMNS: &str = "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id";
+pub(crate) const MEDIA_COLUMNS: &str =
+    "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id";
 
 pub(crate) fn media_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MediaRow> {
     let kind: String = r.get(2)?;

@@ -187,7 +187,10 @@ impl Store {
     }
 
     /// Runs `f` in one transaction: all of its changes land, or none do.
-    pub fn write<T, E>(&mut self, f: impl FnOnce(&Transaction<'_>) -> std::result::Result<T, E>) -> std::result::Result<T, E>
+    pub fn write<T, E>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
     where
         E: From<StoreError>,
     {
@@ -313,10 +316,7 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
             // still read it as immutable.
             _ => {
                 let uri = format!("file:{}?immutable=1", path.display());
-                Connection::open_with_flags(
-                    uri,
-                    flags | OpenFlags::SQLITE_OPEN_URI,
-                )?
+                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
             }
         }
     } else {

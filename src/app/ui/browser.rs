@@ -1,8 +1,8 @@
 //! The case browser: search, filters, and examinations → polyps / videos with thumbnails.
 
+use super::super::Command;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
-use super::super::Command;
 use crate::store::CaseFilter;
 
 const THUMB: f32 = 40.0;
@@ -29,22 +29,18 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         .show(ui, |ui| {
             for node in &lib.tree {
                 let exam_sel = Selection::Examination(node.exam.id);
-                let header = format!(
-                    "{}  ·  {} polyps{}{}",
-                    node.exam.code,
-                    node.polyps.len(),
-                    if node.videos.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {} videos", node.videos.len())
-                    },
-                    if node.loose_frame_count > 0 {
-                        format!(", {} frames", node.loose_frame_count)
-                    } else {
-                        String::new()
-                    }
+                let mut counts = vec![plural(node.polyps.len() as i64, "polyp")];
+                if !node.videos.is_empty() {
+                    counts.push(plural(node.videos.len() as i64, "video"));
+                }
+                if node.loose_frame_count > 0 {
+                    counts.push(plural(node.loose_frame_count, "frame"));
+                }
+                let header = format!("{}  ·  {}", node.exam.code, counts.join(", "));
+                let r = ui.selectable_label(
+                    state.selection == exam_sel,
+                    egui::RichText::new(header).strong(),
                 );
-                let r = ui.selectable_label(state.selection == exam_sel, egui::RichText::new(header).strong());
                 if r.clicked() {
                     out.push(Command::Select(exam_sel));
                 }
@@ -58,7 +54,9 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                             "{}  {} · {} · {}",
                             p.code,
                             p.histology.as_deref().unwrap_or("unknown"),
-                            p.size_mm.map(|s| format!("{s:.0} mm")).unwrap_or_else(|| "? mm".into()),
+                            p.size_mm
+                                .map(|s| format!("{s:.0} mm"))
+                                .unwrap_or_else(|| "? mm".into()),
                             p.location.as_deref().unwrap_or("?")
                         );
                         row(ui, state, textures, lib, p.first_media_id, sel, text, out);
@@ -118,7 +116,13 @@ fn filters(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     });
     egui::Grid::new("filters").num_columns(2).show(ui, |ui| {
         let label = ui.label("Pathology").id;
-        combo(ui, "histology", label, &mut filter.histology, &lib.histologies);
+        combo(
+            ui,
+            "histology",
+            label,
+            &mut filter.histology,
+            &lib.histologies,
+        );
         ui.end_row();
         let label = ui.label("Location").id;
         combo(ui, "location", label, &mut filter.location, &lib.locations);
@@ -136,7 +140,13 @@ fn filters(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     }
 }
 
-fn combo(ui: &mut egui::Ui, id: &str, label: egui::Id, value: &mut Option<String>, options: &[String]) {
+fn combo(
+    ui: &mut egui::Ui,
+    id: &str,
+    label: egui::Id,
+    value: &mut Option<String>,
+    options: &[String],
+) {
     egui::ComboBox::from_id_salt(id)
         .selected_text(value.as_deref().unwrap_or("any"))
         .show_ui(ui, |ui| {
@@ -157,4 +167,12 @@ fn size_box(ui: &mut egui::Ui, value: &mut Option<f64>, hint: &str) {
         ui.add(egui::DragValue::new(&mut v).range(0.0..=100.0).speed(0.5));
     }
     *value = on.then_some(v);
+}
+
+fn plural(n: i64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }

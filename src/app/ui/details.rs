@@ -1,7 +1,7 @@
 //! The details panel: fields, attributes, pathology labelling, report sentences, audit history.
 
-use super::super::state::{AppState, Selection};
 use super::super::Command;
+use super::super::state::{AppState, Selection};
 
 /// Histology values offered when correcting a polyp's pathology.
 pub const HISTOLOGIES: [&str; 6] = [
@@ -24,28 +24,37 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         .auto_shrink([false, false])
         .show(ui, |ui| {
             ui.strong(&d.title);
-            egui::Grid::new("fields").num_columns(2).striped(true).show(ui, |ui| {
-                for (k, v) in &d.fields {
-                    ui.label(k);
-                    ui.label(v);
-                    ui.end_row();
-                }
-            });
-            if !d.attributes.is_empty() {
-                ui.separator();
-                ui.strong("Attributes");
-                egui::Grid::new("attrs").num_columns(2).striped(true).show(ui, |ui| {
-                    for (k, v) in &d.attributes {
+            egui::Grid::new("fields")
+                .num_columns(2)
+                .striped(true)
+                .show(ui, |ui| {
+                    for (k, v) in &d.fields {
                         ui.label(k);
                         ui.label(v);
                         ui.end_row();
                     }
                 });
+            if !d.attributes.is_empty() {
+                ui.separator();
+                ui.strong("Attributes");
+                egui::Grid::new("attrs")
+                    .num_columns(2)
+                    .striped(true)
+                    .show(ui, |ui| {
+                        for (k, v) in &d.attributes {
+                            ui.label(k);
+                            ui.label(v);
+                            ui.end_row();
+                        }
+                    });
             }
             if let Some(p) = &d.polyp {
                 ui.separator();
                 let label = ui.strong("Pathology label").id;
-                let read_only = state.library.as_ref().is_none_or(|l| l.store.is_read_only());
+                let read_only = state
+                    .library
+                    .as_ref()
+                    .is_none_or(|l| l.store.is_read_only());
                 ui.add_enabled_ui(!read_only, |ui| {
                     let current = p.histology.clone().unwrap_or_else(|| "unknown".into());
                     let mut chosen = current.clone();
@@ -66,7 +75,10 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                         });
                     }
                 });
-                ui.label(format!("changes are signed \"{}\" (status bar)", state.reviewer));
+                ui.label(format!(
+                    "changes are signed \"{}\" (status bar)",
+                    state.reviewer
+                ));
             }
             if !d.sentences.is_empty() {
                 ui.separator();
@@ -80,7 +92,12 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 ui.strong("Image");
                 egui::Grid::new("media").num_columns(2).show(ui, |ui| {
                     ui.label("Size");
-                    ui.label(format!("{}×{} px, {:.0} kB", media.width, media.height, media.bytes as f64 / 1e3));
+                    ui.label(format!(
+                        "{}×{} px, {:.0} kB",
+                        media.width,
+                        media.height,
+                        media.bytes as f64 / 1e3
+                    ));
                     ui.end_row();
                     ui.label("Source");
                     ui.label(&media.source_path);

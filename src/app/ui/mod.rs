@@ -7,9 +7,9 @@ mod status;
 mod toasts;
 mod viewer;
 
+use super::Command;
 use super::state::{AppState, Tab};
 use super::textures::Textures;
-use super::Command;
 use crate::engine::JobHandle;
 
 pub fn draw(
@@ -73,13 +73,19 @@ fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         });
         ui.menu_button("Edit", |ui| {
             if ui
-                .add_enabled(!state.undo.is_empty(), egui::Button::new("Undo label change (Ctrl+Z)"))
+                .add_enabled(
+                    !state.undo.is_empty(),
+                    egui::Button::new("Undo label change (Ctrl+Z)"),
+                )
                 .clicked()
             {
                 out.push(Command::Undo);
             }
             if ui
-                .add_enabled(!state.redo.is_empty(), egui::Button::new("Redo (Ctrl+Shift+Z)"))
+                .add_enabled(
+                    !state.redo.is_empty(),
+                    egui::Button::new("Redo (Ctrl+Shift+Z)"),
+                )
                 .clicked()
             {
                 out.push(Command::Redo);

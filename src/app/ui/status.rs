@@ -1,7 +1,7 @@
 //! The status bar: backend and adapter, library size, reviewer, running jobs with progress.
 
-use super::super::state::AppState;
 use super::super::Command;
+use super::super::state::AppState;
 use crate::engine::JobHandle;
 
 pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut Vec<Command>) {
@@ -17,7 +17,11 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut V
                     lib.stats.videos,
                     lib.stats.media,
                     lib.stats.media_bytes as f64 / 1e6,
-                    if lib.store.is_read_only() { " · read-only" } else { "" }
+                    if lib.store.is_read_only() {
+                        " · read-only"
+                    } else {
+                        ""
+                    }
                 ));
             }
             None => {
@@ -44,7 +48,11 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut V
             let text = if p.total() > 0 {
                 format!("{} — {stage} {}/{}", job.name, p.done(), p.total())
             } else {
-                format!("{} — {}", job.name, if stage.is_empty() { "queued" } else { &stage })
+                format!(
+                    "{} — {}",
+                    job.name,
+                    if stage.is_empty() { "queued" } else { &stage }
+                )
             };
             ui.add(
                 egui::ProgressBar::new(p.fraction().unwrap_or(0.0))
@@ -55,7 +63,8 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut V
                 out.push(Command::CancelJob(job.id));
             }
             // Progress is read from shared atomics: keep repainting while jobs run.
-            ui.ctx().request_repaint_after(std::time::Duration::from_millis(100));
+            ui.ctx()
+                .request_repaint_after(std::time::Duration::from_millis(100));
         }
     });
 }

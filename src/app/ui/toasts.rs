@@ -1,7 +1,7 @@
 //! Warnings and errors reach the user as toasts in the bottom-right corner. Click to dismiss.
 
-use super::super::state::{AppState, ToastLevel};
 use super::super::Command;
+use super::super::state::{AppState, ToastLevel};
 use egui::Color32;
 
 pub fn draw(ctx: &egui::Context, state: &AppState, out: &mut Vec<Command>) {

@@ -1,9 +1,9 @@
 //! The image viewer: a grid of the selection's views, or one view large with zoom and pan.
 //! Zoom and pan are view-local UI state (egui memory), reset by a double-click.
 
+use super::super::Command;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
-use super::super::Command;
 use crate::engine::loader::ImageKey;
 use crate::store::BoxRow;
 use egui::{Color32, Rect, Sense, Stroke, StrokeKind, Vec2, pos2};
@@ -31,7 +31,9 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             .map(|p| {
                 (
                     ImageKey::File(p.clone()),
-                    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
                 )
             })
             .collect(),
@@ -44,7 +46,12 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 let label = match state.selection {
                     Selection::Video(_) => format!(
                         "frame {}",
-                        state.details.frame_indices.get(i).copied().unwrap_or(i as i64)
+                        state
+                            .details
+                            .frame_indices
+                            .get(i)
+                            .copied()
+                            .unwrap_or(i as i64)
                     ),
                     Selection::Polyp(_) => format!("view {}", i + 1),
                     _ => m
@@ -65,7 +72,10 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             &state.details.title
         });
         if state.selection == Selection::OpenedFiles {
-            let writable = state.library.as_ref().is_some_and(|l| !l.store.is_read_only());
+            let writable = state
+                .library
+                .as_ref()
+                .is_some_and(|l| !l.store.is_read_only());
             if ui
                 .add_enabled(writable, egui::Button::new("Import into library"))
                 .clicked()
@@ -118,30 +128,43 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     }
 }
 
-fn grid(ui: &mut egui::Ui, textures: &mut Textures, keys: &[(ImageKey, String)], out: &mut Vec<Command>) {
+fn grid(
+    ui: &mut egui::Ui,
+    textures: &mut Textures,
+    keys: &[(ImageKey, String)],
+    out: &mut Vec<Command>,
+) {
     let avail = ui.available_width();
     let cols = ((avail / 260.0).floor() as usize).clamp(1, 4);
     let cell = (avail / cols as f32) - 12.0;
-    egui::ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
-        egui::Grid::new("views").spacing([8.0, 8.0]).show(ui, |ui| {
-            for (i, (key, label)) in keys.iter().enumerate() {
-                ui.vertical(|ui| {
-                    let (rect, resp) = ui.allocate_exact_size(Vec2::splat(cell), Sense::click());
-                    paint_fitted(ui, textures, key, rect, 1.0, Vec2::ZERO, &[]);
-                    if resp.hovered() {
-                        ui.painter().rect_stroke(rect, 2.0, Stroke::new(2.0, Color32::LIGHT_BLUE), StrokeKind::Inside);
+    egui::ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("views").spacing([8.0, 8.0]).show(ui, |ui| {
+                for (i, (key, label)) in keys.iter().enumerate() {
+                    ui.vertical(|ui| {
+                        let (rect, resp) =
+                            ui.allocate_exact_size(Vec2::splat(cell), Sense::click());
+                        paint_fitted(ui, textures, key, rect, 1.0, Vec2::ZERO, &[]);
+                        if resp.hovered() {
+                            ui.painter().rect_stroke(
+                                rect,
+                                2.0,
+                                Stroke::new(2.0, Color32::LIGHT_BLUE),
+                                StrokeKind::Inside,
+                            );
+                        }
+                        if resp.clicked() {
+                            out.push(Command::Focus(Some(i)));
+                        }
+                        ui.label(label);
+                    });
+                    if (i + 1) % cols == 0 {
+                        ui.end_row();
                     }
-                    if resp.clicked() {
-                        out.push(Command::Focus(Some(i)));
-                    }
-                    ui.label(label);
-                });
-                if (i + 1) % cols == 0 {
-                    ui.end_row();
                 }
-            }
+            });
         });
-    });
 }
 
 fn focused_image(
@@ -151,7 +174,11 @@ fn focused_image(
     boxes: &[&BoxRow],
     state: &AppState,
 ) {
-    let id = ui.scope_id().with(("zoompan", format!("{key:?}"), format!("{:?}", state.selection)));
+    let id = ui.scope_id().with((
+        "zoompan",
+        format!("{key:?}"),
+        format!("{:?}", state.selection),
+    ));
     let mut zp: ZoomPan = ui.data(|d| d.get_temp(id)).unwrap_or_default();
     let size = ui.available_size();
     let (rect, resp) = ui.allocate_exact_size(size, Sense::click_and_drag());
@@ -219,7 +246,12 @@ fn paint_fitted(
     for b in boxes {
         let min = img_rect.min + Vec2::new(b.x as f32, b.y as f32) * scale;
         let r = Rect::from_min_size(min, Vec2::new(b.w as f32, b.h as f32) * scale);
-        painter.rect_stroke(r, 0.0, Stroke::new(2.0, Color32::YELLOW), StrokeKind::Outside);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(2.0, Color32::YELLOW),
+            StrokeKind::Outside,
+        );
         if let Some(t) = b.tracklet_id {
             painter.text(
                 r.left_top(),

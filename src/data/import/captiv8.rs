@@ -10,7 +10,11 @@ use crate::store::MediaKind;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+pub fn read(
+    path: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
     let csvs: Vec<PathBuf> = if path.is_dir() {
         let mut v: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| ImportError::source_error(path, e.to_string()))?
@@ -46,8 +50,13 @@ pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result
             }
         };
         let col = |name: &str| headers.iter().position(|h| h == name);
-        let (Some(pid), Some(img), Some(label)) = (col("patient id"), col("image_path"), col("image_label")) else {
-            problems.push(&csv_path, "needs the columns Patient ID, image_path and image_label");
+        let (Some(pid), Some(img), Some(label)) =
+            (col("patient id"), col("image_path"), col("image_label"))
+        else {
+            problems.push(
+                &csv_path,
+                "needs the columns Patient ID, image_path and image_label",
+            );
             continue;
         };
         let time = col("capture_time");
@@ -68,7 +77,9 @@ pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result
                     continue;
                 }
             };
-            let Some(prepared) = try_prepare(&full, problems) else { continue };
+            let Some(prepared) = try_prepare(&full, problems) else {
+                continue;
+            };
             let patient = get(pid);
             let mut frame = PlanImage::new(prepared, MediaKind::Capsule);
             frame.caption = Some(get(label));

@@ -38,7 +38,9 @@ struct CocoAnnotation {
 }
 
 fn key(v: &serde_json::Value) -> String {
-    v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())
+    v.as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| v.to_string())
 }
 
 /// Histology codes of the tracklet datasets, in our vocabulary.
@@ -57,12 +59,20 @@ pub fn histology_name(code: &str) -> Option<String> {
     )
 }
 
-pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+pub fn read(
+    path: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ImportError::source_error(path, e.to_string()))?;
     let coco: Coco = serde_json::from_str(&text)
         .map_err(|e| ImportError::source_error(path, format!("malformed COCO JSON: {e}")))?;
     let root = path.parent().unwrap_or(Path::new("."));
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // image id -> (sequence, frame index)
     let mut frame_of: BTreeMap<String, (String, i64)> = BTreeMap::new();
     let mut exams: BTreeMap<String, PlanExam> = BTreeMap::new();
@@ -78,7 +88,9 @@ pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result
                 continue;
             }
         };
-        let Some(prepared) = try_prepare(&full, problems) else { continue };
+        let Some(prepared) = try_prepare(&full, problems) else {
+            continue;
+        };
         frame_of.insert(key(&img.id), (seq.clone(), img.frame_id));
         let exam = exams.entry(seq.clone()).or_insert_with(|| PlanExam {
             code: format!("{stem}/{seq}"),
@@ -91,13 +103,20 @@ pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result
             }],
             ..Default::default()
         });
-        exam.videos[0]
-            .frames
-            .push((img.frame_id, PlanImage::new(prepared, MediaKind::VideoFrame)));
+        exam.videos[0].frames.push((
+            img.frame_id,
+            PlanImage::new(prepared, MediaKind::VideoFrame),
+        ));
     }
     for a in &coco.annotations {
         let Some((seq, frame)) = frame_of.get(&key(&a.image_id)) else {
-            problems.push(path, format!("annotation for image {} whose frame was not imported", key(&a.image_id)));
+            problems.push(
+                path,
+                format!(
+                    "annotation for image {} whose frame was not imported",
+                    key(&a.image_id)
+                ),
+            );
             continue;
         };
         let exam = exams.get_mut(seq).expect("exam of an imported frame");
@@ -107,7 +126,10 @@ pub fn read(path: &Path, progress: &Progress, problems: &mut Problems) -> Result
             polyp.histology = Some(h);
         }
         if let Some(s) = &a.size {
-            match s.as_f64().or_else(|| s.as_str().and_then(|t| t.trim().parse().ok())) {
+            match s
+                .as_f64()
+                .or_else(|| s.as_str().and_then(|t| t.trim().parse().ok()))
+            {
                 Some(mm) => polyp.size_mm = Some(mm),
                 None => polyp.attributes.push(("size".into(), key(s))),
             }

@@ -8,7 +8,11 @@ use crate::store::MediaKind;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+pub fn read(
+    root: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
@@ -35,7 +39,9 @@ pub fn read_files(
     for path in files {
         check_cancel(progress)?;
         progress.inc();
-        let Some(image) = try_prepare(path, problems) else { continue };
+        let Some(image) = try_prepare(path, problems) else {
+            continue;
+        };
         let rel_dir = path
             .parent()
             .and_then(|d| d.strip_prefix(root).ok())

@@ -8,7 +8,11 @@ use crate::engine::Progress;
 use crate::store::MediaKind;
 use std::path::Path;
 
-pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+pub fn read(
+    root: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
@@ -32,14 +36,19 @@ pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result
             problems.push(&path, "image is not inside a class folder");
             continue;
         }
-        let Some(image) = try_prepare(&path, problems) else { continue };
+        let Some(image) = try_prepare(&path, problems) else {
+            continue;
+        };
         let mut frame = PlanImage::new(image, MediaKind::Frame);
         let class = rel.rsplit('/').next().unwrap_or(&rel).to_string();
         frame.labels = vec![("class".into(), class), ("class_path".into(), rel)];
         exam.frames.push(frame);
     }
     if exam.frames.is_empty() && problems.0.is_empty() {
-        return Err(ImportError::source_error(root, "no labelled images found in class folders"));
+        return Err(ImportError::source_error(
+            root,
+            "no labelled images found in class folders",
+        ));
     }
     Ok(Plan { exams: vec![exam] })
 }

@@ -2,12 +2,18 @@
 //! once; its mask (often JPEG) is thresholded at 127 and must have the image's size.
 
 use super::plan::{Plan, PlanExam, PlanImage, PlanPolyp};
-use super::{ImportError, Problems, check_cancel, folder_name, images_in, prepare_mask, try_prepare};
+use super::{
+    ImportError, Problems, check_cancel, folder_name, images_in, prepare_mask, try_prepare,
+};
 use crate::engine::Progress;
 use crate::store::MediaKind;
 use std::path::Path;
 
-pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+pub fn read(
+    root: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
     let (images_dir, masks_dir) = (root.join("images"), root.join("masks"));
     if !images_dir.is_dir() || !masks_dir.is_dir() {
         return Err(ImportError::source_error(
@@ -26,7 +32,10 @@ pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result
     for path in files {
         check_cancel(progress)?;
         progress.inc();
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let Some(mask_path) = ["jpg", "png", "jpeg", "tif"]
             .iter()
             .map(|ext| masks_dir.join(format!("{stem}.{ext}")))
@@ -35,7 +44,9 @@ pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result
             problems.push(&path, "no mask with this name in masks/");
             continue;
         };
-        let Some(image) = try_prepare(&path, problems) else { continue };
+        let Some(image) = try_prepare(&path, problems) else {
+            continue;
+        };
         let mask = match prepare_mask(&mask_path, image.width, image.height) {
             Ok(m) => m,
             Err(reason) => {

@@ -162,13 +162,15 @@ pub fn prepare_mask(path: &Path, width: u32, height: u32) -> Result<PreparedImag
     let decoded = images::decode_file(path).map_err(|e| e.to_string())?;
     let (w, h) = (decoded.image.width(), decoded.image.height());
     if (w, h) != (width, height) {
-        return Err(format!(
-            "mask is {w}x{h} but its image is {width}x{height}"
-        ));
+        return Err(format!("mask is {w}x{h} but its image is {width}x{height}"));
     }
     let luma = decoded.image.to_luma8();
     let binary = GrayImage::from_fn(w, h, |x, y| {
-        image::Luma([if luma.get_pixel(x, y).0[0] > 127 { 255 } else { 0 }])
+        image::Luma([if luma.get_pixel(x, y).0[0] > 127 {
+            255
+        } else {
+            0
+        }])
     });
     let mut out = std::io::Cursor::new(Vec::new());
     binary
@@ -188,8 +190,14 @@ pub fn prepare_mask(path: &Path, width: u32, height: u32) -> Result<PreparedImag
 /// paths that climb out of the root (`../`), and names a missing file.
 pub fn resolve_in_root(root: &Path, rel: &str) -> Result<PathBuf, String> {
     let rel_path = Path::new(rel.trim());
-    if rel_path.is_absolute() || rel_path.components().any(|c| matches!(c, Component::Prefix(_))) {
-        return Err(format!("'{rel}' is an absolute path; manifests must name files inside the import folder"));
+    if rel_path.is_absolute()
+        || rel_path
+            .components()
+            .any(|c| matches!(c, Component::Prefix(_)))
+    {
+        return Err(format!(
+            "'{rel}' is an absolute path; manifests must name files inside the import folder"
+        ));
     }
     let mut depth = 0i32;
     for c in rel_path.components() {

@@ -10,7 +10,11 @@ use std::path::Path;
 
 /// `root/<polyp>/*.jpg`, with an optional `root/pathology.csv` (`polyp,histology` and
 /// optionally `vienna_class`, `size_mm` columns).
-pub fn read_folders(root: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+pub fn read_folders(
+    root: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
@@ -34,7 +38,10 @@ pub fn read_folders(root: &Path, progress: &Progress, problems: &mut Problems) -
     for dir in dirs {
         check_cancel(progress)?;
         progress.inc();
-        let code = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let code = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let views: Vec<PlanImage> = images_in(&dir)?
             .iter()
             .filter_map(|p| try_prepare(p, problems))
@@ -69,20 +76,32 @@ fn read_pathology_csv(
     if !path.exists() {
         return Ok(out);
     }
-    let mut reader = csv::Reader::from_path(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+    let mut reader =
+        csv::Reader::from_path(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
     let headers = reader
         .headers()
         .map_err(|e| ImportError::source_error(path, format!("malformed CSV header: {e}")))?
         .clone();
-    let col = |name: &str| headers.iter().position(|h| h.trim().eq_ignore_ascii_case(name));
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h.trim().eq_ignore_ascii_case(name))
+    };
     let (Some(pc), Some(hc)) = (col("polyp"), col("histology")) else {
-        return Err(ImportError::source_error(path, "needs the columns polyp and histology"));
+        return Err(ImportError::source_error(
+            path,
+            "needs the columns polyp and histology",
+        ));
     };
     let (vc, sc) = (col("vienna_class"), col("size_mm"));
     for (i, row) in reader.records().enumerate() {
         match row {
             Ok(r) => {
-                let get = |c: Option<usize>| c.and_then(|c| r.get(c)).map(str::trim).filter(|s| !s.is_empty());
+                let get = |c: Option<usize>| {
+                    c.and_then(|c| r.get(c))
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                };
                 out.insert(
                     get(Some(pc)).unwrap_or_default().to_string(),
                     (
@@ -101,10 +120,18 @@ fn read_pathology_csv(
 /// EndoFinder JSONL: one polyp a line, `img_paths` (its views) or `query_paths` and
 /// `ref_paths` (both sides are views of the same polyp), and `ground_truth` (its pathology).
 /// Paths are relative to the manifest's folder.
-pub fn read_jsonl(path: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+pub fn read_jsonl(
+    path: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ImportError::source_error(path, e.to_string()))?;
     let root = path.parent().unwrap_or(Path::new("."));
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut exam = PlanExam {
         code: stem,
         kind: "colonoscopy".into(),
@@ -129,23 +156,31 @@ pub fn read_jsonl(path: &Path, progress: &Progress, problems: &mut Problems) -> 
         };
         let list = |key: &str| -> Option<Vec<String>> {
             value.get(key)?.as_array().map(|a| {
-                a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
             })
         };
-        let (paths, roles): (Vec<String>, Vec<&str>) = match (list("img_paths"), list("query_paths"), list("ref_paths")) {
-            (Some(views), _, _) => {
-                let n = views.len();
-                (views, vec!["view"; n])
-            }
-            (None, Some(q), Some(r)) => {
-                let roles = std::iter::repeat_n("query", q.len()).chain(std::iter::repeat_n("reference", r.len())).collect();
-                (q.into_iter().chain(r).collect(), roles)
-            }
-            _ => {
-                problems.push(path, at("needs img_paths, or query_paths and ref_paths".into()));
-                continue;
-            }
-        };
+        let (paths, roles): (Vec<String>, Vec<&str>) =
+            match (list("img_paths"), list("query_paths"), list("ref_paths")) {
+                (Some(views), _, _) => {
+                    let n = views.len();
+                    (views, vec!["view"; n])
+                }
+                (None, Some(q), Some(r)) => {
+                    let roles = std::iter::repeat_n("query", q.len())
+                        .chain(std::iter::repeat_n("reference", r.len()))
+                        .collect();
+                    (q.into_iter().chain(r).collect(), roles)
+                }
+                _ => {
+                    problems.push(
+                        path,
+                        at("needs img_paths, or query_paths and ref_paths".into()),
+                    );
+                    continue;
+                }
+            };
         if paths.is_empty() {
             problems.push(path, at("no image paths".into()));
             continue;
@@ -176,12 +211,19 @@ pub fn read_jsonl(path: &Path, progress: &Progress, problems: &mut Problems) -> 
         let code = value
             .get("id")
             .or_else(|| value.get("polyp_id"))
-            .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
             .unwrap_or_else(|| format!("line{}", n + 1));
         let q = roles.iter().filter(|r| **r == "query").count();
         let mut attributes = Vec::new();
         if q > 0 {
-            attributes.push(("endofinder roles".into(), format!("{q} query, {} reference views", roles.len() - q)));
+            attributes.push((
+                "endofinder roles".into(),
+                format!("{q} query, {} reference views", roles.len() - q),
+            ));
         }
         exam.polyps.push(PlanPolyp {
             code,

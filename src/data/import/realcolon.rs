@@ -25,7 +25,10 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
     let mut objects = Vec::new();
     let mut current: Option<(Option<String>, Option<String>, [Option<f32>; 4])> = None;
     loop {
-        match reader.read_event().map_err(|e| format!("malformed XML at byte {}: {e}", reader.buffer_position()))? {
+        match reader
+            .read_event()
+            .map_err(|e| format!("malformed XML at byte {}: {e}", reader.buffer_position()))?
+        {
             Event::Start(e) => {
                 let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
                 if name == "object" {
@@ -36,7 +39,9 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
             Event::End(_) => {
                 if stack.pop().as_deref() == Some("object") {
                     let (uid, name, b) = current.take().expect("inside an object");
-                    let id = uid.or(name).ok_or("an object has neither unique_id nor name")?;
+                    let id = uid
+                        .or(name)
+                        .ok_or("an object has neither unique_id nor name")?;
                     let [Some(x0), Some(y0), Some(x1), Some(y1)] = b else {
                         return Err(format!("object {id} has an incomplete bndbox"));
                     };
@@ -51,10 +56,17 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
                 if let (Some(obj), Some(tag)) = (current.as_mut(), stack.last()) {
                     match tag.as_str() {
                         "unique_id" => obj.0 = Some(text),
-                        "name" if stack.len() >= 2 && stack[stack.len() - 2] == "object" => obj.1 = Some(text),
+                        "name" if stack.len() >= 2 && stack[stack.len() - 2] == "object" => {
+                            obj.1 = Some(text)
+                        }
                         "xmin" | "ymin" | "xmax" | "ymax" => {
-                            let v: f32 = text.parse().map_err(|_| format!("{tag} is not a number: '{text}'"))?;
-                            let i = ["xmin", "ymin", "xmax", "ymax"].iter().position(|t| t == tag).expect("listed");
+                            let v: f32 = text
+                                .parse()
+                                .map_err(|_| format!("{tag} is not a number: '{text}'"))?;
+                            let i = ["xmin", "ymin", "xmax", "ymax"]
+                                .iter()
+                                .position(|t| t == tag)
+                                .expect("listed");
                             obj.2[i] = Some(v);
                         }
                         _ => {}
@@ -72,7 +84,8 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
 }
 
 fn read_csv(path: &Path) -> Result<Vec<HashMap<String, String>>, ImportError> {
-    let mut reader = csv::Reader::from_path(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+    let mut reader =
+        csv::Reader::from_path(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
     let headers: Vec<String> = reader
         .headers()
         .map_err(|e| ImportError::source_error(path, format!("malformed CSV: {e}")))?
@@ -81,26 +94,48 @@ fn read_csv(path: &Path) -> Result<Vec<HashMap<String, String>>, ImportError> {
         .collect();
     let mut rows = Vec::new();
     for (i, rec) in reader.records().enumerate() {
-        let rec = rec.map_err(|e| ImportError::source_error(path, format!("row {}: malformed CSV: {e}", i + 2)))?;
-        rows.push(headers.iter().cloned().zip(rec.iter().map(|v| v.trim().to_string())).collect());
+        let rec = rec.map_err(|e| {
+            ImportError::source_error(path, format!("row {}: malformed CSV: {e}", i + 2))
+        })?;
+        rows.push(
+            headers
+                .iter()
+                .cloned()
+                .zip(rec.iter().map(|v| v.trim().to_string()))
+                .collect(),
+        );
     }
     Ok(rows)
 }
 
 fn find<'a>(row: &'a HashMap<String, String>, starts: &str) -> Option<&'a String> {
-    row.iter().find(|(k, _)| k.starts_with(starts)).map(|(_, v)| v).filter(|v| !v.is_empty())
+    row.iter()
+        .find(|(k, _)| k.starts_with(starts))
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
 }
 
 /// Trailing digits of a file stem (`001-001_1234` -> 1234).
 fn frame_number(stem: &str) -> Option<i64> {
-    let digits: String = stem.chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+    let digits: String = stem
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
     digits.chars().rev().collect::<String>().parse().ok()
 }
 
-pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result<Plan, ImportError> {
+pub fn read(
+    root: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
     let (vpath, lpath) = (root.join("video_info.csv"), root.join("lesion_info.csv"));
     if !vpath.is_file() || !lpath.is_file() {
-        return Err(ImportError::source_error(root, "not a REAL-Colon folder: expected video_info.csv and lesion_info.csv"));
+        return Err(ImportError::source_error(
+            root,
+            "not a REAL-Colon folder: expected video_info.csv and lesion_info.csv",
+        ));
     }
     let videos = read_csv(&vpath)?;
     let lesions = read_csv(&lpath)?;
@@ -126,17 +161,27 @@ pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result
             source: root.display().to_string(),
             ..Default::default()
         };
-        let mut video = PlanVideo { code: name.clone(), fps, ..Default::default() };
+        let mut video = PlanVideo {
+            code: name.clone(),
+            fps,
+            ..Default::default()
+        };
         for frame_path in images_in(&frames_dir)? {
             check_cancel(progress)?;
-            let stem = frame_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = frame_path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let Some(index) = frame_number(&stem) else {
                 problems.push(&frame_path, "no frame number at the end of the file name");
                 continue;
             };
             let xml_path = ann_dir.join(format!("{stem}.xml"));
             let objects = if xml_path.is_file() {
-                match std::fs::read_to_string(&xml_path).map_err(|e| e.to_string()).and_then(|x| parse_voc(&x)) {
+                match std::fs::read_to_string(&xml_path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|x| parse_voc(&x))
+                {
                     Ok(o) => o,
                     Err(reason) => {
                         problems.push(&xml_path, reason);
@@ -146,15 +191,26 @@ pub fn read(root: &Path, progress: &Progress, problems: &mut Problems) -> Result
             } else {
                 Vec::new()
             };
-            let Some(img) = try_prepare(&frame_path, problems) else { continue };
-            video.frames.push((index, PlanImage::new(img, MediaKind::VideoFrame)));
+            let Some(img) = try_prepare(&frame_path, problems) else {
+                continue;
+            };
+            video
+                .frames
+                .push((index, PlanImage::new(img, MediaKind::VideoFrame)));
             for o in objects {
                 exam.polyp_mut(&o.unique_id);
-                video.boxes.push(PlanBox { frame_index: index, xywh: o.xywh, polyp: o.unique_id });
+                video.boxes.push(PlanBox {
+                    frame_index: index,
+                    xywh: o.xywh,
+                    polyp: o.unique_id,
+                });
             }
         }
         for lesion in &lesions {
-            let Some(id) = find(lesion, "unique_object_id").or_else(|| find(lesion, "unique_id")) else { continue };
+            let Some(id) = find(lesion, "unique_object_id").or_else(|| find(lesion, "unique_id"))
+            else {
+                continue;
+            };
             if !exam.polyps.iter().any(|p| &p.code == id) {
                 continue;
             }
@@ -181,7 +237,10 @@ mod tests {
             </object></annotation>";
         assert_eq!(
             parse_voc(xml).unwrap(),
-            vec![VocObject { unique_id: "001-001_1".into(), xywh: [10.0, 20.0, 40.0, 60.0] }]
+            vec![VocObject {
+                unique_id: "001-001_1".into(),
+                xywh: [10.0, 20.0, 40.0, 60.0]
+            }]
         );
         assert!(parse_voc("<annotation><object><name>x</name>").is_err());
         assert_eq!(frame_number("001-001_1234"), Some(1234));

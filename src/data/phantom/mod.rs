@@ -95,7 +95,8 @@ struct Encoded {
 fn encode_jpeg(img: &RgbImage) -> Encoded {
     let mut bytes = Vec::new();
     let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 88);
-    img.write_with_encoder(enc).expect("JPEG encoding into memory");
+    img.write_with_encoder(enc)
+        .expect("JPEG encoding into memory");
     let thumb = crate::data::images::thumbnail_jpeg(
         &DynamicImage::ImageRgb8(img.clone()),
         crate::data::import::THUMBNAIL_SIDE,
@@ -111,7 +112,8 @@ fn encode_jpeg(img: &RgbImage) -> Encoded {
 
 fn encode_mask(mask: &GrayImage) -> Encoded {
     let mut out = std::io::Cursor::new(Vec::new());
-    mask.write_to(&mut out, ImageFormat::Png).expect("PNG encoding into memory");
+    mask.write_to(&mut out, ImageFormat::Png)
+        .expect("PNG encoding into memory");
     Encoded {
         bytes: out.into_inner(),
         ext: "png",
@@ -147,7 +149,12 @@ struct CapsulePlan {
 pub fn draw_colon(rng: &mut Rng) -> Colon {
     Colon {
         seed: rng.next_u64() as u32,
-        bend: [rng.range(0.2, 0.5), rng.range(0.15, 0.35), rng.range(0.15, 0.45), rng.range(0.1, 0.3)],
+        bend: [
+            rng.range(0.2, 0.5),
+            rng.range(0.15, 0.35),
+            rng.range(0.15, 0.45),
+            rng.range(0.1, 0.3),
+        ],
         fold_period: rng.range(1.1, 1.7),
         fold_depth: rng.range(0.15, 0.32),
         fold_width: rng.range(0.08, 0.14),
@@ -179,20 +186,30 @@ fn view_camera(colon: &Colon, polyp: &PlacedPolyp, rng: &mut Rng) -> Camera {
         pos = v3(cx + scaled.x, cy + scaled.y, pos.z);
     }
     let jitter = v3(rng.normal(), rng.normal(), rng.normal()) * (polyp.radius() * 0.5);
-    Camera::look_at(pos, polyp.centre() + jitter, rng.range(0.0, std::f32::consts::TAU))
+    Camera::look_at(
+        pos,
+        polyp.centre() + jitter,
+        rng.range(0.0, std::f32::consts::TAU),
+    )
 }
 
 fn view_look(rng: &mut Rng) -> Look {
     Look {
         exposure: rng.range(0.7, 1.35),
-        white_balance: [rng.range(0.92, 1.08), rng.range(0.92, 1.08), rng.range(0.9, 1.1)],
+        white_balance: [
+            rng.range(0.92, 1.08),
+            rng.range(0.92, 1.08),
+            rng.range(0.9, 1.1),
+        ],
         blur: if rng.chance(0.3) {
             (rng.range(2.0, 6.0), rng.range(0.0, std::f32::consts::PI))
         } else {
             (0.0, 0.0)
         },
         fluid: rng.chance(0.15).then(|| rng.range(0.72, 0.88)),
-        instrument: rng.chance(0.15).then(|| rng.range(0.0, std::f32::consts::TAU)),
+        instrument: rng
+            .chance(0.15)
+            .then(|| rng.range(0.0, std::f32::consts::TAU)),
         noise: rng.range(0.008, 0.02),
         ..Look::default()
     }
@@ -277,8 +294,18 @@ pub fn generate(
                 let look = view_look(&mut vr);
                 let osd = osd_lines(&patient, &mut vr);
                 // Only this polyp in its scene: the mask and the view are about it alone.
-                let scene = Scene { colon: &colon, polyps: std::slice::from_ref(p) };
-                let frame = render::render(&scene, &cam, &look, cfg.image_size, &osd, (e * 100 + i * 10 + v) as u32);
+                let scene = Scene {
+                    colon: &colon,
+                    polyps: std::slice::from_ref(p),
+                };
+                let frame = render::render(
+                    &scene,
+                    &cam,
+                    &look,
+                    cfg.image_size,
+                    &osd,
+                    (e * 100 + i * 10 + v) as u32,
+                );
                 set.push((encode_jpeg(&frame.image), encode_mask(&frame.mask)));
                 progress.inc();
             }
@@ -291,12 +318,26 @@ pub fn generate(
             let (cx, cy) = colon.centre(z);
             let pos = v3(cx + r.range(-0.3, 0.3), cy + r.range(-0.3, 0.3), z);
             let ahead = colon.centre(z + 2.0);
-            let target = v3(ahead.0 + r.range(-0.6, 0.6), ahead.1 + r.range(-0.6, 0.6), z + 2.0);
+            let target = v3(
+                ahead.0 + r.range(-0.6, 0.6),
+                ahead.1 + r.range(-0.6, 0.6),
+                z + 2.0,
+            );
             let cam = Camera::look_at(pos, target, r.range(0.0, std::f32::consts::TAU));
             let look = view_look(&mut r);
             let osd = osd_lines(&patient, &mut r);
-            let scene = Scene { colon: &colon, polyps: &[] };
-            let frame = render::render(&scene, &cam, &look, cfg.image_size, &osd, (e * 100 + 90 + b) as u32);
+            let scene = Scene {
+                colon: &colon,
+                polyps: &[],
+            };
+            let frame = render::render(
+                &scene,
+                &cam,
+                &look,
+                cfg.image_size,
+                &osd,
+                (e * 100 + 90 + b) as u32,
+            );
             background.push(encode_jpeg(&frame.image));
             progress.inc();
         }
@@ -312,11 +353,21 @@ pub fn generate(
     }
 
     let mut videos = Vec::new();
-    let with_polyps: Vec<usize> = (0..exams.len()).filter(|&i| !exams[i].polyps.is_empty()).collect();
+    let with_polyps: Vec<usize> = (0..exams.len())
+        .filter(|&i| !exams[i].polyps.is_empty())
+        .collect();
     for vi in 0..cfg.videos.min(with_polyps.len()) {
         let exam = with_polyps[(vi * 7) % with_polyps.len()];
         let mut r = root.fork(5000 + vi as u64);
-        videos.push(render_video(&exams[exam], exam, vi, cfg, &prefix, &mut r, progress)?);
+        videos.push(render_video(
+            &exams[exam],
+            exam,
+            vi,
+            cfg,
+            &prefix,
+            &mut r,
+            progress,
+        )?);
     }
 
     let mut capsules = Vec::new();
@@ -372,7 +423,11 @@ fn render_video(
             .iter()
             .filter(|p| p.z > z - 0.3 && p.z < z + 2.0)
             .min_by(|a, b| (a.z - z).abs().total_cmp(&(b.z - z).abs()));
-        let speed = if near.is_some() { base_speed * 0.45 } else { base_speed };
+        let speed = if near.is_some() {
+            base_speed * 0.45
+        } else {
+            base_speed
+        };
         if revisit_left > 0 {
             z += speed * 0.8;
             revisit_left -= 1;
@@ -397,19 +452,46 @@ fn render_video(
         }
         let cam = Camera::look_at(pos, target, roll);
         let look = Look {
-            blur: if r.chance(0.2) { (r.range(2.0, 5.0), r.range(0.0, 3.14)) } else { (0.0, 0.0) },
+            blur: if r.chance(0.2) {
+                (r.range(2.0, 5.0), r.range(0.0, 3.14))
+            } else {
+                (0.0, 0.0)
+            },
             exposure: 1.0 + 0.1 * r.normal(),
             ..Look::default()
         };
-        let osd = vec!["ETWN-190".into(), format!("ID:{}", exam.patient), format!("F{f:04}")];
-        let scene = Scene { colon: &exam.colon, polyps: &exam.polyps };
-        let frame = render::render(&scene, &cam, &look, cfg.video_size, &osd, (vi * 10_000 + f) as u32);
+        let osd = vec![
+            "ETWN-190".into(),
+            format!("ID:{}", exam.patient),
+            format!("F{f:04}"),
+        ];
+        let scene = Scene {
+            colon: &exam.colon,
+            polyps: &exam.polyps,
+        };
+        let frame = render::render(
+            &scene,
+            &cam,
+            &look,
+            cfg.video_size,
+            &osd,
+            (vi * 10_000 + f) as u32,
+        );
         let min_px = (cfg.video_size * cfg.video_size / 400).max(4);
         for (pi, b) in frame.boxes.iter().enumerate() {
             if let Some([x0, y0, x1, y1]) = b
                 && frame.pixel_counts[pi] >= min_px
             {
-                boxes.push((f, pi, [*x0 as f32, *y0 as f32, (x1 - x0 + 1) as f32, (y1 - y0 + 1) as f32]));
+                boxes.push((
+                    f,
+                    pi,
+                    [
+                        *x0 as f32,
+                        *y0 as f32,
+                        (x1 - x0 + 1) as f32,
+                        (y1 - y0 + 1) as f32,
+                    ],
+                ));
             }
         }
         frames.push(encode_jpeg(&frame.image));
@@ -463,10 +545,21 @@ fn render_capsule(r: &mut Rng, size: u32, salt: u32) -> CapsulePlan {
         None => {
             let (cx, cy) = colon.centre(z);
             let ahead = colon.centre(z + 1.5);
-            Camera::look_at(v3(cx, cy, z), v3(ahead.0 + r.range(-0.8, 0.8), ahead.1 + r.range(-0.8, 0.8), z + 1.5), r.range(0.0, 6.28))
+            Camera::look_at(
+                v3(cx, cy, z),
+                v3(
+                    ahead.0 + r.range(-0.8, 0.8),
+                    ahead.1 + r.range(-0.8, 0.8),
+                    z + 1.5,
+                ),
+                r.range(0.0, 6.28),
+            )
         }
     };
-    let scene = Scene { colon: &colon, polyps: &polyps };
+    let scene = Scene {
+        colon: &colon,
+        polyps: &polyps,
+    };
     let frame = render::render(&scene, &cam, &look, size, &[], 70_000 + salt);
     CapsulePlan {
         image: encode_jpeg(&frame.image),
@@ -559,8 +652,18 @@ fn write_all(
                     let (vh, vp) = next.next().expect("staged view");
                     let (mh, mp) = next.next().expect("staged mask");
                     let src = format!("phantom:{}-P{}/view{}", e.code, i + 1, v + 1);
-                    let (vid, _) = store::insert_media(tx, vh, vp, &new_media(view, MediaKind::View, Some(exam_id), src.clone()))?;
-                    let (mid, _) = store::insert_media(tx, mh, mp, &new_media(mask, MediaKind::Mask, Some(exam_id), format!("{src}/mask")))?;
+                    let (vid, _) = store::insert_media(
+                        tx,
+                        vh,
+                        vp,
+                        &new_media(view, MediaKind::View, Some(exam_id), src.clone()),
+                    )?;
+                    let (mid, _) = store::insert_media(
+                        tx,
+                        mh,
+                        mp,
+                        &new_media(mask, MediaKind::Mask, Some(exam_id), format!("{src}/mask")),
+                    )?;
                     store::set_mask(tx, vid, mid)?;
                     store::add_polyp_view(tx, pid, vid, v as i64)?;
                     report.views += 1;
@@ -570,7 +673,12 @@ fn write_all(
             for (b, bg) in e.background.iter().enumerate() {
                 let (h, p) = next.next().expect("staged background");
                 let src = format!("phantom:{}/frame{}", e.code, b + 1);
-                store::insert_media(tx, h, p, &new_media(bg, MediaKind::Frame, Some(exam_id), src))?;
+                store::insert_media(
+                    tx,
+                    h,
+                    p,
+                    &new_media(bg, MediaKind::Frame, Some(exam_id), src),
+                )?;
                 report.media += 1;
             }
             let sentences: Vec<SentenceRow> = e
@@ -590,7 +698,12 @@ fn write_all(
             for (f, frame) in v.frames.iter().enumerate() {
                 let (h, p) = next.next().expect("staged video frame");
                 let src = format!("phantom:{}/frame{:04}", v.code, f);
-                let (mid, _) = store::insert_media(tx, h, p, &new_media(frame, MediaKind::VideoFrame, Some(exam_id), src))?;
+                let (mid, _) = store::insert_media(
+                    tx,
+                    h,
+                    p,
+                    &new_media(frame, MediaKind::VideoFrame, Some(exam_id), src),
+                )?;
                 store::add_video_frame(tx, video_id, f as i64, mid)?;
                 report.video_frames += 1;
                 report.media += 1;
@@ -600,10 +713,17 @@ fn write_all(
             for (polyp_index, _) in &tracklets {
                 let pid = polyp_ids[v.exam][*polyp_index];
                 let identity = format!("{}_{}", v.code, polyp_index + 1);
-                tracklet_ids.push(store::insert_tracklet(tx, video_id, Some(pid), Some(&identity))?);
+                tracklet_ids.push(store::insert_tracklet(
+                    tx,
+                    video_id,
+                    Some(pid),
+                    Some(&identity),
+                )?);
             }
             for (bi, (f, pi, [x, y, w, h])) in v.boxes.iter().enumerate() {
-                let t = tracklets.iter().position(|(_, members)| members.contains(&bi));
+                let t = tracklets
+                    .iter()
+                    .position(|(_, members)| members.contains(&bi));
                 store::insert_box(
                     tx,
                     video_id,
@@ -634,7 +754,12 @@ fn write_all(
         for (c, cap) in capsules.iter().enumerate() {
             let (h, p) = next.next().expect("staged capsule");
             let src = format!("phantom:capsule/{c:04}");
-            let (mid, _) = store::insert_media(tx, h, p, &new_media(&cap.image, MediaKind::Capsule, Some(capsule_exam), src))?;
+            let (mid, _) = store::insert_media(
+                tx,
+                h,
+                p,
+                &new_media(&cap.image, MediaKind::Capsule, Some(capsule_exam), src),
+            )?;
             store::set_caption(tx, mid, &cap.caption)?;
             report.capsule_images += 1;
             report.media += 1;
@@ -701,9 +826,17 @@ pub fn contact_sheet(store: &Store, columns: u32, tile: u32) -> Result<RgbImage,
     let rows = (media.len() as u32).div_ceil(columns).max(1);
     let mut sheet = RgbImage::from_pixel(columns * tile, rows * tile, image::Rgb([20, 20, 20]));
     for (i, m) in media.iter().enumerate() {
-        let Ok(d) = crate::data::images::decode_file(&store.media_path(m)) else { continue };
-        let img = d.image.resize_exact(tile - 4, tile - 4, image::imageops::FilterType::Triangle).to_rgb8();
-        let (x, y) = ((i as u32 % columns) * tile + 2, (i as u32 / columns) * tile + 2);
+        let Ok(d) = crate::data::images::decode_file(&store.media_path(m)) else {
+            continue;
+        };
+        let img = d
+            .image
+            .resize_exact(tile - 4, tile - 4, image::imageops::FilterType::Triangle)
+            .to_rgb8();
+        let (x, y) = (
+            (i as u32 % columns) * tile + 2,
+            (i as u32 / columns) * tile + 2,
+        );
         image::imageops::replace(&mut sheet, &img, x as i64, y as i64);
     }
     Ok(sheet)

@@ -60,7 +60,9 @@ pub fn draw(image: &mut RgbImage, lines: &[String]) {
     for (i, line) in top.iter().enumerate() {
         text(image, line, 2 * scale, 2 * scale + i as u32 * line_h, scale);
     }
-    let start = image.height().saturating_sub(bottom.len() as u32 * line_h + 2 * scale);
+    let start = image
+        .height()
+        .saturating_sub(bottom.len() as u32 * line_h + 2 * scale);
     for (i, line) in bottom.iter().enumerate() {
         text(image, line, 2 * scale, start + i as u32 * line_h, scale);
     }
@@ -79,7 +81,10 @@ fn text(image: &mut RgbImage, s: &str, x0: u32, y0: u32, scale: u32) {
                     for sx in 0..scale {
                         let x = x0 + (ci as u32 * 6 + rx) * scale + sx;
                         let y = y0 + ry as u32 * scale + sy;
-                        if x < image.width() && y < image.height() && image.get_pixel(x, y).0 == [0, 0, 0] {
+                        if x < image.width()
+                            && y < image.height()
+                            && image.get_pixel(x, y).0 == [0, 0, 0]
+                        {
                             image.put_pixel(x, y, colour);
                         }
                     }

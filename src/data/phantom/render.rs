@@ -208,14 +208,24 @@ impl PlacedPolyp {
         let shade = match spec.surface {
             Surface::Dots => {
                 let n = value_noise(q.x * s * 1.6, q.y * s * 1.6, q.z * s * 1.6, seed);
-                if n > 0.72 { 1.0 + 0.22 * k } else { 1.0 - 0.04 * k }
+                if n > 0.72 {
+                    1.0 + 0.22 * k
+                } else {
+                    1.0 - 0.04 * k
+                }
             }
             Surface::Tubular => {
                 let n = fbm(q.x * s, q.y * s * 0.5, q.z * s, 3, seed);
                 let ridge = 1.0 - (2.0 * n - 1.0).abs();
-                if ridge > 0.85 { 1.0 - 0.3 * k } else { 1.0 + 0.05 * k }
+                if ridge > 0.85 {
+                    1.0 - 0.3 * k
+                } else {
+                    1.0 + 0.05 * k
+                }
             }
-            Surface::Cloudy => 1.0 + 0.12 * k * (fbm(q.x * 2.0, q.y * 2.0, q.z * 2.0, 3, seed) - 0.5),
+            Surface::Cloudy => {
+                1.0 + 0.12 * k * (fbm(q.x * 2.0, q.y * 2.0, q.z * 2.0, 3, seed) - 0.5)
+            }
             Surface::Irregular => {
                 let n = fbm(q.x * s * 0.7, q.y * s * 0.7, q.z * s * 0.7, 4, seed);
                 1.0 + 0.55 * k * (n - 0.5)
@@ -266,7 +276,11 @@ impl Camera {
     /// A camera at `pos` looking at `target`, rolled by `roll` radians about its axis.
     pub fn look_at(pos: V3, target: V3, roll: f32) -> Camera {
         let forward = (target - pos).norm();
-        let helper = if forward.y.abs() > 0.9 { v3(1.0, 0.0, 0.0) } else { v3(0.0, 1.0, 0.0) };
+        let helper = if forward.y.abs() > 0.9 {
+            v3(1.0, 0.0, 0.0)
+        } else {
+            v3(0.0, 1.0, 0.0)
+        };
         let right = forward.cross(helper).norm();
         let up0 = right.cross(forward).norm();
         let up = up0 * roll.cos() + right * roll.sin();
@@ -416,7 +430,8 @@ impl Scene<'_> {
                 // Blend towards mucosa at the foot of the polyp.
                 let wall_c = self.mucosa_albedo(p);
                 let body = polyp.albedo(p);
-                let lift = ((p - polyp.base).dot(polyp.normal) / (0.25 * polyp.radius)).clamp(0.0, 1.0);
+                let lift =
+                    ((p - polyp.base).dot(polyp.normal) / (0.25 * polyp.radius)).clamp(0.0, 1.0);
                 [0, 1, 2].map(|k| wall_c[k] * (1.0 - lift) + body[k] * lift)
             }
             None => self.mucosa_albedo(p),
@@ -453,7 +468,14 @@ pub struct Frame {
     pub pixel_counts: Vec<u32>,
 }
 
-pub fn render(scene: &Scene<'_>, cam: &Camera, look: &Look, size: u32, osd: &[String], noise_seed: u32) -> Frame {
+pub fn render(
+    scene: &Scene<'_>,
+    cam: &Camera,
+    look: &Look,
+    size: u32,
+    osd: &[String],
+    noise_seed: u32,
+) -> Frame {
     let right = cam.forward.cross(cam.up).norm();
     let mut linear = vec![[0.0f32; 3]; (size * size) as usize];
     let mut ids = vec![u16::MAX; (size * size) as usize];
@@ -470,7 +492,11 @@ pub fn render(scene: &Scene<'_>, cam: &Camera, look: &Look, size: u32, osd: &[St
             let r = (px * px + py * py).sqrt();
             let ang = r * cam.half_fov;
             let (s, c) = ang.sin_cos();
-            let (ux, uy) = if r > 1e-6 { (px / r, py / r) } else { (0.0, 0.0) };
+            let (ux, uy) = if r > 1e-6 {
+                (px / r, py / r)
+            } else {
+                (0.0, 0.0)
+            };
             let dir = (cam.forward * c + right * (s * ux) + cam.up * (-s * uy)).norm();
             let (rgb, which) = scene.trace(cam, dir);
             let i = (y * size + x) as usize;
@@ -514,7 +540,13 @@ pub fn render(scene: &Scene<'_>, cam: &Camera, look: &Look, size: u32, osd: &[St
                 c = [0.62 * shade, 0.64 * shade, 0.66 * shade];
                 ids[i] = u16::MAX;
             }
-            let grain = (value_noise(x as f32 * 0.9, y as f32 * 0.9, noise_seed as f32, noise_seed) - 0.5) * 2.0;
+            let grain = (value_noise(
+                x as f32 * 0.9,
+                y as f32 * 0.9,
+                noise_seed as f32,
+                noise_seed,
+            ) - 0.5)
+                * 2.0;
             let rgb = [0, 1, 2].map(|k| {
                 let lit = c[k] * look.exposure * look.white_balance[k] * 2.0;
                 // Sensor noise grows with signal: the dark lumen stays dark.

@@ -38,7 +38,11 @@ pub fn polyp_sentence(spec: &PolypSpec, ordinal: usize, rng: &mut Rng) -> String
             spec.paris.words(),
             spec.location,
             spec.paris.code(),
-            if spec.ulcer > 0.0 { ", with central ulceration" } else { "" }
+            if spec.ulcer > 0.0 {
+                ", with central ulceration"
+            } else {
+                ""
+            }
         ),
         _ => format!(
             "{} lesion in the {}: Paris {}, estimated {size}, {colour}, {surface}{pedicle}.",
@@ -96,13 +100,34 @@ pub enum CapsuleFinding {
 }
 
 pub fn capsule_caption(finding: CapsuleFinding, rng: &mut Rng) -> String {
-    let extra = *rng.pick(&["", " Some food residue.", " Bubbles partly obscure the view.", " No bleeding."]);
+    let extra = *rng.pick(&[
+        "",
+        " Some food residue.",
+        " Bubbles partly obscure the view.",
+        " No bleeding.",
+    ]);
     let main = match finding {
-        CapsuleFinding::Normal => *rng.pick(&["Normal mucosa.", "No abnormality.", "Normal small bowel mucosa."]),
-        CapsuleFinding::Polyp => *rng.pick(&["Small polyp in the distal ileum.", "Polyp.", "Sessile polyp, jejunum."]),
-        CapsuleFinding::Erosion => *rng.pick(&["Mild erosion.", "Erosions with surrounding edema.", "Erosion and fibrin."]),
-        CapsuleFinding::Angioectasia => *rng.pick(&["Angioectasia.", "Small angioectasia in the jejunum."]),
-        CapsuleFinding::Blood => *rng.pick(&["Fresh blood in the lumen.", "Blood, source not seen."]),
+        CapsuleFinding::Normal => *rng.pick(&[
+            "Normal mucosa.",
+            "No abnormality.",
+            "Normal small bowel mucosa.",
+        ]),
+        CapsuleFinding::Polyp => *rng.pick(&[
+            "Small polyp in the distal ileum.",
+            "Polyp.",
+            "Sessile polyp, jejunum.",
+        ]),
+        CapsuleFinding::Erosion => *rng.pick(&[
+            "Mild erosion.",
+            "Erosions with surrounding edema.",
+            "Erosion and fibrin.",
+        ]),
+        CapsuleFinding::Angioectasia => {
+            *rng.pick(&["Angioectasia.", "Small angioectasia in the jejunum."])
+        }
+        CapsuleFinding::Blood => {
+            *rng.pick(&["Fresh blood in the lumen.", "Blood, source not seen."])
+        }
     };
     if finding == CapsuleFinding::Blood && extra == " No bleeding." {
         return main.to_string();

@@ -128,7 +128,10 @@ mod tests {
         let xs: Vec<u64> = (0..5).map(|_| a.next_u64()).collect();
         let ys: Vec<u64> = (0..5).map(|_| b.next_u64()).collect();
         assert_eq!(xs, ys);
-        assert_ne!(Rng::new(7).fork(1).next_u64(), Rng::new(7).fork(2).next_u64());
+        assert_ne!(
+            Rng::new(7).fork(1).next_u64(),
+            Rng::new(7).fork(2).next_u64()
+        );
     }
 
     #[test]
