@@ -138,8 +138,8 @@ fn a_read_only_library_opens_for_reading_and_refuses_writes() {
     assert!(err.to_string().contains("read-only"), "{err}");
     drop(store);
     assert_eq!(file_bytes(&path), before);
-    perms.set_readonly(false);
-    std::fs::set_permissions(&path, perms).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
 }
 
 #[test]

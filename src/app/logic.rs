@@ -126,23 +126,21 @@ impl App {
             }
             Command::SetReviewer(name) => self.state.reviewer = name,
             Command::Undo => {
-                if let Some(edit) = self.state.undo.pop() {
-                    if self
+                if let Some(edit) = self.state.undo.pop()
+                    && self
                         .set_label(edit.polyp_id, &edit.key, edit.old.clone())
                         .is_some()
-                    {
-                        self.state.redo.push(edit);
-                    }
+                {
+                    self.state.redo.push(edit);
                 }
             }
             Command::Redo => {
-                if let Some(edit) = self.state.redo.pop() {
-                    if self
+                if let Some(edit) = self.state.redo.pop()
+                    && self
                         .set_label(edit.polyp_id, &edit.key, edit.new.clone())
                         .is_some()
-                    {
-                        self.state.undo.push(edit);
-                    }
+                {
+                    self.state.undo.push(edit);
                 }
             }
             Command::CancelJob(id) => {

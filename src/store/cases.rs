@@ -81,10 +81,10 @@ impl CaseFilter {
             return false;
         }
         let size = p.size_mm.unwrap_or(f64::NAN);
-        if self.min_size_mm.is_some_and(|m| !(size >= m)) {
+        if self.min_size_mm.is_some_and(|m| size.is_nan() || size < m) {
             return false;
         }
-        if self.max_size_mm.is_some_and(|m| !(size <= m)) {
+        if self.max_size_mm.is_some_and(|m| size.is_nan() || size > m) {
             return false;
         }
         let text = self.text.trim().to_lowercase();

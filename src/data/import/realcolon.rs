@@ -17,13 +17,16 @@ pub struct VocObject {
     pub xywh: [f32; 4],
 }
 
+/// An object being read: unique_id, name, and xmin/ymin/xmax/ymax as they arrive.
+type Partial = (Option<String>, Option<String>, [Option<f32>; 4]);
+
 /// Parses a VOC annotation; objects without `unique_id` fall back to `name`.
 pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut stack: Vec<String> = Vec::new();
     let mut objects = Vec::new();
-    let mut current: Option<(Option<String>, Option<String>, [Option<f32>; 4])> = None;
+    let mut current: Option<Partial> = None;
     loop {
         match reader
             .read_event()
@@ -36,21 +39,20 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
                 }
                 stack.push(name);
             }
-            Event::End(_) => {
-                if stack.pop().as_deref() == Some("object") {
-                    let (uid, name, b) = current.take().expect("inside an object");
-                    let id = uid
-                        .or(name)
-                        .ok_or("an object has neither unique_id nor name")?;
-                    let [Some(x0), Some(y0), Some(x1), Some(y1)] = b else {
-                        return Err(format!("object {id} has an incomplete bndbox"));
-                    };
-                    objects.push(VocObject {
-                        unique_id: id,
-                        xywh: [x0, y0, x1 - x0, y1 - y0],
-                    });
-                }
+            Event::End(_) if stack.pop().as_deref() == Some("object") => {
+                let (uid, name, b) = current.take().expect("inside an object");
+                let id = uid
+                    .or(name)
+                    .ok_or("an object has neither unique_id nor name")?;
+                let [Some(x0), Some(y0), Some(x1), Some(y1)] = b else {
+                    return Err(format!("object {id} has an incomplete bndbox"));
+                };
+                objects.push(VocObject {
+                    unique_id: id,
+                    xywh: [x0, y0, x1 - x0, y1 - y0],
+                });
             }
+            Event::End(_) => {}
             Event::Text(t) => {
                 let text = t.decode().map_err(|e| e.to_string())?.trim().to_string();
                 if let (Some(obj), Some(tag)) = (current.as_mut(), stack.last()) {

@@ -453,7 +453,7 @@ fn render_video(
         let cam = Camera::look_at(pos, target, roll);
         let look = Look {
             blur: if r.chance(0.2) {
-                (r.range(2.0, 5.0), r.range(0.0, 3.14))
+                (r.range(2.0, 5.0), r.range(0.0, std::f32::consts::PI))
             } else {
                 (0.0, 0.0)
             },
@@ -536,7 +536,11 @@ fn render_capsule(r: &mut Rng, size: u32, salt: u32) -> CapsulePlan {
     let z = 3.0;
     let polyps = if finding == CapsuleFinding::Polyp {
         let spec = PolypSpec::draw(Pathology::Hyperplastic, r);
-        vec![colon.place(spec, colon.between_folds(z + 1.0), r.range(0.0, 6.28))]
+        vec![colon.place(
+            spec,
+            colon.between_folds(z + 1.0),
+            r.range(0.0, std::f32::consts::TAU),
+        )]
     } else {
         Vec::new()
     };
@@ -552,7 +556,7 @@ fn render_capsule(r: &mut Rng, size: u32, salt: u32) -> CapsulePlan {
                     ahead.1 + r.range(-0.8, 0.8),
                     z + 1.5,
                 ),
-                r.range(0.0, 6.28),
+                r.range(0.0, std::f32::consts::TAU),
             )
         }
     };
