@@ -1,6 +1,7 @@
 //! EndoTwin: a desktop clinical review tool for colonoscopy. See README.md for the map.
 
 pub mod app;
+pub mod bench;
 pub mod compute;
 pub mod data;
 pub mod engine;

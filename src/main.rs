@@ -75,6 +75,11 @@ enum Command {
         #[command(subcommand)]
         what: EvalWhat,
     },
+    /// Benchmarks (figures, not tests): `backends` times a ViT-S block on each backend.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet {
         /// Output PNG path.
@@ -84,6 +89,18 @@ enum Command {
         columns: u32,
         #[arg(long, default_value_t = 160)]
         tile: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// burn-flex (and burn-ndarray with --features bench-ndarray, and wgpu with --gpu).
+    Backends {
+        #[arg(long, default_value_t = 10)]
+        iters: usize,
+        /// Also time burn-wgpu on any adapter (software ones included).
+        #[arg(long)]
+        gpu: bool,
     },
 }
 
@@ -171,6 +188,26 @@ fn run(cli: Cli) -> Result<()> {
                     size,
                 },
         } => eval_phantom(held_out, seed, polyps, views, size),
+        Command::Bench {
+            what: BenchWhat::Backends { iters, gpu },
+        } => {
+            println!(
+                "ViT-S block (197 tokens, width 384, 6 heads), forward, mean of {iters} runs; {} CPU threads",
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            );
+            println!(
+                "| backend | batch | ms / block | images/s (12 blocks) |\n| --- | --- | --- | --- |"
+            );
+            for r in endotwin::bench::backends(iters, gpu) {
+                println!(
+                    "| {} | {} | {:.1} | {:.1} |",
+                    r.backend, r.batch, r.ms_per_block, r.images_per_s_12_blocks
+                );
+            }
+            Ok(())
+        }
         Command::ContactSheet { out, columns, tile } => {
             let store = Store::open(&library, OpenMode::Existing)?;
             let sheet = phantom::contact_sheet(&store, columns, tile)?;
