@@ -109,6 +109,22 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
     h.state_mut().send(Command::Dropped(vec![txt]));
     settle(&mut h);
     shows_part(&h, "not an image");
+    // An opened image that does not decode is explained, not silently blank.
+    let broken = dir.path().join("broken.jpg");
+    std::fs::write(&broken, b"\xFF\xD8 definitely not a whole JPEG").unwrap();
+    h.state_mut().send(Command::Dropped(vec![broken]));
+    for _ in 0..50 {
+        settle(&mut h);
+        if h.query_all_by_label_contains("cannot show image")
+            .next()
+            .is_some()
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    shows_part(&h, "cannot show image");
+    shows_part(&h, "broken.jpg");
 }
 
 #[test]
@@ -182,4 +198,38 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+#[test]
+fn imported_real_frames_show_beside_phantom_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    {
+        let mut store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        let kvasir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata/kvasir-seg");
+        endotwin::data::import::run(
+            endotwin::data::import::ImportLayout::KvasirSeg,
+            &mut store,
+            &kvasir,
+            Default::default(),
+            &Progress::new(),
+        )
+        .unwrap();
+    }
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    shows_part(&h, "kvasir-seg  ·  5 polyps");
+    shows_part(&h, "S5-E001  ·");
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let real = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code.starts_with("kvasir-seg-"))
+        .unwrap();
+    h.state_mut()
+        .send(Command::Select(Selection::Polyp(real.id)));
+    settle(&mut h);
+    shows(&h, &format!("Polyp {}", real.code));
+    shows(&h, "view 1");
 }

@@ -15,6 +15,10 @@ impl App {
             self.job_finished(done);
         }
         for loaded in self.loader.poll() {
+            if let Err(e) = &loaded.result {
+                self.state
+                    .toast(ToastLevel::Error, format!("cannot show image: {e}"));
+            }
             self.textures.insert_full(ctx, loaded.key, loaded.result);
         }
         let wanted: Vec<ImageKey> = self

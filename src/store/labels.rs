@@ -170,3 +170,25 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
+
+/// Writes a label that arrives with imported data, and its audit row (old value none), inside
+/// the import's transaction.
+pub fn import_label(
+    tx: &rusqlite::Transaction<'_>,
+    target: TargetKind,
+    target_id: i64,
+    key: &str,
+    value: &str,
+    who: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4)",
+        params![target.as_str(), target_id, key, value],
+    )?;
+    tx.execute(
+        "INSERT INTO label_audit(target_kind, target_id, key, who, at, old_value, new_value)
+         VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6)",
+        params![target.as_str(), target_id, key, who, now_utc(), value],
+    )?;
+    Ok(())
+}

@@ -9,7 +9,7 @@ mod media;
 mod schema;
 
 pub use cases::*;
-pub use labels::{AuditEntry, Label, TargetKind};
+pub use labels::{AuditEntry, Label, TargetKind, import_label};
 pub use media::{
     MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask, set_thumbnail,
 };

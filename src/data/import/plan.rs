@@ -5,9 +5,8 @@ use super::{ImportError, ImportReport, ItemProblem, PreparedImage, check_cancel}
 use crate::data::phantom;
 use crate::engine::Progress;
 use crate::store::{
-    self, BoxRow, MediaKind, NewExamination, NewMedia, NewPolyp, Store, StoreError, now_utc,
+    self, BoxRow, MediaKind, NewExamination, NewMedia, NewPolyp, Store, StoreError, TargetKind,
 };
-use rusqlite::params;
 
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -142,60 +141,50 @@ pub fn write(
         skipped,
         ..Default::default()
     };
-    let now = now_utc();
     store.write(|tx| -> Result<(), ImportError> {
-        let mut insert = |pi: &PlanImage, exam: i64, report: &mut ImportReport| -> Result<i64, StoreError> {
-            // Same order as `each_image`: the staged files line up with the plan's images.
-            let staged = next.next().expect("one staged entry per plan image");
-            let (hash, rel) = &staged.image;
-            let media = NewMedia {
-                kind: pi.kind,
-                source_path: pi.image.source.display().to_string(),
-                byte_len: pi.image.bytes.len() as u64,
-                width: pi.image.width,
-                height: pi.image.height,
-                examination_id: Some(exam),
-                thumbnail: Some(pi.image.thumbnail.clone()),
-                captured_at: pi.captured_at.clone(),
-            };
-            let (id, new) = store::insert_media(tx, hash, rel, &media)?;
-            if new {
-                report.media_added += 1;
-            } else {
-                report.duplicates += 1;
-            }
-            if let (Some(m), Some((mh, mr))) = (&pi.mask, &staged.mask) {
-                let mask = NewMedia {
-                    kind: MediaKind::Mask,
-                    source_path: m.source.display().to_string(),
-                    byte_len: m.bytes.len() as u64,
-                    width: m.width,
-                    height: m.height,
+        let mut insert =
+            |pi: &PlanImage, exam: i64, report: &mut ImportReport| -> Result<i64, StoreError> {
+                // Same order as `each_image`: the staged files line up with the plan's images.
+                let staged = next.next().expect("one staged entry per plan image");
+                let (hash, rel) = &staged.image;
+                let media = NewMedia {
+                    kind: pi.kind,
+                    source_path: pi.image.source.display().to_string(),
+                    byte_len: pi.image.bytes.len() as u64,
+                    width: pi.image.width,
+                    height: pi.image.height,
                     examination_id: Some(exam),
-                    thumbnail: None,
-                    captured_at: None,
+                    thumbnail: Some(pi.image.thumbnail.clone()),
+                    captured_at: pi.captured_at.clone(),
                 };
-                let (mid, _) = store::insert_media(tx, mh, mr, &mask)?;
-                store::set_mask(tx, id, mid)?;
-            }
-            if let Some(c) = &pi.caption {
-                store::set_caption(tx, id, c)?;
-            }
-            for (k, v) in &pi.labels {
-                tx.execute(
-                    "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES ('media', ?1, ?2, ?3)",
-                    params![id, k, v],
-                )
-                .map_err(StoreError::from)?;
-                tx.execute(
-                    "INSERT INTO label_audit(target_kind, target_id, key, who, at, old_value, new_value)
-                     VALUES ('media', ?1, ?2, ?3, ?4, NULL, ?5)",
-                    params![id, k, who, now, v],
-                )
-                .map_err(StoreError::from)?;
-            }
-            Ok(id)
-        };
+                let (id, new) = store::insert_media(tx, hash, rel, &media)?;
+                if new {
+                    report.media_added += 1;
+                } else {
+                    report.duplicates += 1;
+                }
+                if let (Some(m), Some((mh, mr))) = (&pi.mask, &staged.mask) {
+                    let mask = NewMedia {
+                        kind: MediaKind::Mask,
+                        source_path: m.source.display().to_string(),
+                        byte_len: m.bytes.len() as u64,
+                        width: m.width,
+                        height: m.height,
+                        examination_id: Some(exam),
+                        thumbnail: None,
+                        captured_at: None,
+                    };
+                    let (mid, _) = store::insert_media(tx, mh, mr, &mask)?;
+                    store::set_mask(tx, id, mid)?;
+                }
+                if let Some(c) = &pi.caption {
+                    store::set_caption(tx, id, c)?;
+                }
+                for (k, v) in &pi.labels {
+                    store::import_label(tx, TargetKind::Media, id, k, v, who)?;
+                }
+                Ok(id)
+            };
         for e in &plan.exams {
             let exam = store::upsert_examination(
                 tx,
@@ -267,7 +256,8 @@ pub fn write(
                 let mut tracklet_of = vec![None; sorted.len()];
                 for (pi, members) in &tracklets {
                     let code = codes[*pi];
-                    let tid = store::insert_tracklet(tx, vid, polyp_ids.get(code).copied(), Some(code))?;
+                    let tid =
+                        store::insert_tracklet(tx, vid, polyp_ids.get(code).copied(), Some(code))?;
                     for &m in members {
                         tracklet_of[m] = Some(tid);
                     }

@@ -270,11 +270,20 @@ pub fn generate(
         let mut r = root.fork(1000 + e as u64);
         let colon = draw_colon(&mut r);
         let patient = format!("{:05}", r.below(100_000));
-        let mut polyps = Vec::new();
-        for i in 0..k {
+        let mut polyps: Vec<PlacedPolyp> = Vec::new();
+        for _ in 0..k {
             let spec = PolypSpec::draw(Pathology::draw(&mut r), &mut r);
-            let z = colon.between_folds(3.0 + i as f32 * 4.5 + r.range(0.0, 1.0));
-            polyps.push(colon.place(spec, z, r.range(0.0, std::f32::consts::TAU)));
+            let theta = r.range(0.0, std::f32::consts::TAU);
+            // Usually a few haustra apart; sometimes two polyps sit close together, seen in
+            // the same frames of a withdrawal.
+            let (z, theta) = match polyps.last() {
+                Some(prev) if r.chance(0.3) => {
+                    (prev.z + r.range(0.25, 0.6), prev.theta + r.range(0.6, 1.4))
+                }
+                Some(prev) => (colon.between_folds(prev.z + 4.0 + r.range(0.0, 1.0)), theta),
+                None => (colon.between_folds(3.0 + r.range(0.0, 1.0)), theta),
+            };
+            polyps.push(colon.place(spec, z, theta));
         }
         let mut sentences = vec![(report::opening_sentence(&mut r), None)];
         if polyps.is_empty() {
