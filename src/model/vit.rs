@@ -1,0 +1,230 @@
+//! The ViT image encoder: patch embedding, [CLS] token, positions (learned or fixed 2-D
+//! sin-cos), pre-norm transformer blocks, CLS pooling and an optional projection. One config
+//! covers CLIP's ViT-B/32 (`VitConfig::clip_b32`) and the small variants that train on a CPU.
+
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::activation::{gelu, sigmoid};
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
+
+/// How the MLP of a block bends: CLIP was trained with QuickGELU.
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Gelu,
+    /// `x * sigmoid(1.702 x)`.
+    QuickGelu,
+}
+
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+pub enum Positions {
+    /// Learned position embeddings (CLIP).
+    Learned,
+    /// Fixed 2-D sine-cosine embeddings (MAE), never trained.
+    SinCos,
+}
+
+#[derive(Config, Debug)]
+pub struct VitConfig {
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub width: usize,
+    pub depth: usize,
+    pub heads: usize,
+    #[config(default = 4.0)]
+    pub mlp_ratio: f64,
+    #[config(default = "Positions::Learned")]
+    pub positions: Positions,
+    #[config(default = "Activation::QuickGelu")]
+    pub activation: Activation,
+    /// CLIP normalises the embedded tokens before the blocks (`pre_layrnorm`).
+    #[config(default = true)]
+    pub norm_before_blocks: bool,
+    /// Output dimension of a bias-free projection of the pooled CLS token; `None` keeps width.
+    #[config(default = "None")]
+    pub projection: Option<usize>,
+    #[config(default = 1e-5)]
+    pub layer_norm_eps: f64,
+}
+
+impl VitConfig {
+    /// CLIP ViT-B/32: 224 px, patch 32, width 768, 12 blocks of 12 heads, projection 512.
+    pub fn clip_b32() -> VitConfig {
+        VitConfig::new(224, 32, 768, 12, 12).with_projection(Some(512))
+    }
+
+    pub fn patches(&self) -> usize {
+        (self.image_size / self.patch_size).pow(2)
+    }
+
+    /// Output dimension of [`Vit::forward`].
+    pub fn output_dim(&self) -> usize {
+        self.projection.unwrap_or(self.width)
+    }
+
+    pub fn init(&self, device: &Device) -> Vit {
+        assert!(
+            self.image_size.is_multiple_of(self.patch_size),
+            "image size {} is not a multiple of the patch size {}",
+            self.image_size,
+            self.patch_size
+        );
+        let tokens = self.patches() + 1;
+        let positions = match self.positions {
+            Positions::Learned => Param::from_tensor(Tensor::random(
+                [tokens, self.width],
+                Distribution::Normal(0.0, 0.02),
+                device,
+            )),
+            Positions::SinCos => Param::from_tensor(sincos_2d(
+                self.image_size / self.patch_size,
+                self.width,
+                device,
+            ))
+            .set_require_grad(false),
+        };
+        let ln = |d| {
+            LayerNormConfig::new(d)
+                .with_epsilon(self.layer_norm_eps)
+                .init(device)
+        };
+        let hidden = (self.width as f64 * self.mlp_ratio) as usize;
+        Vit {
+            patch_embed: Conv2dConfig::new([3, self.width], [self.patch_size, self.patch_size])
+                .with_stride([self.patch_size, self.patch_size])
+                .with_bias(false)
+                .init(device),
+            class_token: Param::from_tensor(Tensor::random(
+                [self.width],
+                Distribution::Normal(0.0, 0.02),
+                device,
+            )),
+            positions,
+            norm_pre: self.norm_before_blocks.then(|| ln(self.width)),
+            blocks: (0..self.depth)
+                .map(|_| Block {
+                    norm1: ln(self.width),
+                    attn: MultiHeadAttentionConfig::new(self.width, self.heads)
+                        .with_dropout(0.0)
+                        .init(device),
+                    norm2: ln(self.width),
+                    fc1: LinearConfig::new(self.width, hidden).init(device),
+                    fc2: LinearConfig::new(hidden, self.width).init(device),
+                    quick_gelu: self.activation == Activation::QuickGelu,
+                })
+                .collect(),
+            norm_post: ln(self.width),
+            projection: self.projection.map(|d| {
+                LinearConfig::new(self.width, d)
+                    .with_bias(false)
+                    .init(device)
+            }),
+        }
+    }
+}
+
+/// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
+#[derive(Module, Debug)]
+pub struct Block {
+    pub norm1: LayerNorm,
+    pub attn: MultiHeadAttention,
+    pub norm2: LayerNorm,
+    pub fc1: Linear,
+    pub fc2: Linear,
+    pub quick_gelu: bool,
+}
+
+impl Block {
+    /// `x`: [batch, tokens, width] -> [batch, tokens, width]; `mask`: [batch, tokens, tokens],
+    /// true where attention is forbidden (the text encoder's causal mask).
+    pub fn forward(&self, x: Tensor<3>, mask: Option<Tensor<3, burn::tensor::Bool>>) -> Tensor<3> {
+        let mut input = MhaInput::self_attn(self.norm1.forward(x.clone()));
+        if let Some(m) = mask {
+            input = input.mask_attn(m);
+        }
+        let x = x + self.attn.forward(input).context;
+        let h = self.fc1.forward(self.norm2.forward(x.clone()));
+        let h = if self.quick_gelu {
+            h.clone() * sigmoid(h * 1.702)
+        } else {
+            gelu(h)
+        };
+        x + self.fc2.forward(h)
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Vit {
+    pub patch_embed: Conv2d,
+    pub class_token: Param<Tensor<1>>,
+    pub positions: Param<Tensor<2>>,
+    pub norm_pre: Option<LayerNorm>,
+    pub blocks: Vec<Block>,
+    pub norm_post: LayerNorm,
+    pub projection: Option<Linear>,
+}
+
+impl Vit {
+    /// Embeds patches and runs the blocks. `images`: [batch, 3, size, size] (normalised) ->
+    /// tokens [batch, 1 + patches, width], CLS first.
+    pub fn forward_tokens(&self, images: Tensor<4>) -> Tensor<3> {
+        let [batch, _, _, _] = images.dims();
+        let patches = self.patch_embed.forward(images); // [B, W, h, w]
+        let [_, width, h, w] = patches.dims();
+        let patches = patches.reshape([batch, width, h * w]).swap_dims(1, 2); // [B, N, W]
+        let cls = self
+            .class_token
+            .val()
+            .reshape([1, 1, width])
+            .expand([batch, 1, width]);
+        let x = Tensor::cat(vec![cls, patches], 1) + self.positions.val().unsqueeze::<3>();
+        let mut x = match &self.norm_pre {
+            Some(ln) => ln.forward(x),
+            None => x,
+        };
+        for block in &self.blocks {
+            x = block.forward(x, None);
+        }
+        x
+    }
+
+    /// `images`: [batch, 3, size, size] -> embeddings [batch, output_dim] (not normalised).
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let tokens = self.forward_tokens(images);
+        let [batch, _, width] = tokens.dims();
+        let cls = self
+            .norm_post
+            .forward(tokens.slice([0..batch, 0..1, 0..width]))
+            .reshape([batch, width]);
+        match &self.projection {
+            Some(p) => p.forward(cls),
+            None => cls,
+        }
+    }
+}
+
+/// Fixed 2-D sine-cosine position embeddings (MAE), with a zero row for the CLS token:
+/// [1 + grid², width]. Half the channels encode the row, half the column.
+pub fn sincos_2d(grid: usize, width: usize, device: &Device) -> Tensor<2> {
+    assert!(
+        width.is_multiple_of(4),
+        "sin-cos positions need a width divisible by 4"
+    );
+    let quarter = width / 4;
+    let mut data = vec![0.0f32; (grid * grid + 1) * width];
+    for r in 0..grid {
+        for c in 0..grid {
+            let row = &mut data[(1 + r * grid + c) * width..(2 + r * grid + c) * width];
+            for (axis, pos) in [(0, c as f32), (1, r as f32)] {
+                for i in 0..quarter {
+                    let omega = 1.0 / 10_000f32.powf(i as f32 / quarter as f32);
+                    row[axis * 2 * quarter + i] = (pos * omega).sin();
+                    row[axis * 2 * quarter + quarter + i] = (pos * omega).cos();
+                }
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(data, [grid * grid + 1, width]), device)
+}

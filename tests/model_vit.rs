@@ -1,0 +1,81 @@
+//! The ViT image encoder on the CPU: shapes, fixed positions, and a record round trip.
+
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::{Device, Distribution, Tensor};
+use endotwin::model::vit::{Positions, VitConfig};
+
+fn small() -> VitConfig {
+    VitConfig::new(32, 8, 32, 2, 4).with_projection(Some(16))
+}
+
+fn images(device: &Device) -> Tensor<4> {
+    Tensor::random([2, 3, 32, 32], Distribution::Normal(0.0, 1.0), device)
+}
+
+#[test]
+fn the_encoder_maps_images_to_one_embedding_each() {
+    let device = Device::flex();
+    device.seed(1);
+    let vit = small().init(&device);
+    let x = images(&device);
+    assert_eq!(vit.forward_tokens(x.clone()).dims(), [2, 17, 32]);
+    let out = vit.forward(x);
+    assert_eq!(out.dims(), [2, 16]);
+    let values = out.into_data().try_to_vec::<f32>().unwrap();
+    assert!(values.iter().all(|v| v.is_finite()));
+    // Different images give different embeddings.
+    assert!((0..16).any(|i| (values[i] - values[16 + i]).abs() > 1e-4));
+}
+
+#[test]
+fn clip_b32_has_the_reference_geometry() {
+    let cfg = VitConfig::clip_b32();
+    assert_eq!((cfg.patches(), cfg.output_dim()), (49, 512));
+}
+
+#[test]
+fn sincos_positions_are_fixed_and_distinct_per_patch() {
+    let device = Device::flex();
+    let vit = small().with_positions(Positions::SinCos).init(&device);
+    let pos = vit.positions.val().into_data().try_to_vec::<f32>().unwrap();
+    assert!(pos[..32].iter().all(|v| *v == 0.0), "CLS row is zero");
+    assert_ne!(pos[32..64], pos[64..96], "neighbouring patches differ");
+    assert_eq!(vit.forward(images(&device)).dims(), [2, 16]);
+}
+
+#[test]
+fn a_saved_record_loads_into_a_fresh_model_with_the_same_outputs() {
+    let device = Device::flex();
+    device.seed(3);
+    let vit = small().init(&device);
+    let x = images(&device);
+    let expected = vit
+        .forward(x.clone())
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+
+    let mut store = BurnpackStore::from_bytes(None);
+    vit.save_into(&mut store).unwrap();
+    let bytes = store.get_bytes().unwrap();
+
+    device.seed(99);
+    let mut fresh = small().init(&device);
+    let before = fresh
+        .forward(x.clone())
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    assert_ne!(before, expected, "a fresh init differs");
+    let result = fresh
+        .load_from(&mut BurnpackStore::from_bytes(Some(bytes)))
+        .unwrap();
+    assert!(
+        result.missing.is_empty() && result.errors.is_empty(),
+        "{result:?}"
+    );
+    let got = fresh.forward(x).into_data().try_to_vec::<f32>().unwrap();
+    for (a, b) in got.iter().zip(&expected) {
+        assert!((a - b).abs() < 1e-6);
+    }
+}
