@@ -79,3 +79,42 @@ fn a_saved_record_loads_into_a_fresh_model_with_the_same_outputs() {
         assert!((a - b).abs() < 1e-6);
     }
 }
+
+#[test]
+fn any_image_becomes_a_normalised_batch_and_sign_codes_pack() {
+    use endotwin::model::hash::{hamming, pack_signs, sign_codes};
+    use endotwin::model::preprocess::{Preprocess, enlarged_crop};
+    let device = Device::flex();
+    let grey16 = image::DynamicImage::ImageLuma16(image::ImageBuffer::from_pixel(
+        50,
+        30,
+        image::Luma([65535u16]),
+    ));
+    let rgba = image::DynamicImage::ImageRgba8(image::RgbaImage::from_pixel(
+        20,
+        40,
+        image::Rgba([0, 0, 0, 0]),
+    ));
+    let batch = Preprocess::clip(32).batch(&[grey16, rgba], &device);
+    assert_eq!(batch.dims(), [2, 3, 32, 32]);
+    let v = batch.into_data().try_to_vec::<f32>().unwrap();
+    // White through CLIP's normalisation: (1 - 0.4815) / 0.2686 on the red channel.
+    assert!((v[0] - (1.0 - 0.481_454_66) / 0.268_629_54).abs() < 1e-4);
+    // Black on the second image.
+    assert!((v[3 * 32 * 32] - (0.0 - 0.481_454_66) / 0.268_629_54).abs() < 1e-4);
+    let frame = image::DynamicImage::ImageRgb8(image::RgbImage::new(100, 80));
+    let crop = enlarged_crop(&frame, [90.0, 10.0, 8.0, 8.0], 5.0);
+    assert_eq!(
+        (crop.width(), crop.height()),
+        (26, 34),
+        "clamped to the frame"
+    );
+
+    let codes = sign_codes(Tensor::from_floats(
+        [[0.5f32, -1.0, 0.0], [-0.1, 2.0, -3.0]],
+        &device,
+    ));
+    assert_eq!(codes, vec![vec![0b101], vec![0b010]]);
+    assert_eq!(hamming(&codes[0], &codes[1]), 3);
+    assert_eq!(pack_signs(&vec![1.0; 130]).len(), 3);
+}

@@ -1,6 +1,8 @@
 //! burn modules shared by inference, training and evaluation. Every `forward` states its
 //! tensor shapes; every module has a `Config` with `init(&device)`.
 
+pub mod hash;
+pub mod preprocess;
 pub mod vit;
 
 pub use vit::{Vit, VitConfig};
