@@ -118,3 +118,49 @@ fn any_image_becomes_a_normalised_batch_and_sign_codes_pack() {
     assert_eq!(hamming(&codes[0], &codes[1]), 3);
     assert_eq!(pack_signs(&vec![1.0; 130]).len(), 3);
 }
+
+#[test]
+fn a_scene_embedding_is_unit_length_independent_of_view_order_and_ignores_padding() {
+    use burn::tensor::{Bool, TensorData};
+    use endotwin::model::scene::SceneEncoderConfig;
+    let device = Device::flex();
+    device.seed(5);
+    let enc = SceneEncoderConfig::new(16).with_heads(4).init(&device);
+    let views = Tensor::<3>::random([1, 3, 16], Distribution::Normal(0.0, 1.0), &device);
+    let a = enc
+        .forward(views.clone(), None)
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let norm: f32 = a.iter().map(|v| v * v).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4);
+    let reversed = views.clone().flip([1]);
+    let b = enc
+        .forward(reversed, None)
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() < 1e-5, "order changed the scene");
+    }
+    // A fourth, padded view changes nothing.
+    let padded = Tensor::cat(
+        vec![
+            views,
+            Tensor::<3>::random([1, 1, 16], Distribution::Normal(0.0, 9.0), &device),
+        ],
+        1,
+    );
+    let missing = Tensor::<2, Bool>::from_data(
+        TensorData::new(vec![false, false, false, true], [1, 4]),
+        &device,
+    );
+    let c = enc
+        .forward(padded, Some(missing))
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    for (x, y) in a.iter().zip(&c) {
+        assert!((x - y).abs() < 1e-5, "padding leaked into the scene");
+    }
+}

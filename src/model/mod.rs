@@ -3,6 +3,7 @@
 
 pub mod hash;
 pub mod preprocess;
+pub mod scene;
 pub mod vit;
 
 pub use vit::{Vit, VitConfig};

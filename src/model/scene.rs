@@ -1,0 +1,80 @@
+//! The scene encoder (METHODS §4): a learnable [Scene] token prepended to the per-view
+//! embeddings of one polyp, one pre-norm transformer layer, the L2-normalised [Scene] output.
+//! No positions: a scene does not depend on the order of its views.
+
+use super::vit::Block;
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::nn::attention::MultiHeadAttentionConfig;
+use burn::nn::{LayerNormConfig, LinearConfig};
+use burn::tensor::{Bool, Device, Distribution, Tensor, TensorData};
+
+#[derive(Config, Debug)]
+pub struct SceneEncoderConfig {
+    pub dim: usize,
+    #[config(default = 8)]
+    pub heads: usize,
+    #[config(default = 4.0)]
+    pub mlp_ratio: f64,
+}
+
+impl SceneEncoderConfig {
+    pub fn init(&self, device: &Device) -> SceneEncoder {
+        let hidden = (self.dim as f64 * self.mlp_ratio) as usize;
+        SceneEncoder {
+            scene_token: Param::from_tensor(Tensor::random(
+                [self.dim],
+                Distribution::Normal(0.0, 0.02),
+                device,
+            )),
+            block: Block {
+                norm1: LayerNormConfig::new(self.dim).init(device),
+                attn: MultiHeadAttentionConfig::new(self.dim, self.heads)
+                    .with_dropout(0.0)
+                    .init(device),
+                norm2: LayerNormConfig::new(self.dim).init(device),
+                fc1: LinearConfig::new(self.dim, hidden).init(device),
+                fc2: LinearConfig::new(hidden, self.dim).init(device),
+                quick_gelu: false,
+            },
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct SceneEncoder {
+    pub scene_token: Param<Tensor<1>>,
+    pub block: Block,
+}
+
+impl SceneEncoder {
+    /// `views`: [batch, n_views, dim]; `missing`: [batch, n_views], true for padding slots of
+    /// scenes with fewer views -> scene embeddings [batch, dim], unit length.
+    pub fn forward(&self, views: Tensor<3>, missing: Option<Tensor<2, Bool>>) -> Tensor<2> {
+        let [batch, n, dim] = views.dims();
+        let token = self
+            .scene_token
+            .val()
+            .reshape([1, 1, dim])
+            .expand([batch, 1, dim]);
+        let x = Tensor::cat(vec![token, views], 1); // [B, 1 + n, D]
+        let mask = missing.map(|m| {
+            // The scene token is never padding; every query may not look at padded keys.
+            let token_slot = Tensor::<2, Bool>::from_data(
+                TensorData::new(vec![false; batch], [batch, 1]),
+                &m.device(),
+            );
+            let keys = Tensor::cat(vec![token_slot, m], 1); // [B, 1 + n]
+            keys.unsqueeze_dim::<3>(1).expand([batch, n + 1, n + 1])
+        });
+        let out = self.block.forward(x, mask);
+        let scene = out.slice([0..batch, 0..1, 0..dim]).reshape([batch, dim]);
+        let norm = scene
+            .clone()
+            .powf_scalar(2.0)
+            .sum_dim(1)
+            .sqrt()
+            .clamp_min(1e-12);
+        scene / norm
+    }
+}
