@@ -114,6 +114,13 @@ pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
     info.device_type == wgpu::DeviceType::Cpu
 }
 
+fn software_skipped(info: &wgpu::AdapterInfo) -> String {
+    format!(
+        "software adapter {} skipped; --backend gpu forces it",
+        info.name
+    )
+}
+
 fn describe(info: &wgpu::AdapterInfo) -> String {
     format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
 }
@@ -149,10 +156,7 @@ pub fn select(pref: BackendPref) -> Result<Compute, ComputeError> {
     };
     let info = adapter.get_info();
     if pref == BackendPref::Auto && is_software(&info) {
-        return Ok(Compute::cpu(Some(format!(
-            "software adapter {} skipped; --backend gpu forces it",
-            info.name
-        ))));
+        return Ok(Compute::cpu(Some(software_skipped(&info))));
     }
     let (device, queue) =
         pollster::block_on(adapter.request_device(&shared_device_descriptor(&adapter)))
@@ -172,10 +176,7 @@ pub fn select_shared(
     let info = adapter.get_info();
     match pref {
         BackendPref::Cpu => Ok(Compute::cpu(None)),
-        BackendPref::Auto if is_software(&info) => Ok(Compute::cpu(Some(format!(
-            "software adapter {} skipped; --backend gpu forces it",
-            info.name
-        )))),
+        BackendPref::Auto if is_software(&info) => Ok(Compute::cpu(Some(software_skipped(&info)))),
         _ => register_wgpu(instance, adapter, device, queue),
     }
 }

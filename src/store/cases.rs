@@ -1,7 +1,7 @@
 //! Examinations, polyps and their views, reports, videos and tracklets: rows, writes and the
 //! queries the case browser needs.
 
-use super::media::{MEDIA_COLUMNS, media_from_row};
+use super::media::{media_columns_of, media_from_row, media_from_row_at};
 use super::{MediaRow, Result, Store};
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -493,11 +493,7 @@ impl Store {
     }
 
     pub fn polyp_views(&self, polyp_id: i64) -> Result<Vec<MediaRow>> {
-        let cols = MEDIA_COLUMNS
-            .split(", ")
-            .map(|c| format!("m.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let cols = media_columns_of("m");
         let mut stmt = self.conn().prepare(&format!(
             "SELECT {cols} FROM polyp_views v JOIN media m ON m.id = v.media_id
              WHERE v.polyp_id = ?1 ORDER BY v.view_index"
@@ -507,33 +503,12 @@ impl Store {
     }
 
     pub fn video_frames(&self, video_id: i64) -> Result<Vec<(i64, MediaRow)>> {
-        let cols = MEDIA_COLUMNS
-            .split(", ")
-            .map(|c| format!("m.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let cols = media_columns_of("m");
         let mut stmt = self.conn().prepare(&format!(
             "SELECT f.frame_index, {cols} FROM video_frames f JOIN media m ON m.id = f.media_id
              WHERE f.video_id = ?1 ORDER BY f.frame_index"
         ))?;
-        let rows = stmt.query_map([video_id], |r| {
-            let idx: i64 = r.get(0)?;
-            // media columns start at 1
-            let m = MediaRow {
-                id: r.get(1)?,
-                hash: r.get(2)?,
-                kind: super::MediaKind::parse(&r.get::<_, String>(3)?)
-                    .unwrap_or(super::MediaKind::VideoFrame),
-                rel_path: r.get(4)?,
-                source_path: r.get(5)?,
-                width: r.get(6)?,
-                height: r.get(7)?,
-                bytes: r.get::<_, i64>(8)? as u64,
-                examination_id: r.get(9)?,
-                mask_media_id: r.get(10)?,
-            };
-            Ok((idx, m))
-        })?;
+        let rows = stmt.query_map([video_id], |r| Ok((r.get(0)?, media_from_row_at(r, 1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

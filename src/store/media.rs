@@ -181,18 +181,32 @@ pub(crate) const MEDIA_COLUMNS: &str =
     "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id";
 
 pub(crate) fn media_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MediaRow> {
-    let kind: String = r.get(2)?;
+    media_from_row_at(r, 0)
+}
+
+/// [`MEDIA_COLUMNS`] as `m.<column>`, for joins.
+pub(crate) fn media_columns_of(alias: &str) -> String {
+    MEDIA_COLUMNS
+        .split(", ")
+        .map(|c| format!("{alias}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Reads [`MEDIA_COLUMNS`] starting at column `at` (joins put other columns first).
+pub(crate) fn media_from_row_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<MediaRow> {
+    let kind: String = r.get(at + 2)?;
     Ok(MediaRow {
-        id: r.get(0)?,
-        hash: r.get(1)?,
+        id: r.get(at)?,
+        hash: r.get(at + 1)?,
         kind: MediaKind::parse(&kind).unwrap_or(MediaKind::Frame),
-        rel_path: r.get(3)?,
-        source_path: r.get(4)?,
-        width: r.get(5)?,
-        height: r.get(6)?,
-        bytes: r.get::<_, i64>(7)? as u64,
-        examination_id: r.get(8)?,
-        mask_media_id: r.get(9)?,
+        rel_path: r.get(at + 3)?,
+        source_path: r.get(at + 4)?,
+        width: r.get(at + 5)?,
+        height: r.get(at + 6)?,
+        bytes: r.get::<_, i64>(at + 7)? as u64,
+        examination_id: r.get(at + 8)?,
+        mask_media_id: r.get(at + 9)?,
     })
 }
 

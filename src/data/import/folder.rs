@@ -54,12 +54,7 @@ pub fn read_files(
         };
         exams
             .entry(code.clone())
-            .or_insert_with(|| PlanExam {
-                code,
-                kind: "colonoscopy".into(),
-                source: root.display().to_string(),
-                ..Default::default()
-            })
+            .or_insert_with(|| PlanExam::new(code, "colonoscopy", root))
             .frames
             .push(PlanImage::new(image, MediaKind::Frame));
     }

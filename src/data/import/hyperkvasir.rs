@@ -17,12 +17,7 @@ pub fn read(
         return Err(ImportError::source_error(root, "not a folder"));
     }
     let files = image_files(root)?;
-    let mut exam = PlanExam {
-        code: folder_name(root),
-        kind: "colonoscopy".into(),
-        source: root.display().to_string(),
-        ..Default::default()
-    };
+    let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading images", files.len() as u64);
     for path in files {
         check_cancel(progress)?;

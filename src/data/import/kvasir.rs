@@ -22,12 +22,7 @@ pub fn read(
         ));
     }
     let files = images_in(&images_dir)?;
-    let mut exam = PlanExam {
-        code: folder_name(root),
-        kind: "colonoscopy".into(),
-        source: root.display().to_string(),
-        ..Default::default()
-    };
+    let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading images", files.len() as u64);
     for path in files {
         check_cancel(progress)?;

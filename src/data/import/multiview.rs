@@ -28,12 +28,7 @@ pub fn read_folders(
         return Err(ImportError::source_error(root, "no polyp folders inside"));
     }
     let pathology = read_pathology_csv(&root.join("pathology.csv"), problems)?;
-    let mut exam = PlanExam {
-        code: folder_name(root),
-        kind: "colonoscopy".into(),
-        source: root.display().to_string(),
-        ..Default::default()
-    };
+    let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading views", dirs.len() as u64);
     for dir in dirs {
         check_cancel(progress)?;
@@ -132,12 +127,7 @@ pub fn read_jsonl(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut exam = PlanExam {
-        code: stem,
-        kind: "colonoscopy".into(),
-        source: path.display().to_string(),
-        ..Default::default()
-    };
+    let mut exam = PlanExam::new(stem, "colonoscopy", path);
     let lines: Vec<&str> = text.lines().collect();
     progress.stage("reading polyps", lines.len() as u64);
     for (n, line) in lines.iter().enumerate() {

@@ -79,6 +79,15 @@ pub struct PlanBox {
 }
 
 impl PlanExam {
+    pub fn new(code: impl Into<String>, kind: &str, source: &std::path::Path) -> PlanExam {
+        PlanExam {
+            code: code.into(),
+            kind: kind.to_string(),
+            source: source.display().to_string(),
+            ..Default::default()
+        }
+    }
+
     /// The polyp with this code, created (without views) when new.
     pub fn polyp_mut(&mut self, code: &str) -> &mut PlanPolyp {
         if let Some(i) = self.polyps.iter().position(|p| p.code == code) {

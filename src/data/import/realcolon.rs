@@ -157,12 +157,7 @@ pub fn read(
             continue;
         }
         let fps = find(v, "fps").and_then(|f| f.parse().ok()).unwrap_or(25.0);
-        let mut exam = PlanExam {
-            code: name.clone(),
-            kind: "colonoscopy".into(),
-            source: root.display().to_string(),
-            ..Default::default()
-        };
+        let mut exam = PlanExam::new(name.clone(), "colonoscopy", root);
         let mut video = PlanVideo {
             code: name.clone(),
             fps,
