@@ -153,8 +153,17 @@ fn multiview_folders_become_polyps_with_pathology_from_csv() {
         "polyp,histology,vienna_class,size_mm\npolypA,adenoma,3,6\n",
     )
     .unwrap();
-    let (_l, store, r) = run(ImportLayout::Multiview, dir.path(), true);
-    assert_eq!(r.unwrap().polyps, 2);
+    // A polyp folder whose only view is not an image is reported, not imported.
+    std::fs::create_dir_all(dir.path().join("polypC")).unwrap();
+    std::fs::write(dir.path().join("polypC/v0.jpg"), b"text").unwrap();
+    let (_l, store, r) = run(ImportLayout::Multiview, dir.path(), false);
+    let r = r.unwrap();
+    assert_eq!(r.polyps, 2);
+    let why = reasons(&r);
+    assert!(
+        why.contains("v0.jpg: not an image") && why.contains("polypC: no readable views"),
+        "{why}"
+    );
     let a = store
         .polyps()
         .unwrap()
