@@ -1,5 +1,6 @@
 //! The ViT image encoder on the CPU: shapes, fixed positions, and a record round trip.
 
+use burn::module::Module;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::{Device, Distribution, Tensor};
 use endotwin::model::vit::{Positions, VitConfig};
@@ -162,5 +163,52 @@ fn a_scene_embedding_is_unit_length_independent_of_view_order_and_ignores_paddin
         .unwrap();
     for (x, y) in a.iter().zip(&c) {
         assert!((x - y).abs() < 1e-5, "padding leaked into the scene");
+    }
+}
+
+#[test]
+fn a_tracklet_of_frames_gives_one_embedding_and_frame_tokens() {
+    use endotwin::model::tracklet::TrackletEncoderConfig;
+    let device = Device::flex();
+    device.seed(8);
+    let enc = TrackletEncoderConfig::new(64).init(&device);
+    let frames = Tensor::<3>::random([2, 8, 64], Distribution::Normal(0.0, 1.0), &device);
+    let (tracklet, tokens) = enc.forward(frames);
+    assert_eq!(tracklet.dims(), [2, 256]);
+    assert_eq!(tokens.dims(), [2, 8, 256]);
+    assert_eq!(enc.project(tracklet).dims(), [2, 128]);
+    assert_eq!(enc.project(tokens).dims(), [2, 8, 128]);
+}
+
+#[test]
+fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
+    use endotwin::compute::{self, BackendPref};
+    let gpu = match compute::select(BackendPref::Gpu) {
+        Ok(c) => c.device,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("CI must have a wgpu adapter (mesa-vulkan-drivers): {e}"),
+    };
+    let cpu = Device::flex();
+    cpu.seed(11);
+    let vit = VitConfig::new(16, 8, 16, 1, 2)
+        .with_projection(Some(8))
+        .init(&cpu);
+    let x = Tensor::<4>::random([1, 3, 16, 16], Distribution::Normal(0.0, 1.0), &cpu);
+    let expected = vit
+        .forward(x.clone())
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let on_gpu = vit.to_device(&gpu);
+    let got = on_gpu
+        .forward(x.to_device(&gpu))
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    for (a, b) in got.iter().zip(&expected) {
+        assert!((a - b).abs() < 1e-4, "{got:?} vs {expected:?}");
     }
 }

@@ -1,0 +1,93 @@
+//! The tracklet encoder (METHODS §3): per-frame features -> Linear to 256 -> a learnable CLS
+//! token -> 3 transformer layers (8 heads, feed-forward 1024, no positions). The embedding is
+//! the CLS output; a projector 256 -> 256 -> ReLU -> 128 exists only for the loss.
+
+use super::vit::Block;
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::nn::attention::MultiHeadAttentionConfig;
+use burn::nn::{Dropout, DropoutConfig, LayerNormConfig, Linear, LinearConfig, Relu};
+use burn::tensor::{Device, Distribution, Tensor};
+
+#[derive(Config, Debug)]
+pub struct TrackletEncoderConfig {
+    /// Width of the per-frame backbone features (2048 for ResNet-50).
+    pub frame_dim: usize,
+    #[config(default = 256)]
+    pub dim: usize,
+    #[config(default = 3)]
+    pub layers: usize,
+    #[config(default = 8)]
+    pub heads: usize,
+    #[config(default = 1024)]
+    pub feed_forward: usize,
+    #[config(default = 0.1)]
+    pub dropout: f64,
+    #[config(default = 128)]
+    pub projection: usize,
+}
+
+impl TrackletEncoderConfig {
+    pub fn init(&self, device: &Device) -> TrackletEncoder {
+        TrackletEncoder {
+            input: LinearConfig::new(self.frame_dim, self.dim).init(device),
+            cls: Param::from_tensor(Tensor::random(
+                [self.dim],
+                Distribution::Normal(0.0, 0.02),
+                device,
+            )),
+            blocks: (0..self.layers)
+                .map(|_| Block {
+                    norm1: LayerNormConfig::new(self.dim).init(device),
+                    attn: MultiHeadAttentionConfig::new(self.dim, self.heads)
+                        .with_dropout(self.dropout)
+                        .init(device),
+                    norm2: LayerNormConfig::new(self.dim).init(device),
+                    fc1: LinearConfig::new(self.dim, self.feed_forward).init(device),
+                    fc2: LinearConfig::new(self.feed_forward, self.dim).init(device),
+                    quick_gelu: false,
+                })
+                .collect(),
+            dropout: DropoutConfig::new(self.dropout).init(),
+            proj1: LinearConfig::new(self.dim, self.dim).init(device),
+            relu: Relu::new(),
+            proj2: LinearConfig::new(self.dim, self.projection).init(device),
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct TrackletEncoder {
+    pub input: Linear,
+    pub cls: Param<Tensor<1>>,
+    pub blocks: Vec<Block>,
+    pub dropout: Dropout,
+    pub proj1: Linear,
+    pub relu: Relu,
+    pub proj2: Linear,
+}
+
+impl TrackletEncoder {
+    /// `frames`: [batch, n_frames, frame_dim] -> (tracklet embedding [batch, dim],
+    /// frame tokens [batch, n_frames, dim]); both feed the two-level loss.
+    pub fn forward(&self, frames: Tensor<3>) -> (Tensor<2>, Tensor<3>) {
+        let x = self.dropout.forward(self.input.forward(frames)); // [B, n, D]
+        let [batch, n, dim] = x.dims();
+        let cls = self.cls.val().reshape([1, 1, dim]).expand([batch, 1, dim]);
+        let mut x = Tensor::cat(vec![cls, x], 1); // [B, 1 + n, D]
+        for block in &self.blocks {
+            x = block.forward(x, None);
+        }
+        let tracklet = x
+            .clone()
+            .slice([0..batch, 0..1, 0..dim])
+            .reshape([batch, dim]);
+        let tokens = x.slice([0..batch, 1..n + 1, 0..dim]);
+        (tracklet, tokens)
+    }
+
+    /// The loss-only projector: [.., dim] -> [.., projection].
+    pub fn project<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        self.proj2.forward(self.relu.forward(self.proj1.forward(x)))
+    }
+}
