@@ -4,6 +4,7 @@
 pub mod hash;
 pub mod preprocess;
 pub mod scene;
+pub mod text;
 pub mod tracklet;
 pub mod vit;
 

@@ -1,4 +1,4 @@
-//! The ViT image encoder on the CPU: shapes, fixed positions, and a record round trip.
+//! The burn modules on the CPU (and one on wgpu): shapes, behaviour, record round trips.
 
 use burn::module::Module;
 use burn::store::{BurnpackStore, ModuleSnapshot};
@@ -211,4 +211,80 @@ fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
     for (a, b) in got.iter().zip(&expected) {
         assert!((a - b).abs() < 1e-4, "{got:?} vs {expected:?}");
     }
+}
+
+#[test]
+fn clip_tokenizer_matches_the_reference_ids_and_fits_the_context() {
+    use endotwin::model::text::ClipTokenizer;
+    let tok = ClipTokenizer::default();
+    // The reference tokenization from the tokenizer crate's documentation.
+    assert_eq!(
+        tok.encode("Hi there", 6),
+        vec![49406, 1883, 997, 49407, 0, 0]
+    );
+    let long = tok.encode(&"polyp ".repeat(200), 77);
+    assert_eq!(long.len(), 77);
+    assert_eq!((long[0], long[76]), (49406, 49407));
+}
+
+#[test]
+fn the_text_embedding_is_taken_at_end_of_text_and_ignores_padding() {
+    use endotwin::model::text::{ClipTokenizer, TextEncoderConfig};
+    let device = Device::flex();
+    device.seed(21);
+    let enc = TextEncoderConfig::new(32, 2, 4)
+        .with_context(24)
+        .with_projection(Some(16))
+        .init(&device);
+    let tok = ClipTokenizer::default();
+    let texts = ["a sessile polyp in the caecum", "normal mucosa"];
+    let short = enc.forward(tok.batch(&texts, 16, &device));
+    assert_eq!(short.dims(), [2, 16]);
+    let long = enc.forward(tok.batch(&texts, 24, &device));
+    let (a, b) = (
+        short.into_data().try_to_vec::<f32>().unwrap(),
+        long.into_data().try_to_vec::<f32>().unwrap(),
+    );
+    for (x, y) in a.iter().zip(&b) {
+        assert!(
+            (x - y).abs() < 1e-5,
+            "padding after end-of-text changed the embedding"
+        );
+    }
+    assert!(
+        (0..16).any(|i| (a[i] - a[16 + i]).abs() > 1e-4),
+        "texts differ"
+    );
+}
+
+#[test]
+fn the_text_encoder_record_round_trips() {
+    use endotwin::model::text::{ClipTokenizer, TextEncoderConfig};
+    let device = Device::flex();
+    let cfg = TextEncoderConfig::new(32, 1, 4).with_context(8);
+    device.seed(1);
+    let enc = cfg.init(&device);
+    let ids = ClipTokenizer::default().batch(&["polyp"], 8, &device);
+    let expected = enc
+        .forward(ids.clone())
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let mut store = BurnpackStore::from_bytes(None);
+    enc.save_into(&mut store).unwrap();
+    device.seed(2);
+    let mut fresh = cfg.init(&device);
+    let result = fresh
+        .load_from(&mut BurnpackStore::from_bytes(Some(
+            store.get_bytes().unwrap(),
+        )))
+        .unwrap();
+    assert!(
+        result.missing.is_empty() && result.errors.is_empty(),
+        "{result:?}"
+    );
+    assert_eq!(
+        fresh.forward(ids).into_data().try_to_vec::<f32>().unwrap(),
+        expected
+    );
 }
