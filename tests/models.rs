@@ -288,3 +288,25 @@ fn the_text_encoder_record_round_trips() {
         expected
     );
 }
+
+#[test]
+fn the_unifier_summarises_any_number_of_polyps_and_sentences_order_free() {
+    use endotwin::model::unifier::UnifierConfig;
+    let device = Device::flex();
+    device.seed(4);
+    let u = UnifierConfig::new(8).init(&device);
+    let images = Tensor::<2>::random([3, 8], Distribution::Normal(0.0, 1.0), &device);
+    let sentences = Tensor::<2>::random([5, 8], Distribution::Normal(0.0, 1.0), &device);
+    let (img, txt) = u.forward(images.clone(), sentences.clone());
+    assert_eq!((img.dims(), txt.dims()), ([8], [8]));
+    // The examination vector does not depend on the order of polyps or sentences.
+    let (img2, txt2) = u.forward(images.flip([0]), sentences.flip([0]));
+    let close = |a: Tensor<1>, b: Tensor<1>| {
+        let (a, b) = (
+            a.into_data().try_to_vec::<f32>().unwrap(),
+            b.into_data().try_to_vec::<f32>().unwrap(),
+        );
+        a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5)
+    };
+    assert!(close(img, img2) && close(txt, txt2));
+}

@@ -6,6 +6,7 @@ pub mod preprocess;
 pub mod scene;
 pub mod text;
 pub mod tracklet;
+pub mod unifier;
 pub mod vit;
 
 pub use vit::{Vit, VitConfig};
