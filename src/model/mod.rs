@@ -1,6 +1,7 @@
 //! burn modules shared by inference, training and evaluation. Every `forward` states its
 //! tensor shapes; every module has a `Config` with `init(&device)`.
 
+pub mod block;
 pub mod hash;
 pub mod preprocess;
 pub mod scene;

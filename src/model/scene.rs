@@ -2,11 +2,9 @@
 //! embeddings of one polyp, one pre-norm transformer layer, the L2-normalised [Scene] output.
 //! No positions: a scene does not depend on the order of its views.
 
-use super::vit::Block;
+use super::block::{Block, BlockConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::attention::MultiHeadAttentionConfig;
-use burn::nn::{LayerNormConfig, LinearConfig};
 use burn::tensor::{Bool, Device, Distribution, Tensor, TensorData};
 
 #[derive(Config, Debug)]
@@ -27,16 +25,7 @@ impl SceneEncoderConfig {
                 Distribution::Normal(0.0, 0.02),
                 device,
             )),
-            block: Block {
-                norm1: LayerNormConfig::new(self.dim).init(device),
-                attn: MultiHeadAttentionConfig::new(self.dim, self.heads)
-                    .with_dropout(0.0)
-                    .init(device),
-                norm2: LayerNormConfig::new(self.dim).init(device),
-                fc1: LinearConfig::new(self.dim, hidden).init(device),
-                fc2: LinearConfig::new(hidden, self.dim).init(device),
-                quick_gelu: false,
-            },
+            block: BlockConfig::new(self.dim, self.heads, hidden).init(device),
         }
     }
 }

@@ -2,10 +2,11 @@
 //! pre-norm blocks, a final norm, pooling at the end-of-text token, and a projection into the
 //! joint image-text space. The tokenizer is CLIP's own BPE (49408 tokens, context 77).
 
-use super::vit::{Activation, Block};
+use super::block::{Block, BlockConfig};
+use super::vit::Activation;
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::attention::{MultiHeadAttentionConfig, generate_autoregressive_mask};
+use burn::nn::attention::generate_autoregressive_mask;
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use instant_clip_tokenizer::{Token, Tokenizer};
@@ -50,15 +51,11 @@ impl TextEncoderConfig {
                 device,
             )),
             blocks: (0..self.depth)
-                .map(|_| Block {
-                    norm1: ln(self.width),
-                    attn: MultiHeadAttentionConfig::new(self.width, self.heads)
-                        .with_dropout(0.0)
-                        .init(device),
-                    norm2: ln(self.width),
-                    fc1: LinearConfig::new(self.width, hidden).init(device),
-                    fc2: LinearConfig::new(hidden, self.width).init(device),
-                    quick_gelu: self.activation == Activation::QuickGelu,
+                .map(|_| {
+                    BlockConfig::new(self.width, self.heads, hidden)
+                        .with_activation(self.activation)
+                        .with_layer_norm_eps(self.layer_norm_eps)
+                        .init(device)
                 })
                 .collect(),
             final_norm: ln(self.width),

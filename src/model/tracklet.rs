@@ -2,11 +2,10 @@
 //! token -> 3 transformer layers (8 heads, feed-forward 1024, no positions). The embedding is
 //! the CLS output; a projector 256 -> 256 -> ReLU -> 128 exists only for the loss.
 
-use super::vit::Block;
+use super::block::{Block, BlockConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::attention::MultiHeadAttentionConfig;
-use burn::nn::{Dropout, DropoutConfig, LayerNormConfig, Linear, LinearConfig, Relu};
+use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
 use burn::tensor::{Device, Distribution, Tensor};
 
 #[derive(Config, Debug)]
@@ -37,15 +36,10 @@ impl TrackletEncoderConfig {
                 device,
             )),
             blocks: (0..self.layers)
-                .map(|_| Block {
-                    norm1: LayerNormConfig::new(self.dim).init(device),
-                    attn: MultiHeadAttentionConfig::new(self.dim, self.heads)
+                .map(|_| {
+                    BlockConfig::new(self.dim, self.heads, self.feed_forward)
                         .with_dropout(self.dropout)
-                        .init(device),
-                    norm2: LayerNormConfig::new(self.dim).init(device),
-                    fc1: LinearConfig::new(self.dim, self.feed_forward).init(device),
-                    fc2: LinearConfig::new(self.feed_forward, self.dim).init(device),
-                    quick_gelu: false,
+                        .init(device)
                 })
                 .collect(),
             dropout: DropoutConfig::new(self.dropout).init(),

@@ -2,12 +2,11 @@
 //! sin-cos), pre-norm transformer blocks, CLS pooling and an optional projection. One config
 //! covers CLIP's ViT-B/32 (`VitConfig::clip_b32`) and the small variants that train on a CPU.
 
+use super::block::{Block, BlockConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::activation::{gelu, sigmoid};
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 /// How the MLP of a block bends: CLIP was trained with QuickGELU.
@@ -104,15 +103,11 @@ impl VitConfig {
             positions,
             norm_pre: self.norm_before_blocks.then(|| ln(self.width)),
             blocks: (0..self.depth)
-                .map(|_| Block {
-                    norm1: ln(self.width),
-                    attn: MultiHeadAttentionConfig::new(self.width, self.heads)
-                        .with_dropout(0.0)
-                        .init(device),
-                    norm2: ln(self.width),
-                    fc1: LinearConfig::new(self.width, hidden).init(device),
-                    fc2: LinearConfig::new(hidden, self.width).init(device),
-                    quick_gelu: self.activation == Activation::QuickGelu,
+                .map(|_| {
+                    BlockConfig::new(self.width, self.heads, hidden)
+                        .with_activation(self.activation)
+                        .with_layer_norm_eps(self.layer_norm_eps)
+                        .init(device)
                 })
                 .collect(),
             norm_post: ln(self.width),
@@ -122,36 +117,6 @@ impl VitConfig {
                     .init(device)
             }),
         }
-    }
-}
-
-/// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
-#[derive(Module, Debug)]
-pub struct Block {
-    pub norm1: LayerNorm,
-    pub attn: MultiHeadAttention,
-    pub norm2: LayerNorm,
-    pub fc1: Linear,
-    pub fc2: Linear,
-    pub quick_gelu: bool,
-}
-
-impl Block {
-    /// `x`: [batch, tokens, width] -> [batch, tokens, width]; `mask`: [batch, tokens, tokens],
-    /// true where attention is forbidden (the text encoder's causal mask).
-    pub fn forward(&self, x: Tensor<3>, mask: Option<Tensor<3, burn::tensor::Bool>>) -> Tensor<3> {
-        let mut input = MhaInput::self_attn(self.norm1.forward(x.clone()));
-        if let Some(m) = mask {
-            input = input.mask_attn(m);
-        }
-        let x = x + self.attn.forward(input).context;
-        let h = self.fc1.forward(self.norm2.forward(x.clone()));
-        let h = if self.quick_gelu {
-            h.clone() * sigmoid(h * 1.702)
-        } else {
-            gelu(h)
-        };
-        x + self.fc2.forward(h)
     }
 }
 

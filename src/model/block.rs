@@ -1,0 +1,73 @@
+//! The pre-norm transformer block every encoder here is made of, and its config.
+
+use super::vit::Activation;
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::tensor::activation::{gelu, sigmoid};
+use burn::tensor::{Bool, Device, Tensor};
+
+#[derive(Config, Debug)]
+pub struct BlockConfig {
+    pub width: usize,
+    pub heads: usize,
+    /// Width of the MLP's hidden layer.
+    pub hidden: usize,
+    #[config(default = 0.0)]
+    pub dropout: f64,
+    #[config(default = "Activation::Gelu")]
+    pub activation: Activation,
+    #[config(default = 1e-5)]
+    pub layer_norm_eps: f64,
+}
+
+impl BlockConfig {
+    pub fn init(&self, device: &Device) -> Block {
+        let ln = || {
+            LayerNormConfig::new(self.width)
+                .with_epsilon(self.layer_norm_eps)
+                .init(device)
+        };
+        Block {
+            norm1: ln(),
+            attn: MultiHeadAttentionConfig::new(self.width, self.heads)
+                .with_dropout(self.dropout)
+                .init(device),
+            norm2: ln(),
+            fc1: LinearConfig::new(self.width, self.hidden).init(device),
+            fc2: LinearConfig::new(self.hidden, self.width).init(device),
+            quick_gelu: self.activation == Activation::QuickGelu,
+        }
+    }
+}
+
+/// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
+#[derive(Module, Debug)]
+pub struct Block {
+    pub norm1: LayerNorm,
+    pub attn: MultiHeadAttention,
+    pub norm2: LayerNorm,
+    pub fc1: Linear,
+    pub fc2: Linear,
+    pub quick_gelu: bool,
+}
+
+impl Block {
+    /// `x`: [batch, tokens, width] -> [batch, tokens, width]; `mask`: [batch, tokens, tokens],
+    /// true where attention is forbidden (the text encoder's causal mask).
+    pub fn forward(&self, x: Tensor<3>, mask: Option<Tensor<3, Bool>>) -> Tensor<3> {
+        let mut input = MhaInput::self_attn(self.norm1.forward(x.clone()));
+        if let Some(m) = mask {
+            input = input.mask_attn(m);
+        }
+        let x = x + self.attn.forward(input).context;
+        let h = self.fc1.forward(self.norm2.forward(x.clone()));
+        let h = if self.quick_gelu {
+            h.clone() * sigmoid(h * 1.702)
+        } else {
+            gelu(h)
+        };
+        x + self.fc2.forward(h)
+    }
+}
