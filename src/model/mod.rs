@@ -2,7 +2,9 @@
 //! tensor shapes; every module has a `Config` with `init(&device)`.
 
 pub mod block;
+pub mod clip;
 pub mod hash;
+pub mod hf_clip;
 pub mod preprocess;
 pub mod scene;
 pub mod text;

@@ -18,7 +18,7 @@ pub struct SceneEncoderConfig {
 
 impl SceneEncoderConfig {
     pub fn init(&self, device: &Device) -> SceneEncoder {
-        let hidden = (self.dim as f64 * self.mlp_ratio) as usize;
+        let hidden = (self.dim as f64 * self.mlp_ratio).round() as usize;
         SceneEncoder {
             scene_token: Param::from_tensor(Tensor::random(
                 [self.dim],

@@ -36,13 +36,18 @@ impl TextEncoderConfig {
         TextEncoderConfig::new(512, 12, 8).with_projection(Some(512))
     }
 
+    /// Output dimension of [`TextEncoder::forward`].
+    pub fn output_dim(&self) -> usize {
+        self.projection.unwrap_or(self.width)
+    }
+
     pub fn init(&self, device: &Device) -> TextEncoder {
         let ln = |d| {
             LayerNormConfig::new(d)
                 .with_epsilon(self.layer_norm_eps)
                 .init(device)
         };
-        let hidden = (self.width as f64 * self.mlp_ratio) as usize;
+        let hidden = (self.width as f64 * self.mlp_ratio).round() as usize;
         TextEncoder {
             token_embedding: EmbeddingConfig::new(self.vocab_size, self.width).init(device),
             positions: Param::from_tensor(Tensor::random(

@@ -89,7 +89,7 @@ impl VitConfig {
                 .with_epsilon(self.layer_norm_eps)
                 .init(device)
         };
-        let hidden = (self.width as f64 * self.mlp_ratio) as usize;
+        let hidden = (self.width as f64 * self.mlp_ratio).round() as usize;
         Vit {
             patch_embed: Conv2dConfig::new([3, self.width], [self.patch_size, self.patch_size])
                 .with_stride([self.patch_size, self.patch_size])
