@@ -6,10 +6,13 @@ pub mod clip;
 pub mod hash;
 pub mod hf_clip;
 pub mod preprocess;
+pub mod reconstruction;
 pub mod scene;
 pub mod text;
+pub mod tokenizer;
 pub mod tracklet;
 pub mod unifier;
 pub mod vit;
+pub mod weights;
 
 pub use vit::{Vit, VitConfig};

@@ -36,6 +36,16 @@ impl TextEncoderConfig {
         TextEncoderConfig::new(512, 12, 8).with_projection(Some(512))
     }
 
+    /// Our default text encoder for a [`super::tokenizer::WordTokenizer`] of `vocab_size`
+    /// ids: context 32, width 128, 2 causal blocks of 4 heads, GELU, projection to `dim`.
+    pub fn word_small(vocab_size: usize, dim: usize) -> TextEncoderConfig {
+        TextEncoderConfig::new(128, 2, 4)
+            .with_vocab_size(vocab_size)
+            .with_context(32)
+            .with_activation(Activation::Gelu)
+            .with_projection(Some(dim))
+    }
+
     /// Output dimension of [`TextEncoder::forward`].
     pub fn output_dim(&self) -> usize {
         self.projection.unwrap_or(self.width)

@@ -7,7 +7,7 @@ use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::tensor::{Device, Distribution, Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 
 /// How the MLP of a block bends: CLIP was trained with QuickGELU.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
@@ -52,6 +52,18 @@ impl VitConfig {
     /// CLIP ViT-B/32: 224 px, patch 32, width 768, 12 blocks of 12 heads, projection 512.
     pub fn clip_b32() -> VitConfig {
         VitConfig::new(224, 32, 768, 12, 12).with_projection(Some(512))
+    }
+
+    /// Our default (digital-twin) image encoder: 112 px, patch 16 (7 x 7 patches), width 192,
+    /// 6 blocks of 3 heads, GELU, fixed sin-cos positions as in MAE (masked patches keep
+    /// their place without learning it), projection to 256 (256-bit sign codes). Small enough
+    /// to train on two CPU cores.
+    pub fn twin_small() -> VitConfig {
+        VitConfig::new(112, 16, 192, 6, 3)
+            .with_positions(Positions::SinCos)
+            .with_activation(Activation::Gelu)
+            .with_norm_before_blocks(false)
+            .with_projection(Some(256))
     }
 
     pub fn patches(&self) -> usize {
@@ -132,9 +144,8 @@ pub struct Vit {
 }
 
 impl Vit {
-    /// Embeds patches and runs the blocks. `images`: [batch, 3, size, size] (normalised) ->
-    /// tokens [batch, 1 + patches, width], CLS first.
-    pub fn forward_tokens(&self, images: Tensor<4>) -> Tensor<3> {
+    /// Patch embedding, [CLS] and positions: [batch, 3, size, size] -> [batch, 1 + patches, width].
+    fn embed(&self, images: Tensor<4>) -> Tensor<3> {
         let [batch, _, _, _] = images.dims();
         let patches = self.patch_embed.forward(images); // [B, W, h, w]
         let [_, width, h, w] = patches.dims();
@@ -144,7 +155,10 @@ impl Vit {
             .val()
             .reshape([1, 1, width])
             .expand([batch, 1, width]);
-        let x = Tensor::cat(vec![cls, patches], 1) + self.positions.val().unsqueeze::<3>();
+        Tensor::cat(vec![cls, patches], 1) + self.positions.val().unsqueeze::<3>()
+    }
+
+    fn blocks(&self, x: Tensor<3>) -> Tensor<3> {
         let mut x = match &self.norm_pre {
             Some(ln) => ln.forward(x),
             None => x,
@@ -153,6 +167,25 @@ impl Vit {
             x = block.forward(x, None);
         }
         x
+    }
+
+    /// Embeds patches and runs the blocks. `images`: [batch, 3, size, size] (normalised) ->
+    /// tokens [batch, 1 + patches, width], CLS first.
+    pub fn forward_tokens(&self, images: Tensor<4>) -> Tensor<3> {
+        self.blocks(self.embed(images))
+    }
+
+    /// The masked-autoencoder pass: only the patches in `keep` ([batch, visible], patch
+    /// indices) enter the blocks, each with its own position. -> [batch, 1 + visible, width],
+    /// CLS first.
+    pub fn forward_visible(&self, images: Tensor<4>, keep: Tensor<2, Int>) -> Tensor<3> {
+        let x = self.embed(images);
+        let [batch, tokens, width] = x.dims();
+        let [_, visible] = keep.dims();
+        let cls = x.clone().slice([0..batch, 0..1, 0..width]);
+        let patches = x.slice([0..batch, 1..tokens, 0..width]);
+        let index = keep.unsqueeze_dim::<3>(2).expand([batch, visible, width]);
+        self.blocks(Tensor::cat(vec![cls, patches.gather(1, index)], 1))
     }
 
     /// `images`: [batch, 3, size, size] -> embeddings [batch, output_dim] (not normalised).

@@ -1,0 +1,234 @@
+//! Weights on disk: a burn record (Burnpack, `<name>.bpk`) always beside its model card
+//! (`<name>.json`), which holds the module's config, what it is for, how it was trained, and
+//! the SHA-256 of the record. A record is never loaded without the config that built it, and a
+//! record that changed since its card was written is refused.
+
+use burn::module::Module;
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WeightsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a model card: {reason}")]
+    Card { path: PathBuf, reason: String },
+    #[error("{path} is a {found} model, not a {expected}")]
+    Kind {
+        path: PathBuf,
+        expected: ModelKind,
+        found: ModelKind,
+    },
+    #[error("{path} does not match its model card (SHA-256 {found}, card says {expected})")]
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("{path} does not fit the config in its card: {reason}")]
+    Mismatch { path: PathBuf, reason: String },
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    ImageEncoder,
+    SceneEncoder,
+    Clip,
+    TextEncoder,
+    TrackletEncoder,
+    Unifier,
+    ReconstructionDecoder,
+}
+
+impl std::fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = serde_json::to_value(self).ok();
+        write!(
+            f,
+            "{}",
+            name.as_ref().and_then(|v| v.as_str()).unwrap_or("?")
+        )
+    }
+}
+
+/// How a shipped model came to be: enough to train it again.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Training {
+    /// The exact command line.
+    pub command: String,
+    pub seed: u64,
+    /// What it learned from (e.g. "phantom seed 11, train split, 120 polyps x 4 views").
+    pub data: String,
+    pub epochs: usize,
+    /// Wall time and the machine it ran on.
+    pub wall: String,
+    /// Final figures, name -> value.
+    #[serde(default)]
+    pub metrics: Vec<(String, f64)>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ModelCard {
+    pub name: String,
+    pub kind: ModelKind,
+    /// Bumped whenever the weights change; embeddings in the store are keyed by it.
+    pub version: String,
+    pub description: String,
+    /// The module's burn `Config`, as JSON.
+    pub config: serde_json::Value,
+    #[serde(default)]
+    pub training: Option<Training>,
+    /// Filled in by [`save`].
+    #[serde(default)]
+    pub sha256: String,
+}
+
+impl ModelCard {
+    pub fn new(
+        name: &str,
+        kind: ModelKind,
+        version: &str,
+        description: &str,
+        config: &impl Serialize,
+    ) -> ModelCard {
+        ModelCard {
+            name: name.into(),
+            kind,
+            version: version.into(),
+            description: description.into(),
+            config: serde_json::to_value(config).expect("burn configs serialise"),
+            training: None,
+            sha256: String::new(),
+        }
+    }
+
+    /// The config this card was saved with, as `C`.
+    pub fn config<C: serde::de::DeserializeOwned>(&self, path: &Path) -> Result<C, WeightsError> {
+        serde_json::from_value(self.config.clone()).map_err(|e| WeightsError::Card {
+            path: path.to_path_buf(),
+            reason: format!("its config does not describe a {}: {e}", self.kind),
+        })
+    }
+}
+
+/// The record beside a card: `dir/name.json` -> `dir/name.bpk`.
+pub fn record_path(card: &Path) -> PathBuf {
+    card.with_extension("bpk")
+}
+
+/// Writes `dir/<card.name>.bpk` and `dir/<card.name>.json` (each through a temporary file,
+/// so a crash leaves the old pair or the new one). Returns the card's path.
+pub fn save(
+    module: &impl ModuleSnapshot,
+    card: &ModelCard,
+    dir: &Path,
+) -> Result<PathBuf, WeightsError> {
+    let mut store = BurnpackStore::from_bytes(None);
+    module
+        .save_into(&mut store)
+        .map_err(|e| WeightsError::Mismatch {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let bytes = store.get_bytes().map_err(|e| WeightsError::Mismatch {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let card_path = dir.join(format!("{}.json", card.name));
+    let mut card = card.clone();
+    card.sha256 = hex(&Sha256::digest(&bytes[..]));
+    write_atomic(&record_path(&card_path), &bytes)?;
+    let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
+    write_atomic(&card_path, &json)?;
+    Ok(card_path)
+}
+
+pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
+    let text = std::fs::read(path).map_err(|source| WeightsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|e| WeightsError::Card {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Loads the model of the card at `path`: `init` builds the module from the card's config,
+/// then the record's tensors replace its initial ones. Every tensor must be present and of
+/// the right shape.
+pub fn load<C, M>(
+    path: &Path,
+    kind: ModelKind,
+    init: impl FnOnce(&C) -> M,
+) -> Result<(M, ModelCard), WeightsError>
+where
+    C: serde::de::DeserializeOwned,
+    M: Module + ModuleSnapshot,
+{
+    let card = read_card(path)?;
+    if card.kind != kind {
+        return Err(WeightsError::Kind {
+            path: path.to_path_buf(),
+            expected: kind,
+            found: card.kind,
+        });
+    }
+    let config: C = card.config(path)?;
+    let record = record_path(path);
+    let bytes = std::fs::read(&record).map_err(|source| WeightsError::Read {
+        path: record.clone(),
+        source,
+    })?;
+    let found = hex(&Sha256::digest(&bytes));
+    if found != card.sha256 {
+        return Err(WeightsError::Checksum {
+            path: record,
+            expected: card.sha256.clone(),
+            found,
+        });
+    }
+    let mut module = init(&config);
+    let mismatch = |reason: String| WeightsError::Mismatch {
+        path: record.clone(),
+        reason,
+    };
+    let result = module
+        .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
+            bytes,
+        ))))
+        .map_err(|e| mismatch(e.to_string()))?;
+    if let Some(e) = result.errors.first() {
+        return Err(mismatch(e.to_string()));
+    }
+    if let Some((tensor, _)) = result.missing.first() {
+        return Err(mismatch(format!("no tensor `{tensor}`")));
+    }
+    Ok((module, card))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| WeightsError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
