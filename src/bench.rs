@@ -1,100 +1,127 @@
-//! `endotwin bench backends`: the CPU backends (and wgpu when there is an adapter) on a
-//! ViT-style transformer block, the op mix our encoders are made of. Figures, not tests.
+//! `endotwin bench encode`: the real image encoders (CLIP ViT-B/32 and our default
+//! `twin-small`) forward on each backend at batch 1 and 32: images/s and the process's peak
+//! resident memory. Figures, not tests.
 
 use crate::compute::{self, BackendPref};
-use burn::module::Module;
-use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
-use burn::nn::{Gelu, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use crate::model::vit::VitConfig;
 use burn::tensor::{Device, Distribution, Tensor};
-use std::time::Instant;
-
-/// One pre-norm transformer encoder block (ViT-S/16 widths by default).
-#[derive(Module, Debug)]
-struct Block {
-    norm1: LayerNorm,
-    attn: MultiHeadAttention,
-    norm2: LayerNorm,
-    fc1: Linear,
-    fc2: Linear,
-    act: Gelu,
-}
-
-impl Block {
-    fn new(d: usize, heads: usize, device: &Device) -> Block {
-        Block {
-            norm1: LayerNormConfig::new(d).init(device),
-            attn: MultiHeadAttentionConfig::new(d, heads).init(device),
-            norm2: LayerNormConfig::new(d).init(device),
-            fc1: LinearConfig::new(d, 4 * d).init(device),
-            fc2: LinearConfig::new(4 * d, d).init(device),
-            act: Gelu::new(),
-        }
-    }
-
-    /// `x`: [batch, tokens, d] -> [batch, tokens, d].
-    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let h = self
-            .attn
-            .forward(MhaInput::self_attn(self.norm1.forward(x.clone())))
-            .context;
-        let x = x + h;
-        let h = self.fc2.forward(
-            self.act
-                .forward(self.fc1.forward(self.norm2.forward(x.clone()))),
-        );
-        x + h
-    }
-}
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
-pub struct BenchRow {
+pub struct EncodeRow {
     pub backend: String,
+    pub model: &'static str,
     pub batch: usize,
-    pub ms_per_block: f64,
-    pub images_per_s_12_blocks: f64,
+    pub runs: usize,
+    pub ms_per_batch: f64,
+    pub images_per_s: f64,
+    /// Peak resident set of the process while this row ran (Linux), MiB.
+    pub peak_rss_mib: Option<f64>,
 }
 
-fn time_block(
-    name: &str,
-    device: &Device,
-    batch: usize,
-    tokens: usize,
-    d: usize,
-    iters: usize,
-) -> BenchRow {
-    let block = Block::new(d, d / 64, device);
-    let x = Tensor::<3>::random([batch, tokens, d], Distribution::Normal(0.0, 1.0), device);
-    // Warm-up: first use compiles kernels (wgpu) and allocates.
-    let _ = block.forward(x.clone()).into_data();
-    let start = Instant::now();
-    for _ in 0..iters {
-        let _ = block.forward(x.clone()).into_data();
-    }
-    let ms = start.elapsed().as_secs_f64() * 1000.0 / iters as f64;
-    BenchRow {
-        backend: name.to_string(),
-        batch,
-        ms_per_block: ms,
-        // A ViT of 12 such blocks, ignoring the patch embedding.
-        images_per_s_12_blocks: batch as f64 / (12.0 * ms / 1000.0),
+pub struct EncodeOptions {
+    pub batches: Vec<usize>,
+    /// Each row runs at least this many timed forwards...
+    pub min_runs: usize,
+    /// ...and at least this long.
+    pub min_time: Duration,
+    /// Time burn-wgpu too, on any adapter (software ones included).
+    pub gpu: bool,
+    pub models: Vec<&'static str>,
+}
+
+pub const MODELS: [&str; 2] = ["vit-b32", "twin-small"];
+
+pub fn model_config(name: &str) -> Option<VitConfig> {
+    match name {
+        "vit-b32" => Some(VitConfig::clip_b32()),
+        "twin-small" => Some(VitConfig::twin_small()),
+        _ => None,
     }
 }
 
-/// Times a ViT-S block (197 tokens, width 384, 6 heads) at batch 1 and 8 on each backend.
-pub fn backends(iters: usize, with_gpu: bool) -> Vec<BenchRow> {
-    let (tokens, d) = (197, 384);
+/// The backends this build and machine offer, named for the table.
+pub fn devices(gpu: bool) -> Vec<(String, Device)> {
     let mut devices: Vec<(String, Device)> = vec![("burn-flex".into(), Device::flex())];
     #[cfg(feature = "bench-ndarray")]
     #[allow(deprecated)]
     devices.push(("burn-ndarray".into(), Device::ndarray()));
-    if with_gpu && let Ok(c) = compute::select(BackendPref::Gpu) {
+    if gpu && let Ok(c) = compute::select(BackendPref::Gpu) {
         devices.push((format!("burn-wgpu ({})", c.adapter), c.device));
     }
+    devices
+}
+
+/// One line about the machine: CPU model and threads.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("{cpu}, {threads} threads available")
+}
+
+/// Runs `report` after each row so a long run shows progress.
+pub fn encode(options: &EncodeOptions, mut report: impl FnMut(&EncodeRow)) -> Vec<EncodeRow> {
     let mut rows = Vec::new();
-    for (name, device) in &devices {
-        for batch in [1, 8] {
-            rows.push(time_block(name, device, batch, tokens, d, iters));
+    for (backend, device) in devices(options.gpu) {
+        for &model in &options.models {
+            let Some(config) = model_config(model) else {
+                continue;
+            };
+            device.seed(0);
+            let vit = config.init(&device);
+            for &batch in &options.batches {
+                reset_peak_rss();
+                let size = config.image_size;
+                let x = Tensor::<4>::random(
+                    [batch, 3, size, size],
+                    Distribution::Normal(0.0, 1.0),
+                    &device,
+                );
+                // Warm-up: kernels compile (wgpu, autotune) and buffers are allocated once.
+                let _ = vit.forward(x.clone()).into_data();
+                let start = Instant::now();
+                let mut runs = 0;
+                while runs < options.min_runs || start.elapsed() < options.min_time {
+                    // Reading the result back waits for the device: the figure is end to end.
+                    let _ = vit.forward(x.clone()).into_data();
+                    runs += 1;
+                }
+                let ms = start.elapsed().as_secs_f64() * 1000.0 / runs as f64;
+                let row = EncodeRow {
+                    backend: backend.clone(),
+                    model,
+                    batch,
+                    runs,
+                    ms_per_batch: ms,
+                    images_per_s: batch as f64 * 1000.0 / ms,
+                    peak_rss_mib: peak_rss_mib(),
+                };
+                report(&row);
+                rows.push(row);
+            }
         }
     }
     rows
+}
+
+/// Linux resets the "high water mark" of resident memory when 5 is written to clear_refs.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }

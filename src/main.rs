@@ -75,10 +75,15 @@ enum Command {
         #[command(subcommand)]
         what: EvalWhat,
     },
-    /// Benchmarks (figures, not tests): `backends` times a ViT-S block on each backend.
+    /// Benchmarks (figures, not tests): `encode` times the image encoders on each backend.
     Bench {
         #[command(subcommand)]
         what: BenchWhat,
+    },
+    /// Models: `import-hf-clip` converts a Hugging Face CLIP checkpoint to a card + record.
+    Model {
+        #[command(subcommand)]
+        what: ModelWhat,
     },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet {
@@ -94,13 +99,37 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchWhat {
-    /// burn-flex (and burn-ndarray with --features bench-ndarray, and wgpu with --gpu).
-    Backends {
-        #[arg(long, default_value_t = 10)]
-        iters: usize,
+    /// Image encoders (CLIP ViT-B/32, our twin-small) forward at batch 1 and 32 on burn-flex,
+    /// burn-ndarray (with --features bench-ndarray) and burn-wgpu (with --gpu).
+    Encode {
+        /// Comma-separated batch sizes.
+        #[arg(long, value_delimiter = ',', default_value = "1,32")]
+        batches: Vec<usize>,
+        /// Comma-separated models: vit-b32, twin-small.
+        #[arg(long, value_delimiter = ',', default_value = "vit-b32,twin-small")]
+        models: Vec<String>,
+        /// At least this many timed runs per row...
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// ...and at least this many seconds.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
         /// Also time burn-wgpu on any adapter (software ones included).
         #[arg(long)]
         gpu: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelWhat {
+    /// Read a `CLIPModel` model.safetensors (config.json beside it is used when present) and
+    /// write `<out>/<name>.json` (model card) and `<out>/<name>.bpk` (burn record).
+    ImportHfClip {
+        weights: PathBuf,
+        #[arg(long, default_value = "models")]
+        out: PathBuf,
+        #[arg(long, default_value = "clip-vit-b32")]
+        name: String,
     },
 }
 
@@ -189,25 +218,18 @@ fn run(cli: Cli) -> Result<()> {
                 },
         } => eval_phantom(held_out, seed, polyps, views, size),
         Command::Bench {
-            what: BenchWhat::Backends { iters, gpu },
-        } => {
-            println!(
-                "ViT-S block (197 tokens, width 384, 6 heads), forward, mean of {iters} runs; {} CPU threads",
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-            );
-            println!(
-                "| backend | batch | ms / block | images/s (12 blocks) |\n| --- | --- | --- | --- |"
-            );
-            for r in endotwin::bench::backends(iters, gpu) {
-                println!(
-                    "| {} | {} | {:.1} | {:.1} |",
-                    r.backend, r.batch, r.ms_per_block, r.images_per_s_12_blocks
-                );
-            }
-            Ok(())
-        }
+            what:
+                BenchWhat::Encode {
+                    batches,
+                    models,
+                    runs,
+                    seconds,
+                    gpu,
+                },
+        } => bench_encode(batches, models, runs, seconds, gpu),
+        Command::Model {
+            what: ModelWhat::ImportHfClip { weights, out, name },
+        } => import_hf_clip(&weights, &out, &name),
         Command::ContactSheet { out, columns, tile } => {
             let store = Store::open(&library, OpenMode::Existing)?;
             let sheet = phantom::contact_sheet(&store, columns, tile)?;
@@ -413,4 +435,75 @@ fn import(
         }
         other => Err(anyhow::anyhow!("unexpected job output {other:?}")).context("import"),
     }
+}
+
+fn bench_encode(
+    batches: Vec<usize>,
+    models: Vec<String>,
+    runs: usize,
+    seconds: f64,
+    gpu: bool,
+) -> anyhow::Result<()> {
+    use endotwin::bench;
+    let mut chosen = Vec::new();
+    for m in &models {
+        match bench::MODELS.iter().find(|known| **known == m.as_str()) {
+            Some(known) => chosen.push(*known),
+            None => anyhow::bail!("unknown model `{m}`; known: {}", bench::MODELS.join(", ")),
+        }
+    }
+    println!("machine: {}", bench::machine());
+    println!("image encoder forward, random weights and inputs, end to end (result read back)");
+    println!("| backend | model | batch | runs | ms / batch | images/s | peak RSS MiB |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let options = bench::EncodeOptions {
+        batches,
+        min_runs: runs.max(1),
+        min_time: std::time::Duration::from_secs_f64(seconds.max(0.0)),
+        gpu,
+        models: chosen,
+    };
+    bench::encode(&options, |r| {
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {} |",
+            r.backend,
+            r.model,
+            r.batch,
+            r.runs,
+            r.ms_per_batch,
+            r.images_per_s,
+            r.peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}"))
+        )
+    });
+    Ok(())
+}
+
+fn import_hf_clip(
+    weights: &std::path::Path,
+    out: &std::path::Path,
+    name: &str,
+) -> anyhow::Result<()> {
+    use endotwin::model::{hf_clip, weights as w};
+    let device = burn::tensor::Device::flex();
+    let (clip, config) = hf_clip::load_hf_clip(weights, None, &device)?;
+    std::fs::create_dir_all(out)?;
+    let card = w::ModelCard::new(
+        name,
+        w::ModelKind::Clip,
+        "1",
+        &format!("CLIP dual encoder imported from {}", weights.display()),
+        &config,
+    );
+    let path = w::save(&clip, &card, out)?;
+    println!(
+        "{}: CLIP {}px/{} image tower ({} blocks), text tower ({} blocks, vocab {}), {}-d joint space",
+        path.display(),
+        config.vision.image_size,
+        config.vision.patch_size,
+        config.vision.depth,
+        config.text.depth,
+        config.text.vocab_size,
+        config.vision.output_dim()
+    );
+    Ok(())
 }

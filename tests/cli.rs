@@ -88,7 +88,99 @@ fn importing_a_missing_folder_names_it() {
 fn help_documents_each_subcommand() {
     let out = endotwin().arg("--help").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["gui", "info", "import", "demo", "contact-sheet"] {
+    for sub in [
+        "gui",
+        "info",
+        "import",
+        "demo",
+        "contact-sheet",
+        "eval",
+        "bench",
+        "model",
+    ] {
         assert!(text.contains(sub), "{sub} missing from --help:\n{text}");
     }
+}
+
+#[test]
+fn a_hugging_face_clip_checkpoint_becomes_a_card_and_record_and_junk_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/clip_parity/model.safetensors"
+    );
+    let out = endotwin()
+        .args([
+            "model",
+            "import-hf-clip",
+            fixture,
+            "--name",
+            "tiny",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("tiny.json").is_file() && dir.path().join("tiny.bpk").is_file());
+    let card = std::fs::read_to_string(dir.path().join("tiny.json")).unwrap();
+    assert!(card.contains("\"kind\": \"clip\""), "{card}");
+
+    let junk = dir.path().join("junk.safetensors");
+    std::fs::write(&junk, b"not a checkpoint").unwrap();
+    let out = endotwin()
+        .args(["model", "import-hf-clip"])
+        .arg(&junk)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("junk.safetensors") && err.contains("not a readable safetensors"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bench_encode_prints_a_row_per_backend_model_and_batch() {
+    let out = endotwin()
+        .args([
+            "bench",
+            "encode",
+            "--models",
+            "twin-small",
+            "--batches",
+            "1",
+            "--runs",
+            "1",
+            "--seconds",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("machine: "), "{text}");
+    assert!(
+        text.contains("| burn-flex | twin-small | 1 | 1 |"),
+        "{text}"
+    );
+
+    let out = endotwin()
+        .args(["bench", "encode", "--models", "vit-h14"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown model `vit-h14`"));
 }
