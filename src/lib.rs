@@ -7,6 +7,7 @@ pub mod data;
 pub mod engine;
 pub mod eval;
 pub mod model;
+pub mod retrieval;
 pub mod store;
 
 /// The sample library shipped with the repository (`sample_db/`), found relative to the
