@@ -9,6 +9,7 @@ pub mod eval;
 pub mod model;
 pub mod retrieval;
 pub mod store;
+pub mod train;
 
 /// The sample library shipped with the repository (`sample_db/`), found relative to the
 /// working directory first and to the source tree second (so `cargo run` works from anywhere).

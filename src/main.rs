@@ -118,6 +118,22 @@ enum BenchWhat {
         #[arg(long)]
         gpu: bool,
     },
+    /// Twin search on synthetic libraries: exact Hamming, multi-index hashing, exact cosine;
+    /// one thread, top-k.
+    Retrieve {
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+        sizes: Vec<usize>,
+        /// Code lengths (multiples of 64).
+        #[arg(long, value_delimiter = ',', default_value = "256,1024")]
+        bits: Vec<usize>,
+        #[arg(long, default_value_t = 6)]
+        k: usize,
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Queries per batch for the batched scan.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -227,6 +243,38 @@ fn run(cli: Cli) -> Result<()> {
                     gpu,
                 },
         } => bench_encode(batches, models, runs, seconds, gpu),
+        Command::Bench {
+            what:
+                BenchWhat::Retrieve {
+                    sizes,
+                    bits,
+                    k,
+                    queries,
+                    batch,
+                },
+        } => {
+            if let Some(b) = bits.iter().find(|b| **b == 0 || **b % 64 != 0) {
+                anyhow::bail!("code length {b} is not a positive multiple of 64");
+            }
+            println!("machine: {}", endotwin::bench::machine());
+            println!("top-{k}, {queries} queries near library entries, one thread");
+            println!("| entries | bits | method | batch | ms / query | queries/s |");
+            println!("| --- | --- | --- | --- | --- | --- |");
+            let options = endotwin::bench::RetrieveOptions {
+                sizes,
+                bits,
+                k,
+                queries: queries.max(1),
+                batch: batch.max(1),
+            };
+            endotwin::bench::retrieve(&options, |r| {
+                println!(
+                    "| {} | {} | {} | {} | {:.4} | {:.0} |",
+                    r.entries, r.bits, r.method, r.batch, r.ms_per_query, r.queries_per_s
+                )
+            });
+            Ok(())
+        }
         Command::Model {
             what: ModelWhat::ImportHfClip { weights, out, name },
         } => import_hf_clip(&weights, &out, &name),

@@ -1,0 +1,3 @@
+//! Training: the losses and loops that fine-tune the very graphs inference uses.
+
+pub mod losses;

@@ -1,0 +1,74 @@
+//! The EndoFinder losses against values worked out by hand on three 2-D embeddings:
+//! z0 = (1, 0), z1 = (0.6, 0.8) in group 0 and z2 = (0, 1) in group 1.
+
+use burn::tensor::{Device, Tensor, TensorData};
+use endotwin::model::reconstruction::masked_mse;
+use endotwin::train::losses::{contrastive, entropy};
+
+fn z(device: &Device) -> Tensor<2> {
+    Tensor::from_data(
+        TensorData::new(vec![1.0f32, 0.0, 0.6, 0.8, 0.0, 1.0], [3, 2]),
+        device,
+    )
+}
+
+fn scalar(t: Tensor<1>) -> f64 {
+    t.into_scalar::<f32>() as f64
+}
+
+#[test]
+fn contrastive_loss_averages_the_two_ordered_positive_pairs() {
+    let device = Device::flex();
+    // Pair (0, 1): cos 0.6 against the negative z2 at cos 0   -> log(1 + e^{-0.6}).
+    // Pair (1, 0): cos 0.6 against the negative z2 at cos 0.8 -> log(1 + e^{0.2}).
+    let want = ((1.0 + (-0.6f64).exp()).ln() + (1.0 + 0.2f64.exp()).ln()) / 2.0;
+    let got = scalar(contrastive(z(&device), &[0, 0, 1], 1.0));
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+
+    // tau = 0.05 scales every similarity by 20 (and stays finite).
+    let want = ((1.0 + (-12.0f64).exp()).ln() + (1.0 + 4.0f64.exp()).ln()) / 2.0;
+    let got = scalar(contrastive(z(&device), &[0, 0, 1], 0.05));
+    assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+}
+
+#[test]
+fn entropy_regulariser_uses_each_rows_nearest_non_matching_neighbour() {
+    let device = Device::flex();
+    // Nearest non-matching distances: row 0 -> z2 at sqrt(2); row 1 -> z2 at sqrt(0.4);
+    // row 2 -> z1 at sqrt(0.4).
+    let want = -(0.5 * 2f64.ln() + 0.4f64.ln()) / 3.0;
+    let got = scalar(entropy(z(&device), &[0, 0, 1]));
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+}
+
+#[test]
+fn masked_reconstruction_counts_hidden_patches_only() {
+    let device = Device::flex();
+    // Two patches of two pixels: the hidden one is off by (1, 3), the visible one by 100.
+    let predicted = Tensor::<3>::from_data(
+        TensorData::new(vec![0.0f32, 0.0, 0.0, 0.0], [1, 2, 2]),
+        &device,
+    );
+    let target = Tensor::<3>::from_data(
+        TensorData::new(vec![1.0f32, 3.0, 100.0, 100.0], [1, 2, 2]),
+        &device,
+    );
+    let hidden = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 0.0], [1, 2]), &device);
+    let got = scalar(masked_mse(predicted, target, hidden));
+    assert!((got - 5.0).abs() < 1e-6, "mean of 1 and 9 is 5, got {got}");
+}
+
+#[test]
+fn the_losses_have_gradients_that_pull_positives_together() {
+    // One gradient step on the embeddings themselves lowers the contrastive loss.
+    let device = Device::flex().autodiff();
+    let z0 = z(&device).require_grad();
+    let loss = contrastive(z0.clone(), &[0, 0, 1], 0.5) + entropy(z0.clone(), &[0, 0, 1]);
+    let before = loss.clone().into_scalar::<f32>();
+    let grads = loss.backward();
+    let g = z0.grad(&grads).expect("gradient");
+    let stepped = (z0.inner() - g * 0.1).autodiff();
+    let after = (contrastive(stepped.clone(), &[0, 0, 1], 0.5) + entropy(stepped, &[0, 0, 1]))
+        .into_scalar::<f32>();
+    assert!(after < before, "{after} !< {before}");
+}
