@@ -6,12 +6,17 @@
 mod cases;
 mod labels;
 mod media;
+mod models;
 mod schema;
 
 pub use cases::*;
 pub use labels::{AuditEntry, Label, TargetKind, import_label};
 pub use media::{
     MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask, set_thumbnail,
+};
+pub use models::{
+    EmbeddingRow, EmbeddingTarget, ModelRow, ensure_model, finish_run, log_metric, put_embedding,
+    start_run,
 };
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 

@@ -1,3 +1,60 @@
-//! Training: the losses and loops that fine-tune the very graphs inference uses.
+//! Training: the losses and loops that fine-tune the very graphs inference uses. A loop
+//! reports each step and each epoch to [`TrainEvents`] (a progress bar on the CLI, the
+//! engine's job progress in the GUI), which also checkpoints and can cancel.
 
+pub mod augment;
+pub mod checkpoint;
+pub mod image_encoder;
 pub mod losses;
+
+pub use checkpoint::Checkpoint;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("not enough training data: {0}")]
+    NotEnoughData(String),
+    #[error("cancelled during epoch {}", epoch + 1)]
+    Cancelled { epoch: usize },
+    #[error("the loss became NaN or infinite at epoch {}, step {step}; lower the learning rate", epoch + 1)]
+    Diverged { epoch: usize, step: usize },
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+}
+
+/// Mean figures of one finished epoch.
+#[derive(Debug, Clone)]
+pub struct EpochReport {
+    /// 1-based.
+    pub epoch: usize,
+    pub seconds: f64,
+    pub metrics: Vec<(String, f64)>,
+}
+
+impl EpochReport {
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+pub trait TrainEvents<M> {
+    fn step(&mut self, epoch: usize, step: usize, steps: usize, loss: f64);
+    /// After each epoch, with what a checkpoint needs; an error stops training.
+    fn epoch(&mut self, report: &EpochReport, checkpoint: &Checkpoint<M>)
+    -> Result<(), TrainError>;
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// Linear warm-up over the first 5 % of steps, then cosine decay to a tenth of `lr`.
+pub fn lr_at(lr: f64, step: usize, total: usize) -> f64 {
+    let warmup = (total / 20).max(1);
+    if step < warmup {
+        return lr * (step + 1) as f64 / warmup as f64;
+    }
+    let t = (step - warmup) as f64 / (total - warmup).max(1) as f64;
+    lr * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos()))
+}

@@ -1,0 +1,200 @@
+//! Model versions, the embeddings (and sign codes) each computed for library items, and
+//! training runs with their per-epoch metrics. Embeddings are keyed by model version and
+//! remember the content hash they were computed from, so re-indexing skips what is current.
+
+use super::{Result, Store, now_utc};
+use rusqlite::{OptionalExtension, Transaction, params};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRow {
+    pub id: i64,
+    pub name: String,
+    pub version: String,
+    pub kind: String,
+}
+
+/// What an embedding describes: one media item (a view, a frame) or a polyp (a scene).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmbeddingTarget {
+    Media,
+    Polyp,
+}
+
+impl EmbeddingTarget {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmbeddingTarget::Media => "media",
+            EmbeddingTarget::Polyp => "polyp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingRow {
+    pub target_id: i64,
+    /// What it was computed from (the media hash; for a scene, a hash over its views).
+    pub source_hash: String,
+    pub vector: Vec<f32>,
+    pub code: Option<Vec<u64>>,
+}
+
+/// The model's row id, inserted on first sight of (name, version).
+pub fn ensure_model(
+    tx: &Transaction<'_>,
+    name: &str,
+    version: &str,
+    kind: &str,
+    config_json: &str,
+    weights_path: &str,
+) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO models (name, version, kind, config_json, weights_path, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (name, version) DO NOTHING",
+        params![name, version, kind, config_json, weights_path, now_utc()],
+    )?;
+    Ok(tx.query_row(
+        "SELECT id FROM models WHERE name = ?1 AND version = ?2",
+        params![name, version],
+        |r| r.get(0),
+    )?)
+}
+
+pub fn put_embedding(
+    tx: &Transaction<'_>,
+    model_id: i64,
+    target: EmbeddingTarget,
+    row: &EmbeddingRow,
+) -> Result<()> {
+    let vector: Vec<u8> = row.vector.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let code: Option<Vec<u8>> = row
+        .code
+        .as_ref()
+        .map(|c| c.iter().flat_map(|w| w.to_le_bytes()).collect());
+    tx.execute(
+        "INSERT OR REPLACE INTO embeddings (model_id, target_kind, target_id, source_hash, dim, vector, code)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            model_id,
+            target.as_str(),
+            row.target_id,
+            row.source_hash,
+            row.vector.len() as i64,
+            vector,
+            code
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn start_run(
+    tx: &Transaction<'_>,
+    model_id: Option<i64>,
+    recipe: &str,
+    config_json: &str,
+) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO training_runs (model_id, recipe, config_json, status, started_at)
+         VALUES (?1, ?2, ?3, 'running', ?4)",
+        params![model_id, recipe, config_json, now_utc()],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+pub fn log_metric(
+    tx: &Transaction<'_>,
+    run_id: i64,
+    epoch: usize,
+    step: usize,
+    name: &str,
+    value: f64,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO run_metrics (run_id, epoch, step, name, value) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![run_id, epoch as i64, step as i64, name, value],
+    )?;
+    Ok(())
+}
+
+pub fn finish_run(tx: &Transaction<'_>, run_id: i64, status: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE training_runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
+        params![run_id, status, now_utc()],
+    )?;
+    Ok(())
+}
+
+impl Store {
+    pub fn model(&self, name: &str, version: &str) -> Result<Option<ModelRow>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT id, name, version, kind FROM models WHERE name = ?1 AND version = ?2",
+                params![name, version],
+                |r| {
+                    Ok(ModelRow {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        version: r.get(2)?,
+                        kind: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Versions of `name` that have embeddings, newest first.
+    pub fn indexed_versions(&self, name: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT m.version FROM models m WHERE m.name = ?1
+             AND EXISTS (SELECT 1 FROM embeddings e WHERE e.model_id = m.id) ORDER BY m.id DESC",
+        )?;
+        let rows = stmt.query_map(params![name], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn embeddings(&self, model_id: i64, target: EmbeddingTarget) -> Result<Vec<EmbeddingRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT target_id, source_hash, vector, code FROM embeddings
+             WHERE model_id = ?1 AND target_kind = ?2 ORDER BY target_id",
+        )?;
+        let rows = stmt.query_map(params![model_id, target.as_str()], |r| {
+            let vector: Vec<u8> = r.get(2)?;
+            let code: Option<Vec<u8>> = r.get(3)?;
+            Ok(EmbeddingRow {
+                target_id: r.get(0)?,
+                source_hash: r.get(1)?,
+                vector: vector
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                code: code.map(|c| {
+                    c.chunks_exact(8)
+                        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                        .collect()
+                }),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// (run id, recipe, status) of every training run, newest first.
+    pub fn runs(&self) -> Result<Vec<(i64, String, String)>> {
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT id, recipe, status FROM training_runs ORDER BY id DESC")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// (epoch, name, value) of one run, in the order logged.
+    pub fn run_metrics(&self, run_id: i64) -> Result<Vec<(usize, String, f64)>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT epoch, name, value FROM run_metrics WHERE run_id = ?1 ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map(params![run_id], |r| {
+            Ok((r.get::<_, i64>(0)? as usize, r.get(1)?, r.get(2)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

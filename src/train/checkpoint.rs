@@ -1,0 +1,119 @@
+//! Checkpoints for `--resume`: after each epoch, the model and the optimizer state go to
+//! `<dir>/epoch-NNN/`, then `<dir>/state.json` (written last, atomically) names the epoch.
+//! A crash mid-write leaves the previous checkpoint in force.
+
+use super::TrainError;
+use burn::module::Module;
+use burn::optim::ModuleOptimizer;
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::Bytes;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub struct Checkpoint<M> {
+    pub model: M,
+    pub optimizer: ModuleOptimizer,
+    /// Epochs finished.
+    pub epoch: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    epoch: usize,
+    /// The training config, so a resume with different settings is caught.
+    config: serde_json::Value,
+}
+
+fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> TrainError {
+    TrainError::Checkpoint(format!("{what} {}: {e}", path.display()))
+}
+
+impl<M: Module + ModuleSnapshot> Checkpoint<M> {
+    pub fn save(&self, dir: &Path, config: &impl Serialize) -> Result<(), TrainError> {
+        let folder = dir.join(format!("epoch-{:03}", self.epoch));
+        std::fs::create_dir_all(&folder).map_err(|e| err("cannot create", &folder, e))?;
+        let mut store = BurnpackStore::from_bytes(None);
+        self.model
+            .save_into(&mut store)
+            .map_err(|e| err("cannot save the model to", &folder, e))?;
+        let bytes = store
+            .get_bytes()
+            .map_err(|e| err("cannot save the model to", &folder, e))?;
+        let model_path = folder.join("model.bpk");
+        std::fs::write(&model_path, &bytes[..]).map_err(|e| err("cannot write", &model_path, e))?;
+        let optimizer = self
+            .optimizer
+            .into_bytes()
+            .map_err(|e| err("cannot save the optimizer to", &folder, e))?;
+        let optimizer_path = folder.join("optimizer.bpk");
+        std::fs::write(&optimizer_path, &optimizer[..])
+            .map_err(|e| err("cannot write", &optimizer_path, e))?;
+        let state = State {
+            epoch: self.epoch,
+            config: serde_json::to_value(config).map_err(|e| err("cannot describe", dir, e))?,
+        };
+        let tmp = dir.join("state.json.partial");
+        let json = serde_json::to_vec_pretty(&state).expect("state serialises");
+        std::fs::write(&tmp, json)
+            .and_then(|()| std::fs::rename(&tmp, dir.join("state.json")))
+            .map_err(|e| err("cannot write", &dir.join("state.json"), e))?;
+        // Keep this checkpoint and the one before it.
+        if self.epoch >= 2 {
+            let old = dir.join(format!("epoch-{:03}", self.epoch - 2));
+            let _ = std::fs::remove_dir_all(old);
+        }
+        Ok(())
+    }
+
+    /// The checkpoint in `dir`, loaded into `model` and `optimizer` (fresh ones of the same
+    /// configuration). Refused when `config` differs from the one it was saved with.
+    pub fn load(
+        dir: &Path,
+        config: &impl Serialize,
+        mut model: M,
+        optimizer: ModuleOptimizer,
+    ) -> Result<Checkpoint<M>, TrainError> {
+        let state_path = dir.join("state.json");
+        let text =
+            std::fs::read(&state_path).map_err(|e| err("no checkpoint at", &state_path, e))?;
+        let state: State =
+            serde_json::from_slice(&text).map_err(|e| err("unreadable", &state_path, e))?;
+        let wanted = serde_json::to_value(config).map_err(|e| err("cannot describe", dir, e))?;
+        if without_epochs(&state.config) != without_epochs(&wanted) {
+            return Err(TrainError::Checkpoint(format!(
+                "{} was saved with other settings; resume with the same ones (only --epochs may change)",
+                state_path.display()
+            )));
+        }
+        let folder = dir.join(format!("epoch-{:03}", state.epoch));
+        let model_path = folder.join("model.bpk");
+        let bytes = std::fs::read(&model_path).map_err(|e| err("cannot read", &model_path, e))?;
+        let result = model
+            .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
+                bytes,
+            ))))
+            .map_err(|e| err("cannot load", &model_path, e))?;
+        if let Some(e) = result.errors.first() {
+            return Err(err("cannot load", &model_path, e));
+        }
+        let optimizer_path = folder.join("optimizer.bpk");
+        let bytes =
+            std::fs::read(&optimizer_path).map_err(|e| err("cannot read", &optimizer_path, e))?;
+        let optimizer = optimizer
+            .from_bytes(Bytes::from_bytes_vec(bytes))
+            .map_err(|e| err("cannot load", &optimizer_path, e))?;
+        Ok(Checkpoint {
+            model,
+            optimizer,
+            epoch: state.epoch,
+        })
+    }
+}
+
+fn without_epochs(config: &serde_json::Value) -> serde_json::Value {
+    let mut c = config.clone();
+    if let Some(map) = c.as_object_mut() {
+        map.remove("epochs");
+    }
+    c
+}

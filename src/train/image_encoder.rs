@@ -1,0 +1,223 @@
+//! `train image-encoder` (METHODS §4): the polyp-aware image encoder learns from library
+//! images alone. Two augmentations of each image are positives (SSCD contrastive loss +
+//! entropy regulariser); one of them also goes through masked reconstruction, where the
+//! patches that show the polyp stay visible and half of the background is hidden.
+
+use super::augment::{Augment, polyp_aware_mask, polyp_patches};
+use super::losses::{contrastive, entropy};
+use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use crate::data::phantom::rng::Rng;
+use crate::model::clip::l2_normalize;
+use crate::model::reconstruction::{
+    ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
+};
+use crate::model::vit::{Vit, VitConfig};
+use burn::config::Config;
+use burn::module::Module;
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use image::{GrayImage, RgbImage};
+use std::time::Instant;
+
+#[derive(Config, Debug)]
+pub struct ImageEncoderTrainingConfig {
+    pub encoder: VitConfig,
+    #[config(default = 20)]
+    pub epochs: usize,
+    /// Images per step; each contributes two augmented views.
+    #[config(default = 32)]
+    pub batch: usize,
+    #[config(default = 5e-4)]
+    pub lr: f64,
+    #[config(default = 0.05)]
+    pub weight_decay: f64,
+    /// Contrastive temperature.
+    #[config(default = 0.05)]
+    pub tau: f64,
+    #[config(default = 5.0)]
+    pub entropy_weight: f64,
+    /// Weight of masked reconstruction.
+    #[config(default = 0.5)]
+    pub gamma: f64,
+    #[config(default = 0.5)]
+    pub mask_ratio: f32,
+    #[config(default = 128)]
+    pub decoder_width: usize,
+    #[config(default = 11)]
+    pub seed: u64,
+}
+
+impl ImageEncoderTrainingConfig {
+    pub fn decoder(&self) -> ReconstructionDecoderConfig {
+        let e = &self.encoder;
+        ReconstructionDecoderConfig::new(
+            e.width,
+            e.output_dim(),
+            e.image_size / e.patch_size,
+            e.patch_size,
+        )
+        .with_width(self.decoder_width)
+    }
+
+    pub fn init(&self, device: &Device) -> TwinImageModel {
+        TwinImageModel {
+            encoder: self.encoder.init(device),
+            decoder: self.decoder().init(device),
+        }
+    }
+}
+
+/// What trains: the encoder and, for the generative branch only, its decoder.
+#[derive(Module, Debug)]
+pub struct TwinImageModel {
+    pub encoder: Vit,
+    pub decoder: ReconstructionDecoder,
+}
+
+/// One library image at training resolution (a little above the encoder's, so crops keep
+/// detail), with its polyp mask when it has one.
+pub struct Sample {
+    pub image: RgbImage,
+    pub mask: Option<GrayImage>,
+}
+
+const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// ImageNet-normalised [n, 3, s, s] from RGB images of one size.
+pub fn to_tensor(images: &[RgbImage], device: &Device) -> Tensor<4> {
+    let (w, h) = images[0].dimensions();
+    let mut data = Vec::with_capacity(images.len() * 3 * (w * h) as usize);
+    for img in images {
+        for c in 0..3 {
+            data.extend(
+                img.pixels()
+                    .map(|p| (p.0[c] as f32 / 255.0 - MEAN[c]) / STD[c]),
+            );
+        }
+    }
+    Tensor::from_data(
+        TensorData::new(data, [images.len(), 3, h as usize, w as usize]),
+        device,
+    )
+}
+
+/// Trains from `start` (a fresh model at epoch 0, or a checkpoint) to `config.epochs`.
+/// `device` must have autodiff enabled. Returns the model after the last epoch.
+pub fn train(
+    config: &ImageEncoderTrainingConfig,
+    samples: &[Sample],
+    device: &Device,
+    start: Option<Checkpoint<TwinImageModel>>,
+    events: &mut dyn TrainEvents<TwinImageModel>,
+) -> Result<TwinImageModel, TrainError> {
+    if samples.len() < 2 {
+        return Err(TrainError::NotEnoughData(format!(
+            "contrastive training needs at least 2 images, the library has {}",
+            samples.len()
+        )));
+    }
+    let batch = config.batch.clamp(2, samples.len());
+    let steps_per_epoch = samples.len() / batch;
+    let total_steps = steps_per_epoch * config.epochs;
+    let optimizer_config = AdamWConfig::new().with_weight_decay(config.weight_decay as f32);
+    let (mut model, mut optimizer, first_epoch) = match start {
+        Some(c) => (c.model, c.optimizer, c.epoch),
+        None => {
+            // The device RNG is per process: a run is reproducible when nothing else
+            // initialises weights on this device meanwhile (the engine runs one job at a time).
+            device.seed(config.seed);
+            (config.init(device), optimizer_config.init(), 0)
+        }
+    };
+    let augment = Augment::sscd(config.encoder.image_size as u32);
+    let patch = config.encoder.patch_size;
+    for epoch in first_epoch..config.epochs {
+        let started = Instant::now();
+        // One stream per epoch: a resumed run draws what an uninterrupted one would have.
+        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
+        let mut order: Vec<usize> = (0..samples.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let mut sums = [0.0f64; 4];
+        for step in 0..steps_per_epoch {
+            if events.cancelled() {
+                return Err(TrainError::Cancelled { epoch });
+            }
+            let picked = &order[step * batch..(step + 1) * batch];
+            let (mut first, mut second, mut masks) = (Vec::new(), Vec::new(), Vec::new());
+            for &i in picked {
+                let s = &samples[i];
+                let (a, mask) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
+                let (b, _) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
+                first.push(a);
+                second.push(b);
+                masks.push(mask);
+            }
+            // Polyp-aware masking of the first views.
+            let mut keep = Vec::new();
+            let mut hidden = Vec::new();
+            for mask in &masks {
+                let polyp = match mask {
+                    Some(m) => polyp_patches(m, patch as u32, 0.25),
+                    None => vec![false; config.encoder.patches()],
+                };
+                let (k, h) = polyp_aware_mask(&polyp, config.mask_ratio, &mut rng);
+                keep.extend(k.into_iter().map(|i| i as i64));
+                hidden.extend(h.into_iter().map(|h| h as u8 as f32));
+            }
+            let n = picked.len();
+            let patches = config.encoder.patches();
+            let visible = keep.len() / n;
+            let x1 = to_tensor(&first, device);
+            let x2 = to_tensor(&second, device);
+            let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [n, visible]), device);
+            let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [n, patches]), device);
+
+            let z = l2_normalize(model.encoder.forward(Tensor::cat(vec![x1.clone(), x2], 0)));
+            let groups: Vec<usize> = (0..n).chain(0..n).collect();
+            let l_con = contrastive(z.clone(), &groups, config.tau);
+            let l_ent = entropy(z, &groups) * config.entropy_weight;
+            let tokens = model.encoder.forward_visible(x1.clone(), keep.clone());
+            let predicted = model.decoder.forward(tokens, keep, None);
+            let l_rec = masked_mse(predicted, patchify(x1, patch), hidden) * config.gamma;
+            let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
+
+            let values = [loss.clone(), l_con, l_ent, l_rec].map(|t| t.into_scalar::<f32>() as f64);
+            if !values[0].is_finite() {
+                return Err(TrainError::Diverged { epoch, step });
+            }
+            for (s, v) in sums.iter_mut().zip(values) {
+                *s += v;
+            }
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let global = epoch * steps_per_epoch + step;
+            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
+            events.step(epoch, step, steps_per_epoch, values[0]);
+        }
+        let report = EpochReport {
+            epoch: epoch + 1,
+            seconds: started.elapsed().as_secs_f64(),
+            metrics: ["loss", "contrastive", "entropy", "reconstruction"]
+                .iter()
+                .zip(sums)
+                .map(|(name, s)| (name.to_string(), s / steps_per_epoch.max(1) as f64))
+                .collect(),
+        };
+        events.epoch(
+            &report,
+            &Checkpoint {
+                model: model.clone(),
+                optimizer: optimizer.clone(),
+                epoch: epoch + 1,
+            },
+        )?;
+    }
+    Ok(model)
+}
+
+/// The trained encoder without autodiff, for inference and saving.
+pub fn encoder_of(model: &TwinImageModel) -> Vit {
+    model.encoder.valid()
+}
