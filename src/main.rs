@@ -10,6 +10,8 @@ use endotwin::store::{OpenMode, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
+mod train_cmd;
+
 #[derive(Parser)]
 #[command(
     name = "endotwin",
@@ -80,6 +82,11 @@ enum Command {
         #[command(subcommand)]
         what: BenchWhat,
     },
+    /// Train a model on the library's data (checkpoints every epoch; --resume continues).
+    Train {
+        #[command(subcommand)]
+        what: TrainWhat,
+    },
     /// Models: `import-hf-clip` converts a Hugging Face CLIP checkpoint to a card + record.
     Model {
         #[command(subcommand)]
@@ -133,6 +140,30 @@ enum BenchWhat {
         /// Queries per batch for the batched scan.
         #[arg(long, default_value_t = 32)]
         batch: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum TrainWhat {
+    /// The polyp-aware image encoder (twin-small ViT) on the library's polyp views + masks.
+    ImageEncoder {
+        /// Where the model card + record go (and `<name>.checkpoints/`).
+        #[arg(long, default_value = "models")]
+        out: PathBuf,
+        #[arg(long, default_value = "twin-image")]
+        name: String,
+        #[arg(long, default_value_t = 20)]
+        epochs: usize,
+        /// Images per step (two augmented views each).
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        #[arg(long, default_value_t = 5e-4)]
+        lr: f64,
+        #[arg(long, default_value_t = 11)]
+        seed: u64,
+        /// Continue from the last checkpoint in `<out>/<name>.checkpoints/`.
+        #[arg(long)]
+        resume: bool,
     },
 }
 
@@ -274,6 +305,34 @@ fn run(cli: Cli) -> Result<()> {
                 )
             });
             Ok(())
+        }
+        Command::Train {
+            what:
+                TrainWhat::ImageEncoder {
+                    out,
+                    name,
+                    epochs,
+                    batch,
+                    lr,
+                    seed,
+                    resume,
+                },
+        } => {
+            let compute = endotwin::compute::select(pref)?;
+            train_cmd::image_encoder(
+                train_cmd::ImageEncoderArgs {
+                    library: library.clone(),
+                    out,
+                    name,
+                    epochs,
+                    batch,
+                    lr,
+                    seed,
+                    resume,
+                    device: compute.device,
+                },
+                std::env::args().collect::<Vec<_>>().join(" "),
+            )
         }
         Command::Model {
             what: ModelWhat::ImportHfClip { weights, out, name },

@@ -4,6 +4,7 @@
 
 pub mod augment;
 pub mod checkpoint;
+pub mod data;
 pub mod image_encoder;
 pub mod losses;
 

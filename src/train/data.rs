@@ -1,0 +1,54 @@
+//! Training data from a library: every polyp view, with its mask when it has one, resized to
+//! the training resolution.
+
+use super::image_encoder::Sample;
+use crate::data::images::decode_file;
+use crate::store::Store;
+use image::imageops::{self, FilterType};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("{path}: {reason}")]
+    Image { path: String, reason: String },
+}
+
+/// The polyp views of `store` at `size` x `size` (and which polyp each shows).
+pub fn polyp_view_samples(store: &Store, size: u32) -> Result<(Vec<Sample>, Vec<i64>), DataError> {
+    let mut samples = Vec::new();
+    let mut polyps = Vec::new();
+    for polyp in store.polyps()? {
+        for view in store.polyp_views(polyp.id)? {
+            let path = store.media_path(&view);
+            let image = decode_file(&path).map_err(|e| DataError::Image {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            let image = imageops::resize(&image.image.to_rgb8(), size, size, FilterType::Triangle);
+            let mask = match view
+                .mask_media_id
+                .and_then(|id| store.media(id).transpose())
+            {
+                Some(m) => {
+                    let m = m?;
+                    let p = store.media_path(&m);
+                    let mask = decode_file(&p).map_err(|e| DataError::Image {
+                        path: p.display().to_string(),
+                        reason: e.to_string(),
+                    })?;
+                    Some(imageops::resize(
+                        &mask.image.to_luma8(),
+                        size,
+                        size,
+                        FilterType::Nearest,
+                    ))
+                }
+                None => None,
+            };
+            samples.push(Sample { image, mask });
+            polyps.push(polyp.id);
+        }
+    }
+    Ok((samples, polyps))
+}
