@@ -100,6 +100,45 @@ pub fn auroc(scores: &[f64], positive: &[bool]) -> f64 {
     (rank_sum - n_pos * (n_pos + 1.0) / 2.0) / (n_pos * n_neg)
 }
 
+/// Micro-average precision (ISC2021 uAP): every query contributes its top-1 prediction
+/// (score, correct); predictions are pooled, sorted by score (ties: wrong ones first, the
+/// pessimistic order) and AP is taken over `queries_with_truth` relevant items.
+pub fn micro_ap(predictions: &[(f64, bool)], queries_with_truth: usize) -> f64 {
+    let sorted = sort_pessimistic(predictions);
+    let relevant: Vec<bool> = sorted.iter().map(|p| p.1).collect();
+    average_precision(&relevant, queries_with_truth)
+}
+
+/// Recall at the loosest score threshold whose precision is still >= `precision`
+/// (0 when no threshold reaches it). Same pooling and tie order as [`micro_ap`].
+pub fn recall_at_precision(
+    predictions: &[(f64, bool)],
+    queries_with_truth: usize,
+    precision: f64,
+) -> f64 {
+    if queries_with_truth == 0 {
+        return 0.0;
+    }
+    let sorted = sort_pessimistic(predictions);
+    let mut hits = 0usize;
+    let mut best = 0.0f64;
+    for (i, p) in sorted.iter().enumerate() {
+        hits += p.1 as usize;
+        // Only cut between distinct scores: a threshold cannot split a tie.
+        let cut_here = sorted.get(i + 1).is_none_or(|next| next.0 != p.0);
+        if cut_here && hits as f64 / (i + 1) as f64 >= precision {
+            best = best.max(hits as f64 / queries_with_truth as f64);
+        }
+    }
+    best
+}
+
+fn sort_pessimistic(predictions: &[(f64, bool)]) -> Vec<(f64, bool)> {
+    let mut sorted = predictions.to_vec();
+    sorted.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    sorted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +169,19 @@ mod tests {
         // F1: class 0 = 2*1/(2+1+1) = 0.5, class 1 = 2*2/(4+1+0) = 0.8, class 2 = 0.
         assert!((macro_f1(&truth, &pred, 3) - (0.5 + 0.8 + 0.0) / 3.0).abs() < 1e-12);
         assert!((hit_rate(&[vec![false, true], vec![false, false]], 2) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn micro_ap_and_recall_at_precision_pool_top_1_predictions() {
+        // Scores 0.9 (right), 0.8 (wrong), 0.7 (right) of 4 queries with a true match:
+        // AP = (1/1 + 2/3) / 4.
+        let preds = [(0.9, true), (0.8, false), (0.7, true)];
+        assert!((micro_ap(&preds, 4) - (1.0 + 2.0 / 3.0) / 4.0).abs() < 1e-12);
+        // Precision >= 0.9 holds only above 0.8: recall 1/4.
+        assert!((recall_at_precision(&preds, 4, 0.9) - 0.25).abs() < 1e-12);
+        // Ties are pessimistic: the wrong one of a tied pair ranks first.
+        let tied = [(0.5, true), (0.5, false)];
+        assert!((micro_ap(&tied, 1) - 0.5).abs() < 1e-12);
+        assert_eq!(recall_at_precision(&tied, 1, 0.9), 0.0);
     }
 }

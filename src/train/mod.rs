@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod image_encoder;
 pub mod losses;
+pub mod scene_encoder;
 
 pub use checkpoint::Checkpoint;
 

@@ -1,0 +1,339 @@
+//! `train scene-encoder` (METHODS §4): with the image encoder frozen, each view of a polyp in
+//! turn is the target and the other views form its scene. The scenes of one polyp are
+//! positives of each other (scene-level contrastive + entropy), and the target view is
+//! reconstructed from its visible patches by cross-attention to its scene embedding.
+//!
+//! The frozen encoder's outputs for a few augmented copies of every view are computed once
+//! up front ([`ViewFeatures`]); training then touches only the small scene model.
+
+use super::augment::{Augment, polyp_aware_mask, polyp_patches};
+use super::image_encoder::{Sample, to_tensor};
+use super::losses::{contrastive, entropy};
+use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use crate::data::phantom::rng::Rng;
+use crate::model::clip::l2_normalize;
+use crate::model::reconstruction::{
+    ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
+};
+use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
+use crate::model::vit::{Vit, VitConfig};
+use burn::config::Config;
+use burn::module::Module;
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use std::time::Instant;
+
+#[derive(Config, Debug)]
+pub struct SceneEncoderTrainingConfig {
+    pub scene: SceneEncoderConfig,
+    /// The frozen image encoder's geometry (for the reconstruction decoder).
+    pub image: VitConfig,
+    #[config(default = 30)]
+    pub epochs: usize,
+    /// Polyps per step.
+    #[config(default = 32)]
+    pub batch: usize,
+    #[config(default = 1e-3)]
+    pub lr: f64,
+    #[config(default = 0.05)]
+    pub weight_decay: f64,
+    #[config(default = 0.05)]
+    pub tau: f64,
+    #[config(default = 5.0)]
+    pub entropy_weight: f64,
+    #[config(default = 0.5)]
+    pub gamma: f64,
+    #[config(default = 0.5)]
+    pub mask_ratio: f32,
+    /// Augmented copies of each view encoded up front.
+    #[config(default = 4)]
+    pub copies: usize,
+    /// Views per polyp used for training (each in turn the target).
+    #[config(default = 4)]
+    pub views: usize,
+    #[config(default = 128)]
+    pub decoder_width: usize,
+    #[config(default = 13)]
+    pub seed: u64,
+}
+
+impl SceneEncoderTrainingConfig {
+    pub fn decoder(&self) -> ReconstructionDecoderConfig {
+        let e = &self.image;
+        ReconstructionDecoderConfig::new(
+            e.width,
+            self.scene.dim,
+            e.image_size / e.patch_size,
+            e.patch_size,
+        )
+        .with_width(self.decoder_width)
+    }
+
+    pub fn init(&self, device: &Device) -> SceneTrainingModel {
+        SceneTrainingModel {
+            scene: self.scene.init(device),
+            decoder: self.decoder().init(device),
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct SceneTrainingModel {
+    pub scene: SceneEncoder,
+    pub decoder: ReconstructionDecoder,
+}
+
+/// The frozen encoder's view of one augmented copy of a view.
+struct Copy {
+    embedding: Vec<f32>,
+    /// Visible tokens, [1 + visible, width] flattened.
+    tokens: Vec<f32>,
+    keep: Vec<i64>,
+    hidden: Vec<f32>,
+    /// Patch pixels, [patches, 3 p²] flattened.
+    target: Vec<f32>,
+}
+
+/// Every polyp's views, each as `copies` augmented encodings.
+pub struct ViewFeatures {
+    polyps: Vec<Vec<Vec<Copy>>>,
+    dim: usize,
+    width: usize,
+    visible: usize,
+    patches: usize,
+    pixels: usize,
+}
+
+impl ViewFeatures {
+    /// `samples` grouped by `polyp_of` (consecutive equal ids are one polyp); polyps with
+    /// fewer than 2 views are left out (no scene without another view).
+    pub fn compute(
+        encoder: &Vit,
+        image: &VitConfig,
+        samples: &[Sample],
+        polyp_of: &[i64],
+        config: &SceneEncoderTrainingConfig,
+        device: &Device,
+    ) -> ViewFeatures {
+        let augment = Augment::sscd(image.image_size as u32);
+        let mut rng = Rng::new(config.seed).fork(0xfeed);
+        let patch = image.patch_size;
+        let patches = image.patches();
+        let mut polyps: Vec<Vec<Vec<Copy>>> = Vec::new();
+        let mut start = 0;
+        let (mut width, mut visible, mut dim) = (image.width, 0, image.output_dim());
+        while start < samples.len() {
+            let mut end = start;
+            while end < samples.len() && polyp_of[end] == polyp_of[start] {
+                end += 1;
+            }
+            let views = &samples[start..(end).min(start + config.views)];
+            start = end;
+            if views.len() < 2 {
+                continue;
+            }
+            let mut per_view = Vec::new();
+            for s in views {
+                let mut images = Vec::new();
+                let mut keeps = Vec::new();
+                let mut hiddens = Vec::new();
+                for c in 0..config.copies {
+                    // Copy 0 is the plain view; the others are augmented.
+                    let (img, mask) = if c == 0 {
+                        let img = image::imageops::resize(
+                            &s.image,
+                            image.image_size as u32,
+                            image.image_size as u32,
+                            image::imageops::FilterType::Triangle,
+                        );
+                        let mask = s.mask.as_ref().map(|m| {
+                            image::imageops::resize(
+                                m,
+                                image.image_size as u32,
+                                image.image_size as u32,
+                                image::imageops::FilterType::Nearest,
+                            )
+                        });
+                        (img, mask)
+                    } else {
+                        augment.apply(&s.image, s.mask.as_ref(), &mut rng)
+                    };
+                    let polyp = match &mask {
+                        Some(m) => polyp_patches(m, patch as u32, 0.25),
+                        None => vec![false; patches],
+                    };
+                    let (k, h) = polyp_aware_mask(&polyp, config.mask_ratio, &mut rng);
+                    keeps.extend(k.into_iter().map(|i| i as i64));
+                    hiddens.push(h.into_iter().map(|h| h as u8 as f32).collect::<Vec<_>>());
+                    images.push(img);
+                }
+                let n = images.len();
+                let x = to_tensor(&images, device);
+                visible = keeps.len() / n;
+                let keep = Tensor::<2, Int>::from_data(
+                    TensorData::new(keeps.clone(), [n, visible]),
+                    device,
+                );
+                let emb = l2_normalize(encoder.forward(x.clone()));
+                dim = emb.dims()[1];
+                let tokens = encoder.forward_visible(x.clone(), keep);
+                width = tokens.dims()[2];
+                let target = patchify(x, patch);
+                let emb = emb.into_data().try_to_vec::<f32>().expect("f32");
+                let tokens = tokens.into_data().try_to_vec::<f32>().expect("f32");
+                let target = target.into_data().try_to_vec::<f32>().expect("f32");
+                let pixels = target.len() / (n * patches);
+                let copies = (0..n)
+                    .map(|c| Copy {
+                        embedding: emb[c * dim..(c + 1) * dim].to_vec(),
+                        tokens: tokens[c * (1 + visible) * width..(c + 1) * (1 + visible) * width]
+                            .to_vec(),
+                        keep: keeps[c * visible..(c + 1) * visible].to_vec(),
+                        hidden: hiddens[c].clone(),
+                        target: target[c * patches * pixels..(c + 1) * patches * pixels].to_vec(),
+                    })
+                    .collect();
+                per_view.push(copies);
+            }
+            polyps.push(per_view);
+        }
+        let pixels = 3 * patch * patch;
+        ViewFeatures {
+            polyps,
+            dim,
+            width,
+            visible,
+            patches,
+            pixels,
+        }
+    }
+
+    pub fn polyps(&self) -> usize {
+        self.polyps.len()
+    }
+}
+
+pub fn train(
+    config: &SceneEncoderTrainingConfig,
+    features: &ViewFeatures,
+    device: &Device,
+    start: Option<Checkpoint<SceneTrainingModel>>,
+    events: &mut dyn TrainEvents<SceneTrainingModel>,
+) -> Result<SceneTrainingModel, TrainError> {
+    if features.polyps() < 2 {
+        return Err(TrainError::NotEnoughData(format!(
+            "scene training needs at least 2 polyps with 2 or more views, the library has {}",
+            features.polyps()
+        )));
+    }
+    let batch = config.batch.clamp(2, features.polyps());
+    let steps_per_epoch = features.polyps() / batch;
+    let total_steps = steps_per_epoch * config.epochs;
+    let (mut model, mut optimizer, first_epoch) = match start {
+        Some(c) => (c.model, c.optimizer, c.epoch),
+        None => {
+            device.seed(config.seed);
+            let optimizer = AdamWConfig::new()
+                .with_weight_decay(config.weight_decay as f32)
+                .init();
+            (config.init(device), optimizer, 0)
+        }
+    };
+    let (d, w, v, n_p, px) = (
+        features.dim,
+        features.width,
+        features.visible,
+        features.patches,
+        features.pixels,
+    );
+    let max_views = features.polyps.iter().map(|p| p.len()).max().unwrap_or(2);
+    let slots = max_views - 1;
+    for epoch in first_epoch..config.epochs {
+        let started = Instant::now();
+        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
+        let mut order: Vec<usize> = (0..features.polyps()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let mut sums = [0.0f64; 4];
+        for step in 0..steps_per_epoch {
+            if events.cancelled() {
+                return Err(TrainError::Cancelled { epoch });
+            }
+            // One scene per (polyp, target view): the other views, padded to `slots`.
+            let (mut scene_in, mut missing, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut tokens, mut keep, mut hidden, mut target) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (g, &p) in order[step * batch..(step + 1) * batch].iter().enumerate() {
+                let views = &features.polyps[p];
+                let pick: Vec<&Copy> = views
+                    .iter()
+                    .map(|copies| &copies[rng.below(copies.len())])
+                    .collect();
+                for t in 0..views.len() {
+                    let mut used = 0;
+                    for (i, c) in pick.iter().enumerate() {
+                        if i != t {
+                            scene_in.extend_from_slice(&c.embedding);
+                            missing.push(false);
+                            used += 1;
+                        }
+                    }
+                    for _ in used..slots {
+                        scene_in.extend(std::iter::repeat_n(0.0, d));
+                        missing.push(true);
+                    }
+                    groups.push(g);
+                    tokens.extend_from_slice(&pick[t].tokens);
+                    keep.extend_from_slice(&pick[t].keep);
+                    hidden.extend_from_slice(&pick[t].hidden);
+                    target.extend_from_slice(&pick[t].target);
+                }
+            }
+            let n = groups.len();
+            let scene_in = Tensor::<3>::from_data(TensorData::new(scene_in, [n, slots, d]), device);
+            let missing =
+                Tensor::<2, Bool>::from_data(TensorData::new(missing, [n, slots]), device);
+            let tokens = Tensor::<3>::from_data(TensorData::new(tokens, [n, 1 + v, w]), device);
+            let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [n, v]), device);
+            let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [n, n_p]), device);
+            let target = Tensor::<3>::from_data(TensorData::new(target, [n, n_p, px]), device);
+
+            let scenes = model.scene.forward(scene_in, Some(missing)); // [n, d], unit
+            let l_con = contrastive(scenes.clone(), &groups, config.tau);
+            let l_ent = entropy(scenes.clone(), &groups) * config.entropy_weight;
+            let predicted = model.decoder.forward(tokens, keep, Some(scenes));
+            let l_rec = masked_mse(predicted, target, hidden) * config.gamma;
+            let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
+            let values = [loss.clone(), l_con, l_ent, l_rec].map(|t| t.into_scalar::<f32>() as f64);
+            if !values[0].is_finite() {
+                return Err(TrainError::Diverged { epoch, step });
+            }
+            for (s, v) in sums.iter_mut().zip(values) {
+                *s += v;
+            }
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let global = epoch * steps_per_epoch + step;
+            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
+            events.step(epoch, step, steps_per_epoch, values[0]);
+        }
+        let report = EpochReport {
+            epoch: epoch + 1,
+            seconds: started.elapsed().as_secs_f64(),
+            metrics: ["loss", "contrastive", "entropy", "reconstruction"]
+                .iter()
+                .zip(sums)
+                .map(|(name, s)| (name.to_string(), s / steps_per_epoch.max(1) as f64))
+                .collect(),
+        };
+        events.epoch(
+            &report,
+            &Checkpoint {
+                model: model.clone(),
+                optimizer: optimizer.clone(),
+                epoch: epoch + 1,
+            },
+        )?;
+    }
+    Ok(model)
+}
