@@ -10,6 +10,7 @@ pub mod model;
 pub mod retrieval;
 pub mod store;
 pub mod train;
+pub mod twins;
 
 /// The sample library shipped with the repository (`sample_db/`), found relative to the
 /// working directory first and to the source tree second (so `cargo run` works from anywhere).

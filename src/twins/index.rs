@@ -1,0 +1,298 @@
+//! Indexing the library (view embeddings, then one embedding + sign code per polyp, stored
+//! per model version; unchanged items are skipped) and searching it.
+
+use super::{TwinError, TwinModels, code_of};
+use crate::data::images::decode_file;
+use crate::engine::Progress;
+use crate::retrieval::{Codes, MultiIndex, Vote, cosine_knn, majority, weighted};
+use crate::store::{
+    self, EmbeddingRow, EmbeddingTarget, PolypRow, Store, ensure_model, put_embedding,
+};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+const VIEW_MODEL: &str = "twin-image";
+const POLYP_MODEL: &str = "twin-polyp";
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IndexStats {
+    pub views_encoded: usize,
+    pub views_current: usize,
+    pub polyps_updated: usize,
+    pub polyps_current: usize,
+    /// Views that could not be read, with the reason.
+    pub problems: Vec<String>,
+}
+
+/// Encodes what changed since the last run of these models and stores it.
+pub fn index_library(
+    store: &mut Store,
+    models: &TwinModels,
+    progress: &Progress,
+) -> Result<IndexStats, TwinError> {
+    let image_config = serde_json::to_string(&models.image_card.config).unwrap_or_default();
+    let (view_model, polyp_model) = store.write(|tx| {
+        Ok::<_, store::StoreError>((
+            ensure_model(
+                tx,
+                VIEW_MODEL,
+                &models.image_card.version,
+                "image-encoder",
+                &image_config,
+                "",
+            )?,
+            ensure_model(
+                tx,
+                POLYP_MODEL,
+                &models.version(),
+                "polyp-embedding",
+                &image_config,
+                "",
+            )?,
+        ))
+    })?;
+    let mut stats = IndexStats::default();
+    let mut views: HashMap<i64, EmbeddingRow> = store
+        .embeddings(view_model, EmbeddingTarget::Media)?
+        .into_iter()
+        .map(|r| (r.target_id, r))
+        .collect();
+    let polyps = store.polyps()?;
+    let mut per_polyp = Vec::new();
+    let mut stale = Vec::new();
+    for p in &polyps {
+        let media = store.polyp_views(p.id)?;
+        for m in &media {
+            match views.get(&m.id) {
+                Some(r) if r.source_hash == m.hash => stats.views_current += 1,
+                _ => stale.push(m.clone()),
+            }
+        }
+        per_polyp.push((p.id, media));
+    }
+    progress.stage("encoding polyp views", stale.len() as u64);
+    for chunk in stale.chunks(32) {
+        if progress.is_cancelled() {
+            return Err(TwinError::Cancelled);
+        }
+        let mut images = Vec::new();
+        let mut ok = Vec::new();
+        for m in chunk {
+            match decode_file(&store.media_path(m)) {
+                Ok(d) => {
+                    images.push(d.image);
+                    ok.push(m);
+                }
+                Err(e) => stats.problems.push(format!("{}: {e}", m.source_path)),
+            }
+        }
+        let embeddings = models.encode_views(&images);
+        let rows: Vec<EmbeddingRow> = ok
+            .iter()
+            .zip(embeddings)
+            .map(|(m, v)| EmbeddingRow {
+                target_id: m.id,
+                source_hash: m.hash.clone(),
+                code: Some(code_of(&v)),
+                vector: v,
+            })
+            .collect();
+        store.write(|tx| {
+            for r in &rows {
+                put_embedding(tx, view_model, EmbeddingTarget::Media, r)?;
+            }
+            Ok::<_, store::StoreError>(())
+        })?;
+        stats.views_encoded += rows.len();
+        for r in rows {
+            views.insert(r.target_id, r);
+        }
+        for _ in chunk {
+            progress.inc();
+        }
+    }
+    progress.stage("combining views per polyp", per_polyp.len() as u64);
+    let current: HashMap<i64, String> = store
+        .embeddings(polyp_model, EmbeddingTarget::Polyp)?
+        .into_iter()
+        .map(|r| (r.target_id, r.source_hash))
+        .collect();
+    let mut rows = Vec::new();
+    for (polyp_id, media) in &per_polyp {
+        progress.inc();
+        let vectors: Vec<Vec<f32>> = media
+            .iter()
+            .filter_map(|m| views.get(&m.id).map(|r| r.vector.clone()))
+            .collect();
+        if vectors.is_empty() {
+            continue;
+        }
+        let mut h = Sha256::new();
+        for m in media {
+            h.update(m.hash.as_bytes());
+        }
+        let hash = format!("{:x}", h.finalize());
+        if current.get(polyp_id) == Some(&hash) {
+            stats.polyps_current += 1;
+            continue;
+        }
+        let v = models.combine(&vectors);
+        rows.push(EmbeddingRow {
+            target_id: *polyp_id,
+            source_hash: hash,
+            code: Some(code_of(&v)),
+            vector: v,
+        });
+    }
+    store.write(|tx| {
+        for r in &rows {
+            put_embedding(tx, polyp_model, EmbeddingTarget::Polyp, r)?;
+        }
+        Ok::<_, store::StoreError>(())
+    })?;
+    stats.polyps_updated = rows.len();
+    Ok(stats)
+}
+
+/// One retrieved twin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Twin {
+    pub polyp: PolypRow,
+    /// Cosine similarity of the embeddings.
+    pub similarity: f32,
+    /// Hamming distance of the sign codes.
+    pub hamming: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwinResult {
+    pub twins: Vec<Twin>,
+    pub vote: Vote,
+    pub weighted_vote: Vote,
+    pub bits: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// Exact cosine over the float embeddings.
+    Cosine,
+    /// Exact Hamming over the sign codes (multi-index hashing).
+    Hamming,
+}
+
+/// The indexed polyps of one model version, in memory.
+pub struct TwinIndex {
+    polyps: Vec<PolypRow>,
+    vectors: Vec<f32>,
+    dim: usize,
+    codes: MultiIndex,
+    pub version: String,
+}
+
+impl TwinIndex {
+    pub fn load(store: &Store, models: &TwinModels) -> Result<TwinIndex, TwinError> {
+        let version = models.version();
+        let Some(model) = store.model(POLYP_MODEL, &version)? else {
+            return Err(match store.indexed_versions(POLYP_MODEL)?.first() {
+                Some(v) => TwinError::StaleIndex {
+                    indexed: v.clone(),
+                    loaded: version,
+                },
+                None => TwinError::EmptyIndex,
+            });
+        };
+        let rows = store.embeddings(model.id, EmbeddingTarget::Polyp)?;
+        if rows.is_empty() {
+            return Err(TwinError::EmptyIndex);
+        }
+        let by_id: HashMap<i64, PolypRow> =
+            store.polyps()?.into_iter().map(|p| (p.id, p)).collect();
+        let dim = rows[0].vector.len();
+        let words = dim.div_ceil(64);
+        let mut polyps = Vec::new();
+        let mut vectors = Vec::new();
+        let mut codes = Codes::new(words);
+        for r in rows {
+            let Some(p) = by_id.get(&r.target_id) else {
+                continue;
+            };
+            polyps.push(p.clone());
+            vectors.extend_from_slice(&r.vector);
+            codes.push(&r.code.unwrap_or_else(|| code_of(&r.vector)));
+        }
+        Ok(TwinIndex {
+            polyps,
+            vectors,
+            dim,
+            codes: MultiIndex::build(codes),
+            version,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.polyps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.polyps.is_empty()
+    }
+
+    /// The `k` nearest polyps to `embedding` (unit), leaving out `exclude` (the query's own
+    /// polyp when it comes from the library), and their votes.
+    pub fn query(
+        &self,
+        embedding: &[f32],
+        k: usize,
+        search: Search,
+        exclude: Option<i64>,
+    ) -> TwinResult {
+        let extra = exclude.is_some() as usize;
+        let code = code_of(embedding);
+        let order: Vec<u32> = match search {
+            Search::Cosine => cosine_knn(&self.vectors, self.dim, embedding, k + extra)
+                .into_iter()
+                .map(|h| h.index)
+                .collect(),
+            Search::Hamming => self
+                .codes
+                .knn(&code, k + extra)
+                .into_iter()
+                .map(|h| h.index)
+                .collect(),
+        };
+        let twins: Vec<Twin> = order
+            .into_iter()
+            .map(|i| i as usize)
+            .filter(|&i| Some(self.polyps[i].id) != exclude)
+            .take(k)
+            .map(|i| Twin {
+                polyp: self.polyps[i].clone(),
+                similarity: crate::retrieval::exact::dot(
+                    &self.vectors[i * self.dim..(i + 1) * self.dim],
+                    embedding,
+                ),
+                hamming: crate::model::hash::hamming(self.codes.codes().get(i), &code),
+            })
+            .collect();
+        let label = |t: &Twin| {
+            t.polyp
+                .histology
+                .clone()
+                .unwrap_or_else(|| "unknown".into())
+        };
+        let labels: Vec<String> = twins.iter().map(label).collect();
+        let vote = majority(labels.iter().map(|s| s.as_str()));
+        let weighted_vote = weighted(
+            labels
+                .iter()
+                .zip(&twins)
+                .map(|(l, t)| (l.as_str(), t.similarity.max(0.0) as f64)),
+        );
+        TwinResult {
+            twins,
+            vote,
+            weighted_vote,
+            bits: self.codes.codes().bits(),
+        }
+    }
+}

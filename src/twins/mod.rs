@@ -1,0 +1,148 @@
+//! Digital twins end to end (METHODS §4): the image (and scene) encoder turn a polyp's views
+//! into one unit embedding and its sign code; the library's polyps are indexed the same way;
+//! a query retrieves its nearest polyps and their pathology votes for a diagnosis.
+
+mod index;
+
+pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
+
+use crate::model::clip::l2_normalize;
+use crate::model::hash::pack_signs;
+use crate::model::preprocess::Preprocess;
+use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
+use crate::model::vit::{Vit, VitConfig};
+use crate::model::weights::{self, ModelCard, ModelKind, WeightsError};
+use burn::tensor::{Bool, Device, Tensor, TensorData};
+use image::DynamicImage;
+use std::path::Path;
+
+pub const IMAGE_MODEL: &str = "twin-image";
+pub const SCENE_MODEL: &str = "twin-scene";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TwinError {
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("no digital-twin image encoder in {0}: train one with `endotwin train image-encoder`")]
+    NoModel(String),
+    #[error(
+        "the library is indexed with {indexed}, the loaded model is {loaded}: re-index it (Twins > Re-index, or `endotwin index`)"
+    )]
+    StaleIndex { indexed: String, loaded: String },
+    #[error("the library has no indexed polyps yet: index it first")]
+    EmptyIndex,
+    #[error("{0}")]
+    Image(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// The loaded encoders and their cards.
+pub struct TwinModels {
+    pub image: Vit,
+    pub image_card: ModelCard,
+    pub image_config: VitConfig,
+    pub scene: Option<(SceneEncoder, ModelCard)>,
+    pub device: Device,
+}
+
+impl TwinModels {
+    /// `<dir>/twin-image.json` (required) and `<dir>/twin-scene.json` (optional).
+    pub fn load(dir: &Path, device: &Device) -> Result<TwinModels, TwinError> {
+        let image_path = dir.join(format!("{IMAGE_MODEL}.json"));
+        if !image_path.is_file() {
+            return Err(TwinError::NoModel(dir.display().to_string()));
+        }
+        let (image, image_card) =
+            weights::load(&image_path, ModelKind::ImageEncoder, |c: &VitConfig| {
+                c.init(device)
+            })?;
+        let image_config: VitConfig = image_card.config(&image_path)?;
+        let scene_path = dir.join(format!("{SCENE_MODEL}.json"));
+        let scene = if scene_path.is_file() {
+            Some(weights::load(
+                &scene_path,
+                ModelKind::SceneEncoder,
+                |c: &SceneEncoderConfig| c.init(device),
+            )?)
+        } else {
+            None
+        };
+        Ok(TwinModels {
+            image,
+            image_card,
+            image_config,
+            scene,
+            device: device.clone(),
+        })
+    }
+
+    /// Names the embeddings these models produce: image version, plus scene version or
+    /// "mean" when views are averaged.
+    pub fn version(&self) -> String {
+        match &self.scene {
+            Some((_, card)) => format!("{}+scene-{}", self.image_card.version, card.version),
+            None => format!("{}+mean", self.image_card.version),
+        }
+    }
+
+    pub fn code_bits(&self) -> usize {
+        self.image_config.output_dim()
+    }
+
+    /// Unit embeddings of `images`, one per image, in batches of 32.
+    pub fn encode_views(&self, images: &[DynamicImage]) -> Vec<Vec<f32>> {
+        let pre = Preprocess::imagenet(self.image_config.image_size as u32);
+        let mut out = Vec::with_capacity(images.len());
+        for chunk in images.chunks(32) {
+            let x = pre.batch(chunk, &self.device);
+            let z = l2_normalize(self.image.forward(x));
+            let dim = z.dims()[1];
+            let values = z.into_data().try_to_vec::<f32>().expect("f32 embeddings");
+            out.extend(values.chunks_exact(dim).map(|c| c.to_vec()));
+        }
+        out
+    }
+
+    /// One unit embedding for a set of views: the scene encoder's when loaded, else the
+    /// normalised mean of the view embeddings.
+    pub fn combine(&self, views: &[Vec<f32>]) -> Vec<f32> {
+        combine(self.scene.as_ref().map(|(s, _)| s), views, &self.device)
+    }
+}
+
+/// See [`TwinModels::combine`]; public so evaluation can compare both with one encoder.
+pub fn combine(scene: Option<&SceneEncoder>, views: &[Vec<f32>], device: &Device) -> Vec<f32> {
+    assert!(!views.is_empty(), "at least one view");
+    let dim = views[0].len();
+    match scene {
+        Some(encoder) => {
+            let flat: Vec<f32> = views.iter().flatten().copied().collect();
+            let x = Tensor::<3>::from_data(TensorData::new(flat, [1, views.len(), dim]), device);
+            let none = Tensor::<2, Bool>::from_data(
+                TensorData::new(vec![false; views.len()], [1, views.len()]),
+                device,
+            );
+            encoder
+                .forward(x, Some(none))
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32")
+        }
+        None => {
+            let mut mean = vec![0.0f32; dim];
+            for v in views {
+                mean.iter_mut().zip(v).for_each(|(m, x)| *m += x);
+            }
+            let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            mean.iter().map(|x| x / norm).collect()
+        }
+    }
+}
+
+/// Sign code of a unit embedding.
+pub fn code_of(embedding: &[f32]) -> Vec<u64> {
+    pack_signs(embedding)
+}
