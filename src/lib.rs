@@ -24,3 +24,16 @@ pub fn default_library() -> std::path::PathBuf {
     }
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db")
 }
+
+/// The shipped models folder (`models/`): $ENDOTWIN_MODELS, else `models/` in the working
+/// directory, else the one in the source tree.
+pub fn default_models_dir() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("ENDOTWIN_MODELS") {
+        return p.into();
+    }
+    let local = std::path::PathBuf::from("models");
+    if local.is_dir() {
+        return local;
+    }
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
+}

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
 mod train_cmd;
+mod twins_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -86,6 +87,24 @@ enum Command {
     Train {
         #[command(subcommand)]
         what: TrainWhat,
+    },
+    /// Index the library's polyps for twin retrieval with the models in --models (only what
+    /// changed since the last run is encoded).
+    Index {
+        #[arg(long)]
+        models: Option<PathBuf>,
+    },
+    /// Retrieve the digital twins of a polyp from one or more views (image files).
+    Twins {
+        #[arg(required = true)]
+        images: Vec<PathBuf>,
+        #[arg(long)]
+        models: Option<PathBuf>,
+        #[arg(long, default_value_t = 6)]
+        k: usize,
+        /// Search the sign codes by Hamming distance instead of cosine over floats.
+        #[arg(long)]
+        hamming: bool,
     },
     /// Models: `import-hf-clip` converts a Hugging Face CLIP checkpoint to a card + record.
     Model {
@@ -165,6 +184,23 @@ enum TrainWhat {
         #[arg(long)]
         resume: bool,
     },
+    /// The scene encoder on the library's multi-view polyps, with the image encoder in
+    /// --models frozen.
+    SceneEncoder {
+        #[arg(long)]
+        models: Option<PathBuf>,
+        #[arg(long, default_value = "twin-scene")]
+        name: String,
+        #[arg(long, default_value_t = 30)]
+        epochs: usize,
+        /// Polyps per step.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        #[arg(long, default_value_t = 13)]
+        seed: u64,
+        #[arg(long)]
+        resume: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -195,6 +231,21 @@ enum EvalWhat {
         views: usize,
         #[arg(long, default_value_t = 256)]
         size: u32,
+    },
+    /// Digital twins on held-out phantom polyps: re-identification (1v1 .. 2v2 views, float vs
+    /// hash, scene encoder vs mean, baselines) and pathology by k-NN vote.
+    Twins {
+        /// A held-out library to evaluate; default: generate the test split of --seed.
+        #[arg(long)]
+        held_out: Option<PathBuf>,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value_t = 80)]
+        polyps: usize,
+        #[arg(long)]
+        models: Option<PathBuf>,
+        #[arg(long, default_value_t = 6)]
+        k: usize,
     },
 }
 
@@ -334,6 +385,69 @@ fn run(cli: Cli) -> Result<()> {
                 std::env::args().collect::<Vec<_>>().join(" "),
             )
         }
+        Command::Train {
+            what:
+                TrainWhat::SceneEncoder {
+                    models,
+                    name,
+                    epochs,
+                    batch,
+                    seed,
+                    resume,
+                },
+        } => {
+            let compute = endotwin::compute::select(pref)?;
+            train_cmd::scene_encoder(
+                train_cmd::SceneEncoderArgs {
+                    library: library.clone(),
+                    models: models.unwrap_or_else(endotwin::default_models_dir),
+                    name,
+                    epochs,
+                    batch,
+                    seed,
+                    resume,
+                    device: compute.device,
+                },
+                std::env::args().collect::<Vec<_>>().join(" "),
+            )
+        }
+        Command::Index { models } => {
+            let compute = endotwin::compute::select(pref)?;
+            let mut store = Store::open(&library, OpenMode::Existing)?;
+            let models = models.unwrap_or_else(endotwin::default_models_dir);
+            twins_cmd::index(&mut store, &models, &compute.device)
+        }
+        Command::Twins {
+            images,
+            models,
+            k,
+            hamming,
+        } => {
+            let compute = endotwin::compute::select(pref)?;
+            let store = Store::open(&library, OpenMode::Existing)?;
+            let models = models.unwrap_or_else(endotwin::default_models_dir);
+            twins_cmd::query(&store, &models, &compute.device, &images, k, hamming)
+        }
+        Command::Eval {
+            what:
+                EvalWhat::Twins {
+                    held_out,
+                    seed,
+                    polyps,
+                    models,
+                    k,
+                },
+        } => {
+            let compute = endotwin::compute::select(pref)?;
+            let models = endotwin::twins::TwinModels::load(
+                &models.unwrap_or_else(endotwin::default_models_dir),
+                &compute.device,
+            )?;
+            let (store, _tmp) = held_out_library(held_out, seed, polyps, 4, 256)?;
+            let eval = endotwin::eval::twins::run(&store, &models, k)?;
+            twins_cmd::print_eval(&eval, &models, store.db_path());
+            Ok(())
+        }
         Command::Model {
             what: ModelWhat::ImportHfClip { weights, out, name },
         } => import_hf_clip(&weights, &out, &name),
@@ -349,14 +463,16 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn eval_phantom(
+/// The library to evaluate on: `held_out` when given, else the test split of `seed`
+/// generated into a temporary folder (removed when the returned guard drops).
+fn held_out_library(
     held_out: Option<PathBuf>,
     seed: u64,
     polyps: usize,
     views: usize,
     size: u32,
-) -> Result<()> {
-    let (store, _tmp) = match held_out {
+) -> Result<(Store, Option<TempDir>)> {
+    Ok(match held_out {
         Some(path) => (Store::open(&path, OpenMode::Existing)?, None),
         None => {
             let dir = std::env::temp_dir()
@@ -380,7 +496,17 @@ fn eval_phantom(
             phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new())?;
             (store, Some(TempDir(dir)))
         }
-    };
+    })
+}
+
+fn eval_phantom(
+    held_out: Option<PathBuf>,
+    seed: u64,
+    polyps: usize,
+    views: usize,
+    size: u32,
+) -> Result<()> {
+    let (store, _tmp) = held_out_library(held_out, seed, polyps, views, size)?;
     let (reids, path) = endotwin::eval::baselines::run(&store)?;
     println!("held-out library: {}", store.db_path().display());
     println!(

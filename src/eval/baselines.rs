@@ -40,7 +40,7 @@ fn l2_normalise(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x /= n);
 }
 
-fn features(img: &image::DynamicImage) -> (Vec<f32>, Vec<f32>) {
+pub fn features(img: &image::DynamicImage) -> (Vec<f32>, Vec<f32>) {
     let small = img
         .resize_exact(RAW_SIDE, RAW_SIDE, image::imageops::FilterType::Triangle)
         .to_rgb8();

@@ -2,3 +2,4 @@
 
 pub mod baselines;
 pub mod metrics;
+pub mod twins;
