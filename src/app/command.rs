@@ -40,5 +40,15 @@ pub enum Command {
     Undo,
     Redo,
     CancelJob(u64),
+    /// Retrieve the twins of the current selection (a polyp's views or the opened images).
+    RetrieveTwins,
+    /// Index the library with the twin models (only what changed is encoded).
+    IndexTwins,
+    SetTwinK(usize),
+    SetTwinSearch(crate::twins::Search),
+    SetTwinWeighted(bool),
+    SetTwinAuto(bool),
+    /// Pin a twin (by polyp id) for side-by-side comparison, or unpin.
+    PinTwin(Option<i64>),
     DismissToast(usize),
 }

@@ -1,6 +1,6 @@
 //! Applies commands to the state and drains the engine and loader channels.
 
-use super::state::{Details, LabelEdit, Library, Selection, ToastLevel};
+use super::state::{Details, LabelEdit, Library, Selection, Tab, ToastLevel};
 use super::{App, Command};
 use crate::data::images;
 use crate::data::import::{ImportLayout, ImportOptions};
@@ -112,7 +112,26 @@ impl App {
                 self.state.filter = filter;
                 self.refresh_tree();
             }
-            Command::ShowTab(tab) => self.state.tab = tab,
+            Command::ShowTab(tab) => {
+                let opened = tab == Tab::Twins && self.state.tab != Tab::Twins;
+                self.state.tab = tab;
+                if opened && self.state.twins.auto {
+                    self.retrieve_twins();
+                }
+            }
+            Command::RetrieveTwins => self.retrieve_twins(),
+            Command::IndexTwins => self.index_twins(),
+            Command::SetTwinK(k) => {
+                self.state.twins.k = k.clamp(1, 50);
+                self.retrieve_twins();
+            }
+            Command::SetTwinSearch(search) => {
+                self.state.twins.search = search;
+                self.retrieve_twins();
+            }
+            Command::SetTwinWeighted(w) => self.state.twins.weighted = w,
+            Command::SetTwinAuto(a) => self.state.twins.auto = a,
+            Command::PinTwin(id) => self.state.twins.pinned = id,
             Command::SetPolypLabel {
                 polyp_id,
                 key,
@@ -315,9 +334,13 @@ impl App {
     }
 
     fn select(&mut self, selection: Selection) {
+        let changed = self.state.selection != selection;
         self.state.selection = selection;
         self.state.focused = None;
         self.load_details();
+        if changed {
+            self.selection_changed_for_twins();
+        }
     }
 
     fn refresh_tree(&mut self) {
@@ -356,6 +379,9 @@ impl App {
     }
 
     fn job_finished(&mut self, done: JobDone) {
+        if self.twin_job_finished(done.id, &done.result) {
+            return;
+        }
         match done.result {
             Ok(JobOutput::Imported(report)) => {
                 self.state.toast(
@@ -389,6 +415,7 @@ impl App {
             Ok(JobOutput::DeviceCheck { values }) => self
                 .state
                 .toast(ToastLevel::Info, format!("device check: {values:?}")),
+            Ok(JobOutput::Indexed { .. } | JobOutput::Twins(_)) => {}
             Err(e) => self
                 .state
                 .toast(ToastLevel::Error, format!("{} failed: {e}", done.name)),

@@ -6,6 +6,7 @@ mod command;
 mod logic;
 mod state;
 mod textures;
+mod twins;
 mod ui;
 
 pub use command::Command;

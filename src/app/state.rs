@@ -115,6 +115,46 @@ pub struct LabelEdit {
     pub new: Option<String>,
 }
 
+/// The digital-twin panel: its settings and the last answer.
+pub struct TwinPanel {
+    pub models_dir: PathBuf,
+    pub k: usize,
+    pub search: crate::twins::Search,
+    /// Show the similarity-weighted vote instead of one vote per twin.
+    pub weighted: bool,
+    /// Retrieve whenever the selection changes while the panel is open.
+    pub auto: bool,
+    pub answer: Option<crate::engine::TwinAnswer>,
+    /// A twin shown side by side with the query.
+    pub pinned: Option<i64>,
+    /// The job running now, if any.
+    pub running: Option<u64>,
+    /// Why the last retrieval could not run (no model, stale or empty index...).
+    pub problem: Option<String>,
+}
+
+impl TwinPanel {
+    pub fn new() -> TwinPanel {
+        TwinPanel {
+            models_dir: crate::default_models_dir(),
+            k: 6,
+            search: crate::twins::Search::Cosine,
+            weighted: false,
+            auto: true,
+            answer: None,
+            pinned: None,
+            running: None,
+            problem: None,
+        }
+    }
+}
+
+impl Default for TwinPanel {
+    fn default() -> Self {
+        TwinPanel::new()
+    }
+}
+
 pub struct AppState {
     pub library: Option<Library>,
     pub filter: CaseFilter,
@@ -132,6 +172,7 @@ pub struct AppState {
     /// Decoded opened files by index, for the viewer (small, kept in memory).
     pub opened_errors: HashMap<PathBuf, String>,
     pub backend_summary: String,
+    pub twins: TwinPanel,
 }
 
 impl AppState {
@@ -150,6 +191,7 @@ impl AppState {
             opened_files: Vec::new(),
             opened_errors: HashMap::new(),
             backend_summary,
+            twins: TwinPanel::new(),
         }
     }
 

@@ -6,6 +6,9 @@ use crate::compute::Compute;
 use crate::data::images;
 use crate::data::import::{self, ImportLayout, ImportOptions, ImportReport};
 use crate::store::{OpenMode, Store, set_thumbnail};
+use crate::twins::{
+    IndexStats, Search, TwinError, TwinIndex, TwinModels, TwinResult, index_library,
+};
 use burn::tensor::{Tensor, TensorData};
 use std::path::{Path, PathBuf};
 
@@ -26,6 +29,41 @@ pub enum Job {
     Thumbnails,
     /// A small matrix product on the engine's device: proves the backend works end to end.
     DeviceCheck,
+    /// Index the library's polyps for twin retrieval with the models in `models`.
+    IndexTwins { models: PathBuf },
+    /// Retrieve the digital twins of a query.
+    Twins {
+        models: PathBuf,
+        query: TwinQuery,
+        k: usize,
+        search: Search,
+    },
+}
+
+/// Where a twin query's views come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TwinQuery {
+    /// Library media (views of a polyp); the polyp itself is left out of the results.
+    Media {
+        ids: Vec<i64>,
+        exclude_polyp: Option<i64>,
+    },
+    /// Image files opened from disk or dropped in.
+    Files(Vec<PathBuf>),
+}
+
+/// What the twin panel shows for one query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwinAnswer {
+    pub query: TwinQuery,
+    pub result: TwinResult,
+    pub version: String,
+    pub indexed: usize,
+    /// Every indexed polyp on the 2-D map: (polyp id, histology, x, y).
+    pub map: Vec<(i64, String, [f32; 2])>,
+    /// The query on the same map.
+    pub query_point: [f32; 2],
+    pub millis: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +71,8 @@ pub enum JobOutput {
     Imported(ImportReport),
     Thumbnails { made: usize, failed: Vec<String> },
     DeviceCheck { values: Vec<f32> },
+    Indexed { stats: IndexStats, version: String },
+    Twins(Box<TwinAnswer>),
 }
 
 pub(super) fn run(
@@ -72,7 +112,117 @@ pub(super) fn run(
         Job::DeviceCheck => Ok(JobOutput::DeviceCheck {
             values: device_check(compute),
         }),
+        Job::IndexTwins { models } => {
+            let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            let models = TwinModels::load(&models, &compute.device).map_err(|e| e.to_string())?;
+            let stats = index_library(&mut store, &models, progress).map_err(|e| e.to_string())?;
+            TWIN_CACHE.with(|c| c.borrow_mut().take());
+            Ok(JobOutput::Indexed {
+                stats,
+                version: models.version(),
+            })
+        }
+        Job::Twins {
+            models,
+            query,
+            k,
+            search,
+        } => twins(compute, library, &models, query, k, search, progress)
+            .map(|a| JobOutput::Twins(Box::new(a)))
+            .map_err(|e| e.to_string()),
     }
+}
+
+/// The models, index and map of the last twin query, kept on the engine thread so the next
+/// query of the same library and models starts at encoding.
+struct TwinCache {
+    key: (PathBuf, PathBuf),
+    models: TwinModels,
+    index: TwinIndex,
+    pca: crate::twins::map::Pca,
+    map: Vec<(i64, String, [f32; 2])>,
+}
+
+thread_local! {
+    static TWIN_CACHE: std::cell::RefCell<Option<TwinCache>> = const { std::cell::RefCell::new(None) };
+}
+
+fn twins(
+    compute: &Compute,
+    library: &Path,
+    models_dir: &Path,
+    query: TwinQuery,
+    k: usize,
+    search: Search,
+    progress: &Progress,
+) -> Result<TwinAnswer, TwinError> {
+    let started = std::time::Instant::now();
+    let store = Store::open(library, OpenMode::Existing)?;
+    let key = (library.to_path_buf(), models_dir.to_path_buf());
+    TWIN_CACHE.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        if cache.as_ref().is_none_or(|c| c.key != key) {
+            *cache = None;
+            progress.stage("loading models and index", 0);
+            let models = TwinModels::load(models_dir, &compute.device)?;
+            let index = TwinIndex::load(&store, &models)?;
+            let (pca, points) = index.map();
+            let map = index
+                .polyps()
+                .iter()
+                .zip(points)
+                .map(|(p, xy)| (p.id, p.histology.clone().unwrap_or_default(), xy))
+                .collect();
+            *cache = Some(TwinCache {
+                key,
+                models,
+                index,
+                pca,
+                map,
+            });
+        }
+        let c = cache.as_ref().expect("filled above");
+        progress.stage("encoding the query", 1);
+        let (images, exclude) = match &query {
+            TwinQuery::Media { ids, exclude_polyp } => {
+                let mut images = Vec::new();
+                for id in ids {
+                    let m = store.media(*id)?.ok_or_else(|| {
+                        TwinError::Image(format!("media {id} is not in the library"))
+                    })?;
+                    let d = images::decode_file(&store.media_path(&m))
+                        .map_err(|e| TwinError::Image(format!("{}: {e}", m.source_path)))?;
+                    images.push(d.image);
+                }
+                (images, *exclude_polyp)
+            }
+            TwinQuery::Files(paths) => {
+                let mut images = Vec::new();
+                for p in paths {
+                    let d = images::decode_file(p)
+                        .map_err(|e| TwinError::Image(format!("{}: {e}", p.display())))?;
+                    images.push(d.image);
+                }
+                (images, None)
+            }
+        };
+        if images.is_empty() {
+            return Err(TwinError::Image("no views to query with".into()));
+        }
+        let views = c.models.encode_views(&images);
+        let embedding = c.models.combine(&views);
+        progress.inc();
+        let result = c.index.query(&embedding, k, search, exclude);
+        Ok(TwinAnswer {
+            query,
+            result,
+            version: c.index.version.clone(),
+            indexed: c.index.len(),
+            map: c.map.clone(),
+            query_point: c.pca.project(&embedding),
+            millis: started.elapsed().as_secs_f64() * 1000.0,
+        })
+    })
 }
 
 fn import_files(

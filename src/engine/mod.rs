@@ -8,7 +8,7 @@ pub use jobs::device_check;
 pub mod loader;
 mod progress;
 
-pub use jobs::{Job, JobOutput};
+pub use jobs::{Job, JobOutput, TwinAnswer, TwinQuery};
 pub use progress::Progress;
 
 use crate::compute::Compute;
@@ -157,6 +157,13 @@ impl Engine {
     /// Jobs queued or running, oldest first.
     pub fn active(&self) -> &[JobHandle] {
         &self.active
+    }
+
+    /// Asks the job with `id` to stop (it stops at its next check).
+    pub fn cancel(&self, id: u64) {
+        if let Some(h) = self.active.iter().find(|h| h.id == id) {
+            h.progress.cancel();
+        }
     }
 
     pub fn cancel_all(&self) {

@@ -233,6 +233,21 @@ impl TwinIndex {
         self.polyps.len()
     }
 
+    pub fn polyps(&self) -> &[PolypRow] {
+        &self.polyps
+    }
+
+    /// The 2-D PCA map of every indexed polyp, in index order, and the fitted projection.
+    pub fn map(&self) -> (super::map::Pca, Vec<[f32; 2]>) {
+        let pca = super::map::Pca::fit(&self.vectors, self.dim);
+        let points = self
+            .vectors
+            .chunks_exact(self.dim)
+            .map(|v| pca.project(v))
+            .collect();
+        (pca, points)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.polyps.is_empty()
     }

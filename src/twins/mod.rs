@@ -3,6 +3,7 @@
 //! a query retrieves its nearest polyps and their pathology votes for a diagnosis.
 
 mod index;
+pub mod map;
 
 pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
 

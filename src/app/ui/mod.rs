@@ -5,6 +5,7 @@ mod details;
 mod placeholders;
 mod status;
 mod toasts;
+mod twins;
 mod viewer;
 
 use super::Command;
@@ -45,6 +46,7 @@ pub fn draw(
         ui.separator();
         match state.tab {
             Tab::Viewer => viewer::draw(ui, state, textures, out),
+            Tab::Twins => twins::draw(ui, state, textures, out),
             other => placeholders::draw(ui, other),
         }
     });

@@ -4,10 +4,6 @@ use super::super::state::Tab;
 
 pub fn draw(ui: &mut egui::Ui, tab: Tab) {
     let (what, text) = match tab {
-        Tab::Twins => (
-            "Digital twins (EndoFinder) — not built yet",
-            "Filled by the digital-twin capability (issue #5): select views of a polyp, retrieve its nearest historical polyps by Hamming distance on the scene encoder's codes, and see their pathology and the diagnosis vote they add up to.",
-        ),
         Tab::Prompts => (
             "Text prompts (Endo-CLIP) — not built yet",
             "Filled by the Endo-CLIP capability: zero-shot text-prompt scores for the selected frames and caption retrieval (CLIP with the multi-positive KL loss for capsule images).",
@@ -24,7 +20,7 @@ pub fn draw(ui: &mut egui::Ui, tab: Tab) {
             "Labelling queue — not built yet",
             "Filled by the labelling capability: keyboard-first review queues sorted by confidence and diversity. Today, correct a polyp's pathology in the details panel (with undo and an audit trail).",
         ),
-        Tab::Viewer => ("", ""),
+        Tab::Viewer | Tab::Twins => ("", ""),
     };
     ui.add_space(24.0);
     ui.heading(what);

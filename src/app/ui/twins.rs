@@ -1,0 +1,405 @@
+//! The digital-twin panel: the query's views, the top-k twins as cards, the diagnosis vote as
+//! a bar of shares, a pinned twin beside the query, and the 2-D map of the library.
+
+use super::super::Command;
+use super::super::state::{AppState, Selection};
+use super::super::textures::Textures;
+use crate::engine::TwinQuery;
+use crate::engine::loader::ImageKey;
+use crate::retrieval::Vote;
+use crate::store::Store;
+use crate::twins::Search;
+use egui::{Color32, RichText};
+
+const CARD_THUMB: f32 = 96.0;
+
+/// A colour per pathology, the same everywhere in the panel.
+pub fn pathology_colour(histology: &str) -> Color32 {
+    let h = histology.to_ascii_lowercase();
+    if h.contains("hyperplastic") {
+        Color32::from_rgb(80, 170, 90)
+    } else if h.contains("serrated") {
+        Color32::from_rgb(230, 170, 40)
+    } else if h.contains("lg") || h.contains("low") {
+        Color32::from_rgb(70, 130, 220)
+    } else if h.contains("hg") || h.contains("high") {
+        Color32::from_rgb(150, 90, 210)
+    } else if h.contains("carcinoma") {
+        Color32::from_rgb(210, 60, 60)
+    } else {
+        Color32::GRAY
+    }
+}
+
+pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &mut Vec<Command>) {
+    let Some(lib) = &state.library else {
+        ui.label("Open a library to retrieve digital twins from.");
+        return;
+    };
+    let panel = &state.twins;
+    controls(ui, state, out);
+    ui.separator();
+    if let Some(problem) = &panel.problem {
+        ui.colored_label(Color32::from_rgb(220, 160, 40), problem);
+        if problem.contains("index") {
+            if ui.button("Index the library now").clicked() {
+                out.push(Command::IndexTwins);
+            }
+        }
+        ui.add_space(8.0);
+    }
+    let Some(answer) = &panel.answer else {
+        if panel.running.is_some() {
+            ui.spinner();
+        } else if panel.problem.is_none() {
+            ui.label("Select a polyp in the browser (or open images) and press Retrieve.");
+        }
+        return;
+    };
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        ui.horizontal(|ui| {
+            ui.strong("Query");
+            ui.label(format!(
+                "{} of {} indexed polyps, model {}, {:.0} ms",
+                answer.result.twins.len(),
+                answer.indexed,
+                answer.version,
+                answer.millis
+            ));
+        });
+        query_views(ui, &lib.store, &answer.query, textures);
+        ui.add_space(6.0);
+        let vote = if panel.weighted {
+            &answer.result.weighted_vote
+        } else {
+            &answer.result.vote
+        };
+        vote_bar(ui, vote);
+        ui.add_space(6.0);
+        ui.strong("Twins");
+        ui.horizontal_wrapped(|ui| {
+            for (rank, twin) in answer.result.twins.iter().enumerate() {
+                card(
+                    ui,
+                    &lib.store,
+                    textures,
+                    rank,
+                    twin,
+                    answer.result.bits,
+                    panel.pinned,
+                    out,
+                );
+            }
+        });
+        if let Some(pinned) = panel.pinned {
+            ui.add_space(8.0);
+            ui.separator();
+            side_by_side(ui, &lib.store, textures, &answer.query, pinned, out);
+        }
+        ui.add_space(8.0);
+        ui.separator();
+        map(ui, answer, out);
+    });
+}
+
+fn controls(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
+    let panel = &state.twins;
+    ui.horizontal(|ui| {
+        let can_query = matches!(state.selection, Selection::Polyp(_))
+            || (state.selection == Selection::OpenedFiles && !state.opened_files.is_empty());
+        if ui
+            .add_enabled(can_query, egui::Button::new("Retrieve twins"))
+            .clicked()
+        {
+            out.push(Command::RetrieveTwins);
+        }
+        if panel.running.is_some() {
+            ui.spinner();
+        }
+        ui.separator();
+        let k_label = ui.label("k");
+        let mut k = panel.k;
+        let r = ui
+            .add(egui::DragValue::new(&mut k).range(1..=50))
+            .labelled_by(k_label.id);
+        if r.changed() {
+            out.push(Command::SetTwinK(k));
+        }
+        ui.separator();
+        for (search, name) in [
+            (Search::Cosine, "cosine"),
+            (Search::Hamming, "Hamming codes"),
+        ] {
+            if ui.selectable_label(panel.search == search, name).clicked() && panel.search != search
+            {
+                out.push(Command::SetTwinSearch(search));
+            }
+        }
+        ui.separator();
+        let mut weighted = panel.weighted;
+        if ui
+            .checkbox(&mut weighted, "similarity-weighted vote")
+            .changed()
+        {
+            out.push(Command::SetTwinWeighted(weighted));
+        }
+        let mut auto = panel.auto;
+        if ui.checkbox(&mut auto, "retrieve on selection").changed() {
+            out.push(Command::SetTwinAuto(auto));
+        }
+        ui.separator();
+        let writable = state
+            .library
+            .as_ref()
+            .is_some_and(|l| !l.store.is_read_only());
+        if ui
+            .add_enabled(writable, egui::Button::new("Re-index"))
+            .on_hover_text("Encode library polyps that changed since the last index")
+            .clicked()
+        {
+            out.push(Command::IndexTwins);
+        }
+    });
+}
+
+fn query_views(ui: &mut egui::Ui, store: &Store, query: &TwinQuery, textures: &mut Textures) {
+    ui.horizontal(|ui| match query {
+        TwinQuery::Media { ids, .. } => {
+            for id in ids {
+                thumb(ui, store, textures, *id, CARD_THUMB);
+            }
+        }
+        TwinQuery::Files(paths) => {
+            for p in paths {
+                let key = ImageKey::File(p.clone());
+                match textures.full(&key) {
+                    Some(Ok(t)) => {
+                        ui.add(
+                            egui::Image::new(t)
+                                .fit_to_exact_size(egui::vec2(CARD_THUMB, CARD_THUMB)),
+                        );
+                    }
+                    _ => {
+                        ui.allocate_exact_size(
+                            egui::vec2(CARD_THUMB, CARD_THUMB),
+                            egui::Sense::hover(),
+                        );
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn thumb(ui: &mut egui::Ui, store: &Store, textures: &mut Textures, media_id: i64, side: f32) {
+    match textures.thumbnail(ui.ctx(), store, media_id) {
+        Some(t) => {
+            ui.add(egui::Image::new(&t).fit_to_exact_size(egui::vec2(side, side)));
+        }
+        None => {
+            ui.allocate_exact_size(egui::vec2(side, side), egui::Sense::hover());
+        }
+    }
+}
+
+/// The vote as one bar split into shares, with a legend; the winner first.
+fn vote_bar(ui: &mut egui::Ui, vote: &Vote) {
+    let Some(winner) = vote.winner() else {
+        return;
+    };
+    ui.horizontal(|ui| {
+        ui.strong("Diagnosis vote:");
+        ui.label(
+            RichText::new(format!("{winner} ({:.0}%)", vote.share(winner) * 100.0))
+                .color(pathology_colour(winner))
+                .strong(),
+        );
+    });
+    let width = ui.available_width().min(600.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(width, 18.0), egui::Sense::hover());
+    let mut x = rect.left();
+    for (label, share) in &vote.shares {
+        let w = rect.width() * *share as f32;
+        let r = egui::Rect::from_min_size(egui::pos2(x, rect.top()), egui::vec2(w, rect.height()));
+        ui.painter().rect_filled(r, 0.0, pathology_colour(label));
+        x += w;
+    }
+    ui.horizontal_wrapped(|ui| {
+        for (label, share) in &vote.shares {
+            let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+            ui.painter().rect_filled(r, 1.0, pathology_colour(label));
+            ui.label(format!("{label} {:.0}%", share * 100.0));
+        }
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn card(
+    ui: &mut egui::Ui,
+    store: &Store,
+    textures: &mut Textures,
+    rank: usize,
+    twin: &crate::twins::Twin,
+    bits: usize,
+    pinned: Option<i64>,
+    out: &mut Vec<Command>,
+) {
+    let p = &twin.polyp;
+    let histology = p.histology.clone().unwrap_or_else(|| "unknown".into());
+    egui::Frame::group(ui.style())
+        .stroke(egui::Stroke::new(2.0, pathology_colour(&histology)))
+        .show(ui, |ui| {
+            ui.set_width(CARD_THUMB * 2.0 + 12.0);
+            ui.vertical(|ui| {
+                ui.horizontal(|ui| {
+                    let views = store.polyp_views(p.id).unwrap_or_default();
+                    for m in views.iter().take(2) {
+                        thumb(ui, store, textures, m.id, CARD_THUMB);
+                    }
+                });
+                ui.label(RichText::new(format!("#{} {}", rank + 1, p.code)).strong());
+                ui.label(
+                    RichText::new(match p.vienna_class {
+                        Some(v) => format!("{histology} (Vienna {v})"),
+                        None => histology.clone(),
+                    })
+                    .color(pathology_colour(&histology)),
+                );
+                ui.label(format!(
+                    "{} mm, {}",
+                    p.size_mm.map_or("?".into(), |s| format!("{s:.0}")),
+                    p.location.as_deref().unwrap_or("location unknown")
+                ));
+                ui.label(format!(
+                    "similarity {:.3} · Hamming {}/{bits}",
+                    twin.similarity, twin.hamming
+                ));
+                ui.horizontal(|ui| {
+                    if ui.button("Open case").clicked() {
+                        out.push(Command::Select(Selection::Polyp(p.id)));
+                        out.push(Command::ShowTab(super::super::state::Tab::Viewer));
+                    }
+                    let is_pinned = pinned == Some(p.id);
+                    if ui.selectable_label(is_pinned, "Pin").clicked() {
+                        out.push(Command::PinTwin(if is_pinned { None } else { Some(p.id) }));
+                    }
+                });
+            });
+        });
+}
+
+fn side_by_side(
+    ui: &mut egui::Ui,
+    store: &Store,
+    textures: &mut Textures,
+    query: &TwinQuery,
+    pinned: i64,
+    out: &mut Vec<Command>,
+) {
+    let side = 180.0;
+    ui.horizontal(|ui| {
+        ui.strong("Side by side");
+        if ui.button("Unpin").clicked() {
+            out.push(Command::PinTwin(None));
+        }
+    });
+    ui.columns(2, |cols| {
+        cols[0].label("Query");
+        cols[0].horizontal_wrapped(|ui| match query {
+            TwinQuery::Media { ids, .. } => {
+                for id in ids {
+                    thumb(ui, store, textures, *id, side);
+                }
+            }
+            TwinQuery::Files(paths) => {
+                for p in paths {
+                    ui.label(p.display().to_string());
+                }
+            }
+        });
+        let code = store
+            .polyp(pinned)
+            .ok()
+            .flatten()
+            .map(|p| p.code)
+            .unwrap_or_default();
+        cols[1].label(format!("Twin {code}"));
+        cols[1].horizontal_wrapped(|ui| {
+            for m in store.polyp_views(pinned).unwrap_or_default() {
+                thumb(ui, store, textures, m.id, side);
+            }
+        });
+    });
+}
+
+/// The library's polyps on their 2-D PCA map, coloured by pathology; the query and its twins
+/// drawn larger. Clicking a point opens that case.
+fn map(ui: &mut egui::Ui, answer: &crate::engine::TwinAnswer, out: &mut Vec<Command>) {
+    use egui_plot::{Legend, Plot, PlotPoints, Points};
+    ui.strong("Library map (PCA of polyp embeddings)");
+    let twins: Vec<i64> = answer.result.twins.iter().map(|t| t.polyp.id).collect();
+    let mut names: Vec<String> = answer.map.iter().map(|m| m.1.clone()).collect();
+    names.sort();
+    names.dedup();
+    let response = Plot::new("twin-map")
+        .height(260.0)
+        .data_aspect(1.0)
+        .legend(Legend::default())
+        .show(ui, |plot| {
+            for name in &names {
+                let pts: Vec<[f64; 2]> = answer
+                    .map
+                    .iter()
+                    .filter(|m| &m.1 == name)
+                    .map(|m| [m.2[0] as f64, m.2[1] as f64])
+                    .collect();
+                let label = if name.is_empty() {
+                    "unknown"
+                } else {
+                    name.as_str()
+                };
+                plot.points(
+                    Points::new(label, PlotPoints::from(pts))
+                        .radius(3.0)
+                        .color(pathology_colour(name)),
+                );
+            }
+            let twin_pts: Vec<[f64; 2]> = answer
+                .map
+                .iter()
+                .filter(|m| twins.contains(&m.0))
+                .map(|m| [m.2[0] as f64, m.2[1] as f64])
+                .collect();
+            plot.points(
+                Points::new("twins", PlotPoints::from(twin_pts))
+                    .radius(6.0)
+                    .filled(false)
+                    .color(Color32::WHITE),
+            );
+            plot.points(
+                Points::new(
+                    "query",
+                    PlotPoints::from(vec![[
+                        answer.query_point[0] as f64,
+                        answer.query_point[1] as f64,
+                    ]]),
+                )
+                .radius(7.0)
+                .shape(egui_plot::MarkerShape::Diamond)
+                .color(Color32::from_rgb(255, 80, 200)),
+            );
+            plot.pointer_coordinate()
+        });
+    if response.response.clicked()
+        && let Some(at) = response.inner
+    {
+        let nearest = answer.map.iter().min_by(|a, b| {
+            let da = (a.2[0] as f64 - at.x).powi(2) + (a.2[1] as f64 - at.y).powi(2);
+            let db = (b.2[0] as f64 - at.x).powi(2) + (b.2[1] as f64 - at.y).powi(2);
+            da.total_cmp(&db)
+        });
+        if let Some(n) = nearest {
+            out.push(Command::Select(Selection::Polyp(n.0)));
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The 2-D map of the library's polyp embeddings: a PCA (top two principal axes by power
+//! iteration), cheap enough to recompute whenever the index changes and deterministic, so
+//! the same library always draws the same picture.
+
+/// Projects `vectors` (n rows of `dim`) onto their top two principal axes: (mean, axes,
+/// points).
+pub struct Pca {
+    mean: Vec<f32>,
+    axes: [Vec<f32>; 2],
+}
+
+impl Pca {
+    pub fn fit(vectors: &[f32], dim: usize) -> Pca {
+        let n = vectors.len() / dim.max(1);
+        let mut mean = vec![0.0f32; dim];
+        for row in vectors.chunks_exact(dim) {
+            mean.iter_mut()
+                .zip(row)
+                .for_each(|(m, x)| *m += x / n.max(1) as f32);
+        }
+        let centred: Vec<f32> = vectors
+            .chunks_exact(dim)
+            .flat_map(|r| r.iter().zip(&mean).map(|(x, m)| x - m).collect::<Vec<_>>())
+            .collect();
+        let mut axes: [Vec<f32>; 2] = [vec![0.0; dim], vec![0.0; dim]];
+        for a in 0..2 {
+            // Deterministic start, then power iteration on X^T X with deflation.
+            let mut v: Vec<f32> = (0..dim)
+                .map(|i| ((i * 7 + a * 3) % 11) as f32 - 5.0)
+                .collect();
+            for _ in 0..100 {
+                let mut next = vec![0.0f32; dim];
+                for row in centred.chunks_exact(dim) {
+                    let mut s: f32 = row.iter().zip(&v).map(|(x, y)| x * y).sum();
+                    if a == 1 {
+                        // Remove the first axis' component.
+                        let p: f32 = row.iter().zip(&axes[0]).map(|(x, y)| x * y).sum();
+                        let q: f32 = axes[0].iter().zip(&v).map(|(x, y)| x * y).sum();
+                        s -= p * q;
+                    }
+                    next.iter_mut().zip(row).for_each(|(nx, x)| *nx += s * x);
+                }
+                if a == 1 {
+                    let d: f32 = next.iter().zip(&axes[0]).map(|(x, y)| x * y).sum();
+                    next.iter_mut().zip(&axes[0]).for_each(|(x, y)| *x -= d * y);
+                }
+                let norm = next.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm < 1e-12 {
+                    break;
+                }
+                v = next.into_iter().map(|x| x / norm).collect();
+            }
+            axes[a] = v;
+        }
+        Pca { mean, axes }
+    }
+
+    pub fn project(&self, v: &[f32]) -> [f32; 2] {
+        let c: Vec<f32> = v.iter().zip(&self.mean).map(|(x, m)| x - m).collect();
+        [0, 1].map(|a| c.iter().zip(&self.axes[a]).map(|(x, y)| x * y).sum())
+    }
+}
