@@ -233,3 +233,82 @@ fn imported_real_frames_show_beside_phantom_cases() {
     shows(&h, &format!("Polyp {}", real.code));
     shows(&h, "view 1");
 }
+
+/// Steps the app until `done` holds or 60 s pass (jobs run on the engine thread).
+fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl Fn(&App) -> bool) {
+    let start = std::time::Instant::now();
+    while !done(h.state()) {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        settle(h);
+    }
+    settle(h);
+}
+
+/// A small untrained twin encoder: the panel's behaviour, not its accuracy, is under test.
+fn tiny_twin_models(dir: &Path) {
+    use endotwin::model::vit::VitConfig;
+    use endotwin::model::weights::{self, ModelCard, ModelKind};
+    let device = burn::tensor::Device::flex();
+    device.seed(1);
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "t1", "test", &config);
+    weights::save(&config.init(&device), &card, dir).unwrap();
+}
+
+#[test]
+fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let models = tempfile::tempdir().unwrap();
+    tiny_twin_models(models.path());
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let polyps = store.polyps().unwrap();
+    let mut h = harness(dir.path());
+    h.state_mut().state.twins.models_dir = models.path().to_path_buf();
+    settle(&mut h);
+    h.get_by_label_contains(&format!("{}  ", polyps[0].code))
+        .click();
+    settle(&mut h);
+
+    // Opening the panel retrieves at once; the library is not indexed yet, and says so.
+    h.get_by_label("Digital twins").click();
+    wait_until(&mut h, "the retrieval", |a| a.state.twins.running.is_none());
+    shows_part(&h, "index it first");
+    h.get_by_label("Index the library now").click();
+    wait_until(&mut h, "indexing and retrieval", |a| {
+        a.state.twins.answer.is_some()
+    });
+
+    // The two other polyps come back as twins, with their pathology, and a vote.
+    shows_part(&h, "Diagnosis vote:");
+    for p in &polyps[1..] {
+        shows_part(&h, &p.code);
+    }
+    let answer = h.state().state.twins.answer.clone().unwrap();
+    assert_eq!(answer.result.twins.len(), 2);
+    assert!(
+        answer
+            .result
+            .twins
+            .iter()
+            .all(|t| t.polyp.id != polyps[0].id),
+        "the query polyp is not its own twin"
+    );
+    let first = answer.result.twins[0].polyp.clone();
+    shows_part(&h, first.histology.as_deref().unwrap());
+
+    // Pin the first twin: the side-by-side comparison appears.
+    h.get_all_by_label("Pin").next().unwrap().click();
+    settle(&mut h);
+    assert_eq!(h.state().state.twins.pinned, Some(first.id));
+    shows(&h, "Side by side");
+
+    // Open the first twin's case: it becomes the selection, in the viewer.
+    h.get_all_by_label("Open case").next().unwrap().click();
+    settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(first.id));
+}
