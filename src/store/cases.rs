@@ -244,6 +244,16 @@ pub fn add_polyp_view(
     Ok(())
 }
 
+/// Takes a view away from a polyp (the media item stays in the library), e.g. a view that
+/// shows another lesion.
+pub fn remove_polyp_view(tx: &Transaction<'_>, polyp_id: i64, media_id: i64) -> Result<()> {
+    tx.execute(
+        "DELETE FROM polyp_views WHERE polyp_id = ?1 AND media_id = ?2",
+        params![polyp_id, media_id],
+    )?;
+    Ok(())
+}
+
 /// Adds a report made of sentences, each optionally tied to the polyp it describes.
 pub fn insert_report(
     tx: &Transaction<'_>,

@@ -1,0 +1,194 @@
+//! Digital twins end to end: a phantom mini-library whose polyps each keep two views in the
+//! library and two held out; a few training steps; indexing; then each polyp's held-out views
+//! query the library and its own polyp must rank first. Plus re-indexing that touches only
+//! what changed and a stale index that is named as such.
+
+use burn::tensor::Device;
+use endotwin::data::phantom::{self, PhantomConfig, Split};
+use endotwin::engine::Progress;
+use endotwin::model::vit::{Vit, VitConfig};
+use endotwin::model::weights::{self, ModelCard, ModelKind};
+use endotwin::store::{self, OpenMode, Store};
+use endotwin::train::image_encoder::{self, ImageEncoderTrainingConfig, TwinImageModel};
+use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents, data};
+use endotwin::twins::{Search, TwinError, TwinIndex, TwinModels, index_library};
+use std::path::{Path, PathBuf};
+
+const POLYPS: usize = 8;
+
+/// The mini-library, and per polyp (id, held-out view files).
+fn mini_library(dir: &Path, queries: &Path) -> Vec<(i64, Vec<PathBuf>)> {
+    let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 21,
+        split: Split::Test,
+        polyps: POLYPS,
+        views_per_polyp: 4,
+        videos: 0,
+        frames_per_video: 0,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 160,
+        video_size: 64,
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    let mut held_out = Vec::new();
+    for p in store.polyps().unwrap() {
+        let views = store.polyp_views(p.id).unwrap();
+        let mut files = Vec::new();
+        for m in &views[..2] {
+            let to = queries.join(format!("{}-{}.{}", p.code, m.id, "jpg"));
+            std::fs::copy(store.media_path(m), &to).unwrap();
+            files.push(to);
+        }
+        store
+            .write(|tx| {
+                for m in &views[..2] {
+                    store::remove_polyp_view(tx, p.id, m.id)?;
+                }
+                Ok::<_, store::StoreError>(())
+            })
+            .unwrap();
+        held_out.push((p.id, files));
+    }
+    held_out
+}
+
+struct Quiet;
+
+impl TrainEvents<TwinImageModel> for Quiet {
+    fn step(&mut self, _: usize, _: usize, _: usize, _: f64) {}
+    fn epoch(&mut self, _: &EpochReport, _: &Checkpoint<TwinImageModel>) -> Result<(), TrainError> {
+        Ok(())
+    }
+}
+
+/// A few fine-tuning steps on the library's views, from the shipped encoder.
+fn train_a_few_steps(library: &Path, out: &Path) {
+    let shipped = endotwin::default_models_dir().join("twin-image.json");
+    let device = Device::flex().autodiff();
+    let (encoder, card) = weights::load(&shipped, ModelKind::ImageEncoder, |c: &VitConfig| {
+        c.init(&device)
+    })
+    .expect("the shipped twin-image model loads");
+    let encoder_config: VitConfig = card.config(&shipped).unwrap();
+    let config = ImageEncoderTrainingConfig::new(encoder_config.clone())
+        .with_epochs(1)
+        .with_batch(8)
+        .with_lr(1e-5);
+    let store = Store::open(library, OpenMode::Existing).unwrap();
+    let (samples, _) =
+        data::polyp_view_samples(&store, (encoder_config.image_size as f32 * 1.25) as u32).unwrap();
+    let start = Checkpoint {
+        model: TwinImageModel {
+            encoder,
+            decoder: config.decoder().init(&device),
+        },
+        optimizer: burn::optim::AdamWConfig::new().init(),
+        epoch: 0,
+    };
+    let model = image_encoder::train(&config, &samples, &device, Some(start), &mut Quiet).unwrap();
+    let trained: Vit = image_encoder::encoder_of(&model);
+    let card = ModelCard::new(
+        "twin-image",
+        ModelKind::ImageEncoder,
+        "e2e",
+        "test",
+        &encoder_config,
+    );
+    weights::save(&trained, &card, out).unwrap();
+}
+
+#[test]
+fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
+    let library = tempfile::tempdir().unwrap();
+    let queries = tempfile::tempdir().unwrap();
+    let models_dir = tempfile::tempdir().unwrap();
+    let held_out = mini_library(library.path(), queries.path());
+    train_a_few_steps(library.path(), models_dir.path());
+
+    let device = Device::flex();
+    let models = TwinModels::load(models_dir.path(), &device).unwrap();
+    let mut store = Store::open(library.path(), OpenMode::Existing).unwrap();
+    let stats = index_library(&mut store, &models, &Progress::new()).unwrap();
+    assert_eq!(
+        (stats.views_encoded, stats.polyps_updated),
+        (2 * POLYPS, POLYPS)
+    );
+    let index = TwinIndex::load(&store, &models).unwrap();
+
+    let mut first = 0;
+    let mut ranks = Vec::new();
+    for (polyp, files) in &held_out {
+        let images: Vec<_> = files
+            .iter()
+            .map(|f| endotwin::data::images::decode_file(f).unwrap().image)
+            .collect();
+        let embedding = models.combine(&models.encode_views(&images));
+        for search in [Search::Cosine, Search::Hamming] {
+            let result = index.query(&embedding, POLYPS, search, None);
+            let rank = result
+                .twins
+                .iter()
+                .position(|t| t.polyp.id == *polyp)
+                .unwrap();
+            if search == Search::Cosine {
+                ranks.push(rank + 1);
+                first += (rank == 0) as usize;
+            }
+        }
+    }
+    eprintln!("ranks of the true polyp: {ranks:?}");
+    // The first polyp, and most of the others, rank first; chance would be 1 in 8.
+    assert_eq!(ranks[0], 1, "ranks {ranks:?}");
+    assert!(
+        first * 4 >= POLYPS * 3,
+        "only {first} of {POLYPS} ranked first: {ranks:?}"
+    );
+}
+
+#[test]
+fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
+    let library = tempfile::tempdir().unwrap();
+    let queries = tempfile::tempdir().unwrap();
+    mini_library(library.path(), queries.path());
+    let device = Device::flex();
+    let save = |version: &str, dir: &Path| {
+        device.seed(5);
+        let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+        let card = ModelCard::new(
+            "twin-image",
+            ModelKind::ImageEncoder,
+            version,
+            "test",
+            &config,
+        );
+        weights::save(&config.init(&device), &card, dir).unwrap();
+    };
+    let models_dir = tempfile::tempdir().unwrap();
+    save("v1", models_dir.path());
+    let models = TwinModels::load(models_dir.path(), &device).unwrap();
+    let mut store = Store::open(library.path(), OpenMode::Existing).unwrap();
+    assert!(matches!(
+        TwinIndex::load(&store, &models),
+        Err(TwinError::EmptyIndex)
+    ));
+    let first = index_library(&mut store, &models, &Progress::new()).unwrap();
+    assert_eq!(first.views_encoded, 2 * POLYPS);
+    let again = index_library(&mut store, &models, &Progress::new()).unwrap();
+    assert_eq!((again.views_encoded, again.views_current), (0, 2 * POLYPS));
+    assert_eq!((again.polyps_updated, again.polyps_current), (0, POLYPS));
+
+    // Another model version: the old index is named, not silently used.
+    save("v2", models_dir.path());
+    let v2 = TwinModels::load(models_dir.path(), &device).unwrap();
+    let err = TwinIndex::load(&store, &v2).err().unwrap();
+    assert!(matches!(err, TwinError::StaleIndex { .. }), "{err}");
+    assert!(err.to_string().contains("re-index"), "{err}");
+    index_library(&mut store, &v2, &Progress::new()).unwrap();
+    let index = TwinIndex::load(&store, &v2).unwrap();
+    assert_eq!(index.len(), POLYPS);
+    // k beyond the library returns every other polyp, not an error.
+    let some = index.query(&vec![0.1; 64], 50, Search::Hamming, None);
+    assert_eq!(some.twins.len(), POLYPS);
+}
