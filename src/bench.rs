@@ -242,3 +242,71 @@ pub fn retrieve(options: &RetrieveOptions, mut report: impl FnMut(&RetrieveRow))
         }
     }
 }
+
+/// Where a ViT-B/32 forward spends its time on one backend: each op of one block at batch
+/// `batch` (50 tokens, width 768), in ms, and the share a 12-block forward gives it.
+pub fn encode_breakdown(device: &Device, batch: usize, runs: usize) -> Vec<(String, f64)> {
+    use crate::model::block::BlockConfig;
+    use crate::model::vit::Activation;
+    use burn::nn::attention::{MhaInput, MultiHeadAttentionConfig};
+    use burn::nn::{LayerNormConfig, LinearConfig};
+    let time = |f: &mut dyn FnMut()| {
+        f();
+        let start = Instant::now();
+        for _ in 0..runs {
+            f();
+        }
+        start.elapsed().as_secs_f64() * 1000.0 / runs as f64
+    };
+    device.seed(0);
+    let (t, w) = (50, 768);
+    let x = Tensor::<3>::random([batch, t, w], Distribution::Normal(0.0, 1.0), device);
+    let h = Tensor::<3>::random([batch, t, 4 * w], Distribution::Normal(0.0, 1.0), device);
+    let fc1 = LinearConfig::new(w, 4 * w).init(device);
+    let ln = LayerNormConfig::new(w).init(device);
+    let mha = MultiHeadAttentionConfig::new(w, 12).init(device);
+    let block = BlockConfig::new(w, 12, 4 * w)
+        .with_activation(Activation::QuickGelu)
+        .init(device);
+    let vit = VitConfig::clip_b32().init(device);
+    let images = Tensor::<4>::random([batch, 3, 224, 224], Distribution::Normal(0.0, 1.0), device);
+    let folded = x.clone().reshape([batch * t, w]);
+    vec![
+        (
+            "whole block".into(),
+            time(&mut || drop(block.forward(x.clone(), None).into_data())),
+        ),
+        (
+            "attention (q, k, v, out projections + softmax)".into(),
+            time(&mut || {
+                drop(
+                    mha.forward(MhaInput::self_attn(x.clone()))
+                        .context
+                        .into_data(),
+                )
+            }),
+        ),
+        (
+            "linear 768 -> 3072 on [B, 50, 768]".into(),
+            time(&mut || drop(fc1.forward(x.clone()).into_data())),
+        ),
+        (
+            "the same linear on [B*50, 768]".into(),
+            time(&mut || drop(fc1.forward(folded.clone()).into_data())),
+        ),
+        (
+            "QuickGELU on [B, 50, 3072]".into(),
+            time(&mut || {
+                drop((h.clone() * burn::tensor::activation::sigmoid(h.clone() * 1.702)).into_data())
+            }),
+        ),
+        (
+            "LayerNorm on [B, 50, 768]".into(),
+            time(&mut || drop(ln.forward(x.clone()).into_data())),
+        ),
+        (
+            "patch embedding (conv 32x32, stride 32)".into(),
+            time(&mut || drop(vit.patch_embed.forward(images.clone()).into_data())),
+        ),
+    ]
+}

@@ -34,7 +34,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Open the GUI (the default when no subcommand is given).
-    Gui,
+    Gui {
+        /// Open on this tab: viewer or twins.
+        #[arg(long)]
+        tab: Option<String>,
+        /// Select the polyp with this code (e.g. S7-E004-P1) at start.
+        #[arg(long)]
+        polyp: Option<String>,
+    },
     /// Print the version, the compute backend and adapter, and the library's contents.
     Info,
     /// Import a data layout into the library (created when missing).
@@ -143,6 +150,9 @@ enum BenchWhat {
         /// Also time burn-wgpu on any adapter (software ones included).
         #[arg(long)]
         gpu: bool,
+        /// Also time the ops of one ViT-B/32 block at the largest batch (where the time goes).
+        #[arg(long)]
+        breakdown: bool,
     },
     /// Twin search on synthetic libraries: exact Hamming, multi-index hashing, exact cosine;
     /// one thread, top-k.
@@ -246,6 +256,9 @@ enum EvalWhat {
         models: Option<PathBuf>,
         #[arg(long, default_value_t = 6)]
         k: usize,
+        /// Write the figures into the image encoder's model card (its `evaluation`).
+        #[arg(long)]
+        record: bool,
     },
 }
 
@@ -273,8 +286,18 @@ fn dedup_chain(chain: &[String]) -> String {
 fn run(cli: Cli) -> Result<()> {
     let pref = BackendPref::resolve(cli.backend)?;
     let library = cli.library.unwrap_or_else(endotwin::default_library);
-    match cli.command.unwrap_or(Command::Gui) {
-        Command::Gui => endotwin::app::run_native(library, pref),
+    match cli.command.unwrap_or(Command::Gui {
+        tab: None,
+        polyp: None,
+    }) {
+        Command::Gui { tab, polyp } => {
+            let tab = match tab.as_deref() {
+                None | Some("viewer") => endotwin::app::Tab::Viewer,
+                Some("twins") => endotwin::app::Tab::Twins,
+                Some(other) => anyhow::bail!("unknown tab `{other}`: viewer or twins"),
+            };
+            endotwin::app::run_native(library, pref, endotwin::app::StartView { tab, polyp })
+        }
         Command::Info => info(&library, pref),
         Command::Import {
             layout,
@@ -323,8 +346,23 @@ fn run(cli: Cli) -> Result<()> {
                     runs,
                     seconds,
                     gpu,
+                    breakdown,
                 },
-        } => bench_encode(batches, models, runs, seconds, gpu),
+        } => {
+            let largest = batches.iter().copied().max().unwrap_or(1);
+            bench_encode(batches, models, runs, seconds, gpu)?;
+            if breakdown {
+                for (name, device) in endotwin::bench::devices(gpu) {
+                    println!("\n{name}: one ViT-B/32 block's ops at batch {largest}");
+                    println!("| op | ms |\n| --- | --- |");
+                    for (op, ms) in endotwin::bench::encode_breakdown(&device, largest, runs.max(1))
+                    {
+                        println!("| {op} | {ms:.1} |");
+                    }
+                }
+            }
+            Ok(())
+        }
         Command::Bench {
             what:
                 BenchWhat::Retrieve {
@@ -436,16 +474,26 @@ fn run(cli: Cli) -> Result<()> {
                     polyps,
                     models,
                     k,
+                    record,
                 },
         } => {
             let compute = endotwin::compute::select(pref)?;
-            let models = endotwin::twins::TwinModels::load(
-                &models.unwrap_or_else(endotwin::default_models_dir),
-                &compute.device,
-            )?;
+            let dir = models.unwrap_or_else(endotwin::default_models_dir);
+            let models = endotwin::twins::TwinModels::load(&dir, &compute.device)?;
+            let described = match &held_out {
+                Some(p) => p.display().to_string(),
+                None => {
+                    format!("phantom test split of seed {seed}, {polyps} polyps x 4 views, 256 px")
+                }
+            };
             let (store, _tmp) = held_out_library(held_out, seed, polyps, 4, 256)?;
+            let started = std::time::Instant::now();
             let eval = endotwin::eval::twins::run(&store, &models, k)?;
             twins_cmd::print_eval(&eval, &models, store.db_path());
+            eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
+            if record {
+                twins_cmd::record_eval(&dir, &eval, &described)?;
+            }
             Ok(())
         }
         Command::Model {

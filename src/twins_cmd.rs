@@ -122,3 +122,30 @@ pub fn print_eval(e: &TwinEval, models: &TwinModels, library: &Path) {
         e.majority_class_accuracy
     );
 }
+
+/// Writes the figures into `twin-image.json`'s evaluation section.
+pub fn record_eval(models: &Path, e: &TwinEval, data: &str) -> Result<()> {
+    use endotwin::model::weights::{Evaluation, update_card};
+    let mut metrics = Vec::new();
+    for r in &e.reid {
+        let name = format!("{} {}", r.views, r.method);
+        metrics.push((format!("{name}: uAP"), r.uap));
+        metrics.push((format!("{name}: accuracy@1"), r.accuracy_at_1));
+        metrics.push((format!("{name}: recall@P90"), r.recall_at_p90));
+    }
+    for r in &e.pathology {
+        metrics.push((format!("pathology {}: accuracy", r.method), r.accuracy));
+        metrics.push((format!("pathology {}: macro-F1", r.method), r.macro_f1));
+        metrics.push((format!("pathology {}: AUC", r.method), r.auc));
+    }
+    let card = models.join(format!("{}.json", endotwin::twins::IMAGE_MODEL));
+    update_card(&card, |c| {
+        c.evaluation = Some(Evaluation {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            data: data.to_string(),
+            metrics,
+        })
+    })?;
+    println!("recorded in {}", card.display());
+    Ok(())
+}

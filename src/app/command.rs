@@ -48,6 +48,8 @@ pub enum Command {
     SetTwinSearch(crate::twins::Search),
     SetTwinWeighted(bool),
     SetTwinAuto(bool),
+    /// Include or leave out one view (media id) of the selected polyp in the twin query.
+    ToggleTwinView(i64),
     /// Pin a twin (by polyp id) for side-by-side comparison, or unpin.
     PinTwin(Option<i64>),
     DismissToast(usize),

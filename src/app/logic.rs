@@ -132,6 +132,13 @@ impl App {
             Command::SetTwinWeighted(w) => self.state.twins.weighted = w,
             Command::SetTwinAuto(a) => self.state.twins.auto = a,
             Command::PinTwin(id) => self.state.twins.pinned = id,
+            Command::ToggleTwinView(media) => {
+                let left_out = &mut self.state.twins.left_out;
+                if !left_out.remove(&media) {
+                    left_out.insert(media);
+                }
+                self.retrieve_twins();
+            }
             Command::SetPolypLabel {
                 polyp_id,
                 key,

@@ -114,7 +114,39 @@ impl eframe::App for App {
 }
 
 /// Starts the native window on `library`.
-pub fn run_native(library: PathBuf, pref: BackendPref) -> anyhow::Result<()> {
+/// What the window shows first (the README screenshots use it).
+#[derive(Debug, Clone, Default)]
+pub struct StartView {
+    pub tab: Tab,
+    /// A polyp code to select.
+    pub polyp: Option<String>,
+}
+
+impl App {
+    /// Selects the start view's polyp (by code) and tab.
+    pub fn start_at(&mut self, start: &StartView) {
+        if let Some(code) = &start.polyp {
+            let id = self.state.library.as_ref().and_then(|lib| {
+                lib.store
+                    .polyps()
+                    .ok()?
+                    .into_iter()
+                    .find(|p| &p.code == code)
+                    .map(|p| p.id)
+            });
+            match id {
+                Some(id) => self.send(Command::Select(Selection::Polyp(id))),
+                None => self.state.toast(
+                    ToastLevel::Warning,
+                    format!("no polyp {code} in the library"),
+                ),
+            }
+        }
+        self.send(Command::ShowTab(start.tab));
+    }
+}
+
+pub fn run_native(library: PathBuf, pref: BackendPref, start: StartView) -> anyhow::Result<()> {
     let mut wgpu_options = eframe::egui_wgpu::WgpuConfiguration::default();
     if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut wgpu_options.wgpu_setup {
         create.device_descriptor = Arc::new(compute::shared_device_descriptor);
@@ -131,7 +163,11 @@ pub fn run_native(library: PathBuf, pref: BackendPref) -> anyhow::Result<()> {
     eframe::run_native(
         "EndoTwin",
         options,
-        Box::new(move |cc| Ok(Box::new(App::new(cc, library, pref)))),
+        Box::new(move |cc| {
+            let mut app = App::new(cc, library, pref);
+            app.start_at(&start);
+            Ok(Box::new(app))
+        }),
     )
     .map_err(|e| anyhow::anyhow!("could not start the window: {e}"))
 }

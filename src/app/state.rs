@@ -127,6 +127,8 @@ pub struct TwinPanel {
     pub answer: Option<crate::engine::TwinAnswer>,
     /// A twin shown side by side with the query.
     pub pinned: Option<i64>,
+    /// Views of the selected polyp left out of the query (clicked off in the panel).
+    pub left_out: std::collections::HashSet<i64>,
     /// The job running now, if any.
     pub running: Option<u64>,
     /// Why the last retrieval could not run (no model, stale or empty index...).
@@ -143,6 +145,7 @@ impl TwinPanel {
             auto: true,
             answer: None,
             pinned: None,
+            left_out: Default::default(),
             running: None,
             problem: None,
         }

@@ -7,14 +7,36 @@ use crate::engine::{Job, JobOutput, TwinQuery};
 
 impl App {
     /// The query the current selection makes: a library polyp's views, or opened files.
+    /// A polyp's views (less those clicked off), the frame focused in the viewer, or the
+    /// opened images (the focused one alone when one is focused).
     fn twin_query(&self) -> Option<TwinQuery> {
+        let media = &self.state.details.media;
         match self.state.selection {
-            Selection::Polyp(id) => Some(TwinQuery::Media {
-                ids: self.state.details.media.iter().map(|m| m.id).collect(),
-                exclude_polyp: Some(id),
-            }),
+            Selection::Polyp(id) => {
+                let ids: Vec<i64> = media
+                    .iter()
+                    .map(|m| m.id)
+                    .filter(|m| !self.state.twins.left_out.contains(m))
+                    .collect();
+                (!ids.is_empty()).then_some(TwinQuery::Media {
+                    ids,
+                    exclude_polyp: Some(id),
+                })
+            }
+            Selection::Examination(_) | Selection::Video(_) => {
+                let m = media.get(self.state.focused?)?;
+                Some(TwinQuery::Media {
+                    ids: vec![m.id],
+                    exclude_polyp: None,
+                })
+            }
             Selection::OpenedFiles if !self.state.opened_files.is_empty() => {
-                Some(TwinQuery::Files(self.state.opened_files.clone()))
+                Some(TwinQuery::Files(match self.state.focused {
+                    Some(i) if i < self.state.opened_files.len() => {
+                        vec![self.state.opened_files[i].clone()]
+                    }
+                    _ => self.state.opened_files.clone(),
+                }))
             }
             _ => None,
         }
@@ -76,6 +98,7 @@ impl App {
     /// After the selection changed: retrieve at once when the panel is open and asks to.
     pub(super) fn selection_changed_for_twins(&mut self) {
         self.state.twins.pinned = None;
+        self.state.twins.left_out.clear();
         if self.state.tab == Tab::Twins && self.state.twins.auto {
             self.retrieve_twins();
         }

@@ -67,7 +67,11 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 answer.millis
             ));
         });
-        query_views(ui, &lib.store, &answer.query, textures);
+        if matches!(state.selection, Selection::Polyp(_)) {
+            choose_views(ui, state, textures, out);
+        } else {
+            query_views(ui, &lib.store, &answer.query, textures);
+        }
         ui.add_space(6.0);
         let vote = if panel.weighted {
             &answer.result.weighted_vote
@@ -158,6 +162,47 @@ fn controls(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             .clicked()
         {
             out.push(Command::IndexTwins);
+        }
+    });
+}
+
+/// The selected polyp's views; clicking one leaves it out of the query (or back in).
+fn choose_views(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    textures: &mut Textures,
+    out: &mut Vec<Command>,
+) {
+    let Some(lib) = &state.library else {
+        return;
+    };
+    ui.horizontal(|ui| {
+        for m in &state.details.media {
+            let left_out = state.twins.left_out.contains(&m.id);
+            let Some(t) = textures.thumbnail(ui.ctx(), &lib.store, m.id) else {
+                ui.allocate_exact_size(egui::vec2(CARD_THUMB, CARD_THUMB), egui::Sense::hover());
+                continue;
+            };
+            let tint = if left_out {
+                Color32::from_gray(70)
+            } else {
+                Color32::WHITE
+            };
+            let r = ui
+                .add(
+                    egui::Image::new(&t)
+                        .fit_to_exact_size(egui::vec2(CARD_THUMB, CARD_THUMB))
+                        .tint(tint)
+                        .sense(egui::Sense::click()),
+                )
+                .on_hover_text(if left_out {
+                    "left out of the query: click to use it"
+                } else {
+                    "in the query: click to leave it out"
+                });
+            if r.clicked() {
+                out.push(Command::ToggleTwinView(m.id));
+            }
         }
     });
 }
