@@ -175,8 +175,8 @@ pub fn retrieve(options: &RetrieveOptions, mut report: impl FnMut(&RetrieveRow))
                 (
                     "twins",
                     Layout::Twins {
-                        size: 4,
-                        flip: 0.08,
+                        size: 8,
+                        flip: 0.03,
                     },
                 ),
             ] {
@@ -186,7 +186,7 @@ pub fn retrieve(options: &RetrieveOptions, mut report: impl FnMut(&RetrieveRow))
                 };
                 let queries: Vec<Vec<u64>> = (0..options.queries)
                     .map(|_| {
-                        synthetic::query_near(&codes.data, words, rng.below(n), 0.05, &mut rng)
+                        synthetic::query_near(&codes.data, words, rng.below(n), 0.02, &mut rng)
                     })
                     .collect();
                 if layout == Layout::Uniform {
