@@ -149,7 +149,11 @@ fn scan_block_portable(words: usize, data: &[u64], base: u32, query: &[u64], top
         16 => scan::<16>(data, base, query, top),
         _ => {
             for (i, code) in data.chunks_exact(words).enumerate() {
-                let d: u32 = code.iter().zip(query).map(|(a, b)| (a ^ b).count_ones()).sum();
+                let d: u32 = code
+                    .iter()
+                    .zip(query)
+                    .map(|(a, b)| (a ^ b).count_ones())
+                    .sum();
                 if d <= top.bar() {
                     top.offer(base + i as u32, d);
                 }

@@ -108,7 +108,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
 
 fn controls(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     let panel = &state.twins;
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         let can_query = matches!(state.selection, Selection::Polyp(_))
             || (state.selection == Selection::OpenedFiles && !state.opened_files.is_empty());
         if ui
@@ -176,7 +176,7 @@ fn choose_views(
     let Some(lib) = &state.library else {
         return;
     };
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         for m in &state.details.media {
             let left_out = state.twins.left_out.contains(&m.id);
             let Some(t) = textures.thumbnail(ui.ctx(), &lib.store, m.id) else {
@@ -388,6 +388,7 @@ fn map(ui: &mut egui::Ui, answer: &crate::engine::TwinAnswer, out: &mut Vec<Comm
     names.dedup();
     let response = Plot::new("twin-map")
         .height(260.0)
+        .width(ui.available_width().min(700.0))
         .data_aspect(1.0)
         .legend(Legend::default())
         .show(ui, |plot| {
