@@ -81,20 +81,29 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         vote_bar(ui, vote);
         ui.add_space(6.0);
         ui.strong("Twins");
-        ui.horizontal_wrapped(|ui| {
-            for (rank, twin) in answer.result.twins.iter().enumerate() {
-                card(
-                    ui,
-                    &lib.store,
-                    textures,
-                    rank,
-                    twin,
-                    answer.result.bits,
-                    panel.pinned,
-                    out,
-                );
-            }
-        });
+        // Rows of as many cards as fit: a frame's size is known only after it is drawn, so
+        // egui's own wrapping cannot place them.
+        let card_width = CARD_THUMB * 2.0 + 30.0;
+        let per_row = ((ui.available_width() + 8.0) / (card_width + 8.0))
+            .floor()
+            .max(1.0) as usize;
+        let twins: Vec<_> = answer.result.twins.iter().enumerate().collect();
+        for row in twins.chunks(per_row) {
+            ui.horizontal(|ui| {
+                for (rank, twin) in row {
+                    card(
+                        ui,
+                        &lib.store,
+                        textures,
+                        *rank,
+                        twin,
+                        answer.result.bits,
+                        panel.pinned,
+                        out,
+                    );
+                }
+            });
+        }
         if let Some(pinned) = panel.pinned {
             ui.add_space(8.0);
             ui.separator();
