@@ -80,10 +80,9 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     let mut digits = false;
     for c in text.chars() {
         let is_word = c.is_alphabetic() || c.is_ascii_digit();
-        if !is_word || (!current.is_empty() && c.is_ascii_digit() != digits) {
-            if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
+        let boundary = !is_word || c.is_ascii_digit() != digits;
+        if boundary && !current.is_empty() {
+            out.push(std::mem::take(&mut current));
         }
         if is_word {
             digits = c.is_ascii_digit();

@@ -279,10 +279,9 @@ pub fn train(
                             used += 1;
                         }
                     }
-                    for _ in used..slots {
-                        scene_in.extend(std::iter::repeat_n(0.0, d));
-                        missing.push(true);
-                    }
+                    let pad = slots - used;
+                    scene_in.extend(std::iter::repeat_n(0.0, d * pad));
+                    missing.extend(std::iter::repeat_n(true, pad));
                     groups.push(g);
                     tokens.extend_from_slice(&pick[t].tokens);
                     keep.extend_from_slice(&pick[t].keep);

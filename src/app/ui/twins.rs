@@ -41,10 +41,8 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     ui.separator();
     if let Some(problem) = &panel.problem {
         ui.colored_label(Color32::from_rgb(220, 160, 40), problem);
-        if problem.contains("index") {
-            if ui.button("Index the library now").clicked() {
-                out.push(Command::IndexTwins);
-            }
+        if problem.contains("index") && ui.button("Index the library now").clicked() {
+            out.push(Command::IndexTwins);
         }
         ui.add_space(8.0);
     }
