@@ -193,6 +193,10 @@ enum TrainWhat {
         /// Continue from the last checkpoint in `<out>/<name>.checkpoints/`.
         #[arg(long)]
         resume: bool,
+        /// Pair each view with another view of its polyp (not only with an augmentation of
+        /// itself): positives across viewpoints.
+        #[arg(long)]
+        view_positives: bool,
     },
     /// The scene encoder on the library's multi-view polyps, with the image encoder in
     /// --models frozen.
@@ -405,6 +409,7 @@ fn run(cli: Cli) -> Result<()> {
                     lr,
                     seed,
                     resume,
+                    view_positives,
                 },
         } => {
             let compute = endotwin::compute::select(pref)?;
@@ -418,6 +423,7 @@ fn run(cli: Cli) -> Result<()> {
                     lr,
                     seed,
                     resume,
+                    view_positives,
                     device: compute.device,
                 },
                 std::env::args().collect::<Vec<_>>().join(" "),

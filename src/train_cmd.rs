@@ -28,6 +28,7 @@ pub struct ImageEncoderArgs {
     pub lr: f64,
     pub seed: u64,
     pub resume: bool,
+    pub view_positives: bool,
     pub device: Device,
 }
 
@@ -68,7 +69,8 @@ pub fn image_encoder(args: ImageEncoderArgs, command_line: String) -> Result<()>
         .with_epochs(args.epochs)
         .with_batch(args.batch)
         .with_lr(args.lr)
-        .with_seed(args.seed);
+        .with_seed(args.seed)
+        .with_view_positives(args.view_positives);
     let mut store = Store::open(&args.library, OpenMode::Existing)?;
     // A little above the encoder's resolution, so random crops keep detail.
     let size = (config.encoder.image_size as f32 * 1.25) as u32;

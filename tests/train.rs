@@ -56,6 +56,7 @@ fn samples(n: usize) -> Vec<Sample> {
             Sample {
                 image,
                 mask: Some(mask),
+                polyp: None,
             }
         })
         .collect()
@@ -207,4 +208,26 @@ fn one_image_is_not_enough_to_train() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("at least 2 images"), "{err}");
+}
+
+#[test]
+fn views_of_one_polyp_can_be_each_others_positives() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Four "polyps" of two views each.
+    let mut data = samples(8);
+    for (i, s) in data.iter_mut().enumerate() {
+        s.polyp = Some((i / 2) as i64);
+    }
+    let device = Device::flex().autodiff();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(1).with_view_positives(true);
+    let mut rec = Recorder {
+        dir: dir.path().into(),
+        config: cfg.clone(),
+        reports: vec![],
+        stop_after: None,
+    };
+    train(&cfg, &data, &device, None, &mut rec).unwrap();
+    let loss = rec.reports[0].get("contrastive").unwrap();
+    assert!(loss.is_finite() && loss > 0.0, "{loss}");
 }

@@ -46,7 +46,11 @@ pub fn polyp_view_samples(store: &Store, size: u32) -> Result<(Vec<Sample>, Vec<
                 }
                 None => None,
             };
-            samples.push(Sample { image, mask });
+            samples.push(Sample {
+                image,
+                mask,
+                polyp: Some(polyp.id),
+            });
             polyps.push(polyp.id);
         }
     }

@@ -45,6 +45,12 @@ pub struct ImageEncoderTrainingConfig {
     pub decoder_width: usize,
     #[config(default = 11)]
     pub seed: u64,
+    /// Pair each image with an augmented *other view of its polyp* instead of a second
+    /// augmentation of itself, and treat all views of a polyp in a batch as positives. An
+    /// extension of SSCD for libraries with multi-view polyps: it asks the encoder for what
+    /// re-identification needs (viewpoint invariance), not only augmentation invariance.
+    #[config(default = false)]
+    pub view_positives: bool,
 }
 
 impl ImageEncoderTrainingConfig {
@@ -79,6 +85,8 @@ pub struct TwinImageModel {
 pub struct Sample {
     pub image: RgbImage,
     pub mask: Option<GrayImage>,
+    /// The polyp it shows, when known (used by `view_positives`).
+    pub polyp: Option<i64>,
 }
 
 const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -132,6 +140,12 @@ pub fn train(
     };
     let augment = Augment::sscd(config.encoder.image_size as u32);
     let patch = config.encoder.patch_size;
+    let mut views_of: std::collections::HashMap<i64, Vec<usize>> = Default::default();
+    for (i, s) in samples.iter().enumerate() {
+        if let Some(p) = s.polyp {
+            views_of.entry(p).or_default().push(i);
+        }
+    }
     for epoch in first_epoch..config.epochs {
         let started = Instant::now();
         // One stream per epoch: a resumed run draws what an uninterrupted one would have.
@@ -147,13 +161,33 @@ pub fn train(
             }
             let picked = &order[step * batch..(step + 1) * batch];
             let (mut first, mut second, mut masks) = (Vec::new(), Vec::new(), Vec::new());
-            for &i in picked {
+            let mut group = Vec::new();
+            for (slot, &i) in picked.iter().enumerate() {
                 let s = &samples[i];
                 let (a, mask) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
-                let (b, _) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
+                let partner = match (config.view_positives, s.polyp) {
+                    (true, Some(p)) => {
+                        let others: Vec<usize> =
+                            views_of[&p].iter().copied().filter(|&j| j != i).collect();
+                        if others.is_empty() {
+                            i
+                        } else {
+                            others[rng.below(others.len())]
+                        }
+                    }
+                    _ => i,
+                };
+                let o = &samples[partner];
+                let (b, _) = augment.apply(&o.image, o.mask.as_ref(), &mut rng);
                 first.push(a);
                 second.push(b);
                 masks.push(mask);
+                // Views of one polyp are positives of each other; otherwise each image is
+                // its own group.
+                group.push(match (config.view_positives, s.polyp) {
+                    (true, Some(p)) => p as usize,
+                    _ => usize::MAX - slot,
+                });
             }
             // Polyp-aware masking of the first views.
             let mut keep = Vec::new();
@@ -176,7 +210,7 @@ pub fn train(
             let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [n, patches]), device);
 
             let z = l2_normalize(model.encoder.forward(Tensor::cat(vec![x1.clone(), x2], 0)));
-            let groups: Vec<usize> = (0..n).chain(0..n).collect();
+            let groups: Vec<usize> = group.iter().chain(group.iter()).copied().collect();
             let l_con = contrastive(z.clone(), &groups, config.tau);
             let l_ent = entropy(z, &groups) * config.entropy_weight;
             let tokens = model.encoder.forward_visible(x1.clone(), keep.clone());
