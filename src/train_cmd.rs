@@ -5,15 +5,14 @@
 use anyhow::{Context, Result};
 use burn::module::Module;
 use burn::optim::AdamWConfig;
+use burn::store::ModuleSnapshot;
 use burn::tensor::Device;
 use endotwin::model::scene::SceneEncoderConfig;
 use endotwin::model::vit::VitConfig;
 use endotwin::model::weights::{self, ModelCard, ModelKind, Training};
 use endotwin::store::{self, OpenMode, Store};
-use endotwin::train::image_encoder::{self, ImageEncoderTrainingConfig, TwinImageModel};
-use endotwin::train::scene_encoder::{
-    self, SceneEncoderTrainingConfig, SceneTrainingModel, ViewFeatures,
-};
+use endotwin::train::image_encoder::{self, ImageEncoderTrainingConfig};
+use endotwin::train::scene_encoder::{self, SceneEncoderTrainingConfig, ViewFeatures};
 use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents, data};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -32,17 +31,25 @@ pub struct ImageEncoderArgs {
     pub device: Device,
 }
 
-struct CliEvents<'a> {
+/// Progress bar, one line per epoch, checkpoints and the run's metrics in the library: the
+/// same for every training loop.
+struct CliEvents<'a, C> {
     bar: ProgressBar,
     checkpoints: PathBuf,
-    config: &'a ImageEncoderTrainingConfig,
+    /// The training config, saved with each checkpoint.
+    config: &'a C,
+    epochs: usize,
     store: &'a mut Store,
     run_id: i64,
 }
 
-impl TrainEvents<TwinImageModel> for CliEvents<'_> {
+impl<M, C> TrainEvents<M> for CliEvents<'_, C>
+where
+    M: Module + ModuleSnapshot,
+    C: serde::Serialize,
+{
     fn step(&mut self, epoch: usize, step: usize, steps: usize, loss: f64) {
-        self.bar.set_length((self.config.epochs * steps) as u64);
+        self.bar.set_length((self.epochs * steps) as u64);
         self.bar.set_position((epoch * steps + step + 1) as u64);
         self.bar
             .set_message(format!("epoch {} loss {loss:.3}", epoch + 1));
@@ -51,16 +58,31 @@ impl TrainEvents<TwinImageModel> for CliEvents<'_> {
     fn epoch(
         &mut self,
         report: &EpochReport,
-        checkpoint: &Checkpoint<TwinImageModel>,
+        checkpoint: &Checkpoint<M>,
     ) -> Result<(), TrainError> {
         checkpoint.save(&self.checkpoints, self.config)?;
-        log_epoch(
-            &self.bar,
-            self.store,
-            self.run_id,
-            self.config.epochs,
-            report,
-        )
+        let line = report
+            .metrics
+            .iter()
+            .map(|(n, v)| format!("{n} {v:.4}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // Printed even when stderr is not a terminal (the bar then hides itself).
+        self.bar.suspend(|| {
+            eprintln!(
+                "epoch {}/{}: {line} ({:.0} s)",
+                report.epoch, self.epochs, report.seconds
+            )
+        });
+        let run = self.run_id;
+        self.store
+            .write(|tx| {
+                for (name, value) in &report.metrics {
+                    store::log_metric(tx, run, report.epoch, 0, name, *value)?;
+                }
+                store::log_metric(tx, run, report.epoch, 0, "seconds", report.seconds)
+            })
+            .map_err(|e| TrainError::Checkpoint(format!("cannot record metrics: {e}")))
     }
 }
 
@@ -111,6 +133,7 @@ pub fn image_encoder(args: ImageEncoderArgs, command_line: String) -> Result<()>
         bar: progress_bar(),
         checkpoints: checkpoints.clone(),
         config: &config,
+        epochs: config.epochs,
         store: &mut store,
         run_id,
     };
@@ -166,67 +189,6 @@ pub struct SceneEncoderArgs {
     pub seed: u64,
     pub resume: bool,
     pub device: Device,
-}
-
-struct SceneEvents<'a> {
-    bar: ProgressBar,
-    checkpoints: PathBuf,
-    config: &'a SceneEncoderTrainingConfig,
-    store: &'a mut Store,
-    run_id: i64,
-}
-
-impl TrainEvents<SceneTrainingModel> for SceneEvents<'_> {
-    fn step(&mut self, epoch: usize, step: usize, steps: usize, loss: f64) {
-        self.bar.set_length((self.config.epochs * steps) as u64);
-        self.bar.set_position((epoch * steps + step + 1) as u64);
-        self.bar
-            .set_message(format!("epoch {} loss {loss:.3}", epoch + 1));
-    }
-
-    fn epoch(
-        &mut self,
-        report: &EpochReport,
-        checkpoint: &Checkpoint<SceneTrainingModel>,
-    ) -> Result<(), TrainError> {
-        checkpoint.save(&self.checkpoints, self.config)?;
-        log_epoch(
-            &self.bar,
-            self.store,
-            self.run_id,
-            self.config.epochs,
-            report,
-        )
-    }
-}
-
-fn log_epoch(
-    bar: &ProgressBar,
-    store: &mut Store,
-    run: i64,
-    epochs: usize,
-    report: &EpochReport,
-) -> Result<(), TrainError> {
-    let line = report
-        .metrics
-        .iter()
-        .map(|(n, v)| format!("{n} {v:.4}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    bar.suspend(|| {
-        eprintln!(
-            "epoch {}/{epochs}: {line} ({:.0} s)",
-            report.epoch, report.seconds
-        )
-    });
-    store
-        .write(|tx| {
-            for (name, value) in &report.metrics {
-                store::log_metric(tx, run, report.epoch, 0, name, *value)?;
-            }
-            store::log_metric(tx, run, report.epoch, 0, "seconds", report.seconds)
-        })
-        .map_err(|e| TrainError::Checkpoint(format!("cannot record metrics: {e}")))
 }
 
 fn progress_bar() -> ProgressBar {
@@ -286,10 +248,11 @@ pub fn scene_encoder(args: SceneEncoderArgs, command_line: String) -> Result<()>
     let config_json = serde_json::to_string(&config)?;
     let run_id = store.write(|tx| store::start_run(tx, None, "scene-encoder", &config_json))?;
     let started = Instant::now();
-    let mut events = SceneEvents {
+    let mut events = CliEvents {
         bar: progress_bar(),
         checkpoints,
         config: &config,
+        epochs: config.epochs,
         store: &mut store,
         run_id,
     };

@@ -23,6 +23,11 @@ pub struct BlockConfig {
 }
 
 impl BlockConfig {
+    /// `depth` blocks of this config, as the encoders stack them.
+    pub fn init_stack(&self, depth: usize, device: &Device) -> Vec<Block> {
+        (0..depth).map(|_| self.init(device)).collect()
+    }
+
     pub fn init(&self, device: &Device) -> Block {
         let ln = || {
             LayerNormConfig::new(self.width)

@@ -44,9 +44,8 @@ impl ReconstructionDecoderConfig {
             )),
             positions: Param::from_tensor(sincos_2d(self.grid, self.width, device))
                 .set_require_grad(false),
-            blocks: (0..self.depth)
-                .map(|_| BlockConfig::new(self.width, self.heads, 4 * self.width).init(device))
-                .collect(),
+            blocks: BlockConfig::new(self.width, self.heads, 4 * self.width)
+                .init_stack(self.depth, device),
             norm: LayerNormConfig::new(self.width).init(device),
             head: LinearConfig::new(self.width, pixels).init(device),
         }

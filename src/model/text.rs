@@ -65,14 +65,10 @@ impl TextEncoderConfig {
                 Distribution::Normal(0.0, 0.01),
                 device,
             )),
-            blocks: (0..self.depth)
-                .map(|_| {
-                    BlockConfig::new(self.width, self.heads, hidden)
-                        .with_activation(self.activation)
-                        .with_layer_norm_eps(self.layer_norm_eps)
-                        .init(device)
-                })
-                .collect(),
+            blocks: BlockConfig::new(self.width, self.heads, hidden)
+                .with_activation(self.activation)
+                .with_layer_norm_eps(self.layer_norm_eps)
+                .init_stack(self.depth, device),
             final_norm: ln(self.width),
             projection: self.projection.map(|d| {
                 LinearConfig::new(self.width, d)

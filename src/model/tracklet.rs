@@ -35,13 +35,9 @@ impl TrackletEncoderConfig {
                 Distribution::Normal(0.0, 0.02),
                 device,
             )),
-            blocks: (0..self.layers)
-                .map(|_| {
-                    BlockConfig::new(self.dim, self.heads, self.feed_forward)
-                        .with_dropout(self.dropout)
-                        .init(device)
-                })
-                .collect(),
+            blocks: BlockConfig::new(self.dim, self.heads, self.feed_forward)
+                .with_dropout(self.dropout)
+                .init_stack(self.layers, device),
             dropout: DropoutConfig::new(self.dropout).init(),
             proj1: LinearConfig::new(self.dim, self.dim).init(device),
             relu: Relu::new(),

@@ -114,14 +114,10 @@ impl VitConfig {
             )),
             positions,
             norm_pre: self.norm_before_blocks.then(|| ln(self.width)),
-            blocks: (0..self.depth)
-                .map(|_| {
-                    BlockConfig::new(self.width, self.heads, hidden)
-                        .with_activation(self.activation)
-                        .with_layer_norm_eps(self.layer_norm_eps)
-                        .init(device)
-                })
-                .collect(),
+            blocks: BlockConfig::new(self.width, self.heads, hidden)
+                .with_activation(self.activation)
+                .with_layer_norm_eps(self.layer_norm_eps)
+                .init_stack(self.depth, device),
             norm_post: ln(self.width),
             projection: self.projection.map(|d| {
                 LinearConfig::new(self.width, d)

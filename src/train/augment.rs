@@ -163,7 +163,7 @@ pub fn polyp_aware_mask(polyp: &[bool], ratio: f32, rng: &mut Rng) -> (Vec<usize
     (keep, hidden)
 }
 
-fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
+pub(crate) fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
     for i in (1..items.len()).rev() {
         items.swap(i, rng.below(i + 1));
     }

@@ -51,6 +51,51 @@ pub trait TrainEvents<M> {
     }
 }
 
+/// The four losses of every step (total, contrastive, entropy, reconstruction), summed over
+/// an epoch; both training loops report them the same way.
+pub(crate) struct LossSums {
+    sums: [f64; 4],
+    steps: usize,
+}
+
+impl LossSums {
+    pub(crate) fn new() -> LossSums {
+        LossSums {
+            sums: [0.0; 4],
+            steps: 0,
+        }
+    }
+
+    /// Adds one step's losses (total first); returns the total, or the divergence error.
+    pub(crate) fn add(
+        &mut self,
+        losses: [burn::tensor::Tensor<1>; 4],
+        epoch: usize,
+        step: usize,
+    ) -> Result<f64, TrainError> {
+        let values = losses.map(|t| t.into_scalar::<f32>() as f64);
+        if !values[0].is_finite() {
+            return Err(TrainError::Diverged { epoch, step });
+        }
+        self.sums.iter_mut().zip(values).for_each(|(s, v)| *s += v);
+        self.steps += 1;
+        Ok(values[0])
+    }
+
+    /// The epoch's means (`epoch` 0-based).
+    pub(crate) fn report(&self, epoch: usize, started: std::time::Instant) -> EpochReport {
+        EpochReport {
+            epoch: epoch + 1,
+            seconds: started.elapsed().as_secs_f64(),
+            metrics: ["loss", "contrastive", "entropy", "reconstruction"]
+                .iter()
+                .zip(self.sums)
+                .map(|(name, s)| (name.to_string(), s / self.steps.max(1) as f64))
+                .collect(),
+        }
+    }
+}
+
 /// Linear warm-up over the first 5 % of steps, then cosine decay to a tenth of `lr`.
 pub fn lr_at(lr: f64, step: usize, total: usize) -> f64 {
     let warmup = (total / 20).max(1);

@@ -9,7 +9,7 @@
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
 use super::image_encoder::{Sample, to_tensor};
 use super::losses::{contrastive, entropy};
-use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
 use crate::data::phantom::rng::Rng;
 use crate::model::clip::l2_normalize;
 use crate::model::reconstruction::{
@@ -252,10 +252,8 @@ pub fn train(
         let started = Instant::now();
         let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
         let mut order: Vec<usize> = (0..features.polyps()).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        let mut sums = [0.0f64; 4];
+        super::augment::shuffle(&mut order, &mut rng);
+        let mut sums = LossSums::new();
         for step in 0..steps_per_epoch {
             if events.cancelled() {
                 return Err(TrainError::Cancelled { epoch });
@@ -304,27 +302,13 @@ pub fn train(
             let predicted = model.decoder.forward(tokens, keep, Some(scenes));
             let l_rec = masked_mse(predicted, target, hidden) * config.gamma;
             let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
-            let values = [loss.clone(), l_con, l_ent, l_rec].map(|t| t.into_scalar::<f32>() as f64);
-            if !values[0].is_finite() {
-                return Err(TrainError::Diverged { epoch, step });
-            }
-            for (s, v) in sums.iter_mut().zip(values) {
-                *s += v;
-            }
+            let total = sums.add([loss.clone(), l_con, l_ent, l_rec], epoch, step)?;
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             let global = epoch * steps_per_epoch + step;
             model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
-            events.step(epoch, step, steps_per_epoch, values[0]);
+            events.step(epoch, step, steps_per_epoch, total);
         }
-        let report = EpochReport {
-            epoch: epoch + 1,
-            seconds: started.elapsed().as_secs_f64(),
-            metrics: ["loss", "contrastive", "entropy", "reconstruction"]
-                .iter()
-                .zip(sums)
-                .map(|(name, s)| (name.to_string(), s / steps_per_epoch.max(1) as f64))
-                .collect(),
-        };
+        let report = sums.report(epoch, started);
         events.epoch(
             &report,
             &Checkpoint {
