@@ -52,23 +52,6 @@ pub fn devices(gpu: bool) -> Vec<(String, Device)> {
     devices
 }
 
-/// One line about the machine: CPU model and threads.
-pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    format!("{cpu}, {threads} threads available")
-}
-
 /// Runs `report` after each row so a long run shows progress.
 pub fn encode(options: &EncodeOptions, mut report: impl FnMut(&EncodeRow)) -> Vec<EncodeRow> {
     let mut rows = Vec::new();
@@ -150,7 +133,7 @@ pub struct RetrieveOptions {
 /// groups, where it is meant to be used) and exact cosine over floats of the same dimension,
 /// one thread, top-k.
 pub fn retrieve(options: &RetrieveOptions, mut report: impl FnMut(&RetrieveRow)) {
-    use crate::data::phantom::rng::Rng;
+    use crate::plumbing::Rng;
     use crate::retrieval::synthetic::{self, Layout};
     use crate::retrieval::{Codes, MultiIndex, cosine_knn, hamming_knn, hamming_knn_batch};
     let k = options.k;
@@ -246,8 +229,8 @@ pub fn retrieve(options: &RetrieveOptions, mut report: impl FnMut(&RetrieveRow))
 /// Where a ViT-B/32 forward spends its time on one backend: each op of one block at batch
 /// `batch` (50 tokens, width 768), in ms, and the share a 12-block forward gives it.
 pub fn encode_breakdown(device: &Device, batch: usize, runs: usize) -> Vec<(String, f64)> {
+    use crate::model::block::Activation;
     use crate::model::block::BlockConfig;
-    use crate::model::vit::Activation;
     use burn::nn::attention::{MhaInput, MultiHeadAttentionConfig};
     use burn::nn::{LayerNormConfig, LinearConfig};
     let time = |f: &mut dyn FnMut()| {

@@ -7,6 +7,7 @@ pub mod data;
 pub mod engine;
 pub mod eval;
 pub mod model;
+pub mod plumbing;
 pub mod retrieval;
 pub mod store;
 pub mod train;

@@ -184,3 +184,55 @@ fn bench_encode_prints_a_row_per_backend_model_and_batch() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown model `vit-h14`"));
 }
+
+#[test]
+fn train_list_names_every_recipe_one_a_line() {
+    let out = endotwin().args(["train", "--list"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(names, ["image-encoder", "scene-encoder"], "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.split('\t').nth(1).is_some_and(|d| !d.is_empty())),
+        "each recipe has a description:\n{text}"
+    );
+    // Each recipe documents its options; an unknown one is named.
+    let out = endotwin()
+        .args(["train", "image-encoder", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("--epochs") && text.contains("--resume"),
+        "{text}"
+    );
+    let out = endotwin().args(["train", "no-such"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown recipe `no-such`"));
+}
+
+#[test]
+fn a_healthy_run_without_a_runtime_dir_prints_no_error_line() {
+    let out = endotwin()
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("ENDOTWIN_BACKEND", "auto")
+        .arg("--library")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/sample_db"))
+        .arg("info")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !all.lines().any(|l| l.starts_with("error:")),
+        "an error line in a healthy run:\n{all}"
+    );
+}

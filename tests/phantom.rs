@@ -122,7 +122,7 @@ fn tracklets_split_on_gaps_and_low_overlap() {
         b(2, 1, 90.0),
         b(5, 0, 2.0),
     ];
-    let t = phantom::tracklets_from_boxes(&boxes);
+    let t = endotwin::data::tracklets::tracklets_from_boxes(&boxes);
     let shapes: Vec<(usize, usize)> = t.iter().map(|(p, m)| (*p, m.len())).collect();
     assert_eq!(shapes, vec![(0, 3), (1, 1), (1, 1), (0, 1)]);
 }

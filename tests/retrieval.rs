@@ -1,8 +1,8 @@
 //! Twin retrieval: exact Hamming and cosine search return what sorting every entry returns;
 //! the multi-index returns exactly the same neighbours as the exact scan; the vote.
 
-use endotwin::data::phantom::rng::Rng;
 use endotwin::model::hash::hamming;
+use endotwin::plumbing::Rng;
 use endotwin::retrieval::synthetic::{self, Layout};
 use endotwin::retrieval::{
     Codes, Hit, MultiIndex, cosine_knn, hamming_knn, hamming_knn_batch, majority, weighted,

@@ -2,8 +2,8 @@
 //! cancellation are reported, not panicked on. Tiny configs on burn-flex.
 
 use burn::tensor::Device;
-use endotwin::data::phantom::rng::Rng;
 use endotwin::model::vit::{Positions, VitConfig};
+use endotwin::plumbing::Rng;
 use endotwin::train::image_encoder::{
     ImageEncoderTrainingConfig, Sample, TwinImageModel, encoder_of, to_tensor, train,
 };

@@ -4,7 +4,7 @@ use super::state::{Details, LabelEdit, Library, Selection, Tab, ToastLevel};
 use super::{App, Command};
 use crate::data::images;
 use crate::data::import::{ImportLayout, ImportOptions};
-use crate::engine::loader::ImageKey;
+use crate::engine::loader::{ImageKey, Source};
 use crate::engine::{Job, JobDone, JobOutput};
 use crate::store::{self, OpenMode, Store, TargetKind};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,8 @@ impl App {
             self.job_finished(done);
         }
         for loaded in self.loader.poll() {
-            if let Err(e) = &loaded.result {
+            if let (ImageKey::Media(_) | ImageKey::File(_), Err(e)) = (&loaded.key, &loaded.result)
+            {
                 self.state
                     .toast(ToastLevel::Error, format!("cannot show image: {e}"));
             }
@@ -29,21 +30,28 @@ impl App {
             .cloned()
             .collect();
         for key in wanted {
-            let path = match &key {
+            let source = match &key {
                 ImageKey::Media(id) => self.state.library.as_ref().and_then(|lib| {
                     lib.store
                         .media(*id)
                         .ok()
                         .flatten()
-                        .map(|m| lib.store.media_path(&m))
+                        .map(|m| Source::File(lib.store.media_path(&m)))
                 }),
-                ImageKey::File(p) => Some(p.clone()),
+                ImageKey::Thumbnail(id) => {
+                    self.state.library.as_ref().map(|lib| Source::Thumbnail {
+                        library: lib.store.db_path().to_path_buf(),
+                        id: *id,
+                    })
+                }
+                ImageKey::File(p) => Some(Source::File(p.clone())),
             };
-            match path {
-                Some(path) => {
-                    if self.loader.request(key.clone(), path) {
-                        self.textures.pending.insert(key);
+            match source {
+                Some(source) => {
+                    if !self.loader.request(key.clone(), source) {
+                        break;
                     }
+                    self.textures.pending.insert(key);
                 }
                 None => self
                     .textures
@@ -113,7 +121,7 @@ impl App {
                 self.refresh_tree();
             }
             Command::ShowTab(tab) => {
-                let opened = tab == Tab::Twins && self.state.tab != Tab::Twins;
+                let opened = tab == Tab::TWINS && self.state.tab != Tab::TWINS;
                 self.state.tab = tab;
                 if opened && self.state.twins.auto {
                     self.retrieve_twins();
@@ -131,7 +139,15 @@ impl App {
             }
             Command::SetTwinWeighted(w) => self.state.twins.weighted = w,
             Command::SetTwinAuto(a) => self.state.twins.auto = a,
-            Command::PinTwin(id) => self.state.twins.pinned = id,
+            Command::PinTwin(id) => {
+                let twins = &mut self.state.twins;
+                twins.pinned = id;
+                twins.pinned_views = id.and_then(|id| {
+                    let answer = twins.answer.as_ref()?;
+                    let t = answer.result.twins.iter().find(|t| t.polyp.id == id)?;
+                    Some((t.polyp.code.clone(), t.views.clone()))
+                });
+            }
             Command::ToggleTwinView(media) => {
                 let left_out = &mut self.state.twins.left_out;
                 if !left_out.remove(&media) {
@@ -444,6 +460,7 @@ fn load_library(store: Store, path: &Path) -> store::Result<Library> {
         locations: store.locations()?,
         tree: Vec::new(),
         path: path.to_path_buf(),
+        read_only: store.is_read_only(),
         store,
     })
 }

@@ -1,6 +1,6 @@
 //! The eframe GUI. `ui/` draws [`AppState`] and pushes [`Command`]s; `logic` drains the
-//! engine's channels and applies the commands. The UI thread never runs burn and never does
-//! I/O longer than a small SQLite read.
+//! engine's channels and applies the commands. The UI thread never runs burn; panels never
+//! read the library (they draw state that the engine and the loader thread filled).
 
 mod command;
 mod logic;
@@ -11,6 +11,7 @@ mod ui;
 
 pub use command::Command;
 pub use state::{AppState, Selection, Tab, ToastLevel};
+pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};
 
 use crate::compute::{self, BackendPref, Compute};
 use crate::engine::Engine;
@@ -99,7 +100,6 @@ impl eframe::App for App {
     }
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        self.textures.begin_frame();
         ui::draw(
             ui,
             &self.state,

@@ -1,8 +1,10 @@
 //! Everything the UI draws from. The UI reads it and emits [`Command`](super::Command)s; only
 //! [`logic`](super::logic) changes it.
 
-use crate::store::{
-    AuditEntry, CaseFilter, ExamNode, LibraryStats, MediaRow, PolypRow, SentenceRow, Store,
+use crate::store::Store;
+// The library's rows as logic loaded them: what the panels draw (they never query the store).
+pub use crate::store::{
+    AuditEntry, BoxRow, CaseFilter, ExamNode, LibraryStats, MediaRow, PolypRow, SentenceRow,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,37 +22,18 @@ pub enum Selection {
     OpenedFiles,
 }
 
-/// The tabs of the central area. All but the viewer belong to later capabilities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Tab {
-    #[default]
-    Viewer,
-    Twins,
-    Prompts,
-    Tracklets,
-    Training,
-    Labelling,
-}
+/// A tab of the central area: the id of a panel in the registry (`ui::panels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tab(pub &'static str);
 
 impl Tab {
-    pub const ALL: [Tab; 6] = [
-        Tab::Viewer,
-        Tab::Twins,
-        Tab::Prompts,
-        Tab::Tracklets,
-        Tab::Training,
-        Tab::Labelling,
-    ];
+    pub const VIEWER: Tab = Tab("viewer");
+    pub const TWINS: Tab = Tab("twins");
+}
 
-    pub fn title(self) -> &'static str {
-        match self {
-            Tab::Viewer => "Viewer",
-            Tab::Twins => "Digital twins",
-            Tab::Prompts => "Text prompts",
-            Tab::Tracklets => "Tracklets",
-            Tab::Training => "Training",
-            Tab::Labelling => "Labelling",
-        }
+impl Default for Tab {
+    fn default() -> Tab {
+        Tab::VIEWER
     }
 }
 
@@ -84,6 +67,8 @@ impl Toast {
 pub struct Library {
     pub store: Store,
     pub path: PathBuf,
+    /// Opened read-only: labelling and imports are disabled.
+    pub read_only: bool,
     pub tree: Vec<ExamNode>,
     pub stats: LibraryStats,
     pub histologies: Vec<String>,
@@ -103,7 +88,7 @@ pub struct Details {
     pub media: Vec<MediaRow>,
     /// For videos: frame index of each media item.
     pub frame_indices: Vec<i64>,
-    pub boxes: Vec<crate::store::BoxRow>,
+    pub boxes: Vec<BoxRow>,
 }
 
 /// A label change that can be undone and redone.
@@ -127,6 +112,8 @@ pub struct TwinPanel {
     pub answer: Option<crate::engine::TwinAnswer>,
     /// A twin shown side by side with the query.
     pub pinned: Option<i64>,
+    /// The pinned twin's code and views (media ids), kept from the answer it was pinned in.
+    pub pinned_views: Option<(String, Vec<i64>)>,
     /// Views of the selected polyp left out of the query (clicked off in the panel).
     pub left_out: std::collections::HashSet<i64>,
     /// The job running now, if any.
@@ -145,6 +132,7 @@ impl TwinPanel {
             auto: true,
             answer: None,
             pinned: None,
+            pinned_views: None,
             left_out: Default::default(),
             running: None,
             problem: None,
@@ -185,7 +173,7 @@ impl AppState {
             filter: CaseFilter::default(),
             selection: Selection::Nothing,
             details: Details::default(),
-            tab: Tab::Viewer,
+            tab: Tab::VIEWER,
             focused: None,
             toasts: Vec::new(),
             reviewer: std::env::var("USER").unwrap_or_else(|_| "reviewer".into()),

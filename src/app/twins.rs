@@ -98,8 +98,9 @@ impl App {
     /// After the selection changed: retrieve at once when the panel is open and asks to.
     pub(super) fn selection_changed_for_twins(&mut self) {
         self.state.twins.pinned = None;
+        self.state.twins.pinned_views = None;
         self.state.twins.left_out.clear();
-        if self.state.tab == Tab::Twins && self.state.twins.auto {
+        if self.state.tab == Tab::TWINS && self.state.twins.auto {
             self.retrieve_twins();
         }
     }
@@ -138,7 +139,7 @@ impl App {
                 };
                 self.state.toast(level, text);
                 self.state.twins.problem = None;
-                if self.state.tab == Tab::Twins {
+                if self.state.tab == Tab::TWINS {
                     self.retrieve_twins();
                 }
                 true

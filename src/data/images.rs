@@ -81,6 +81,9 @@ pub fn to_rgb8(image: &DynamicImage) -> RgbImage {
     image.to_rgb8()
 }
 
+/// Longer side of the thumbnails stored with each media item.
+pub const THUMBNAIL_SIDE: u32 = 128;
+
 /// A JPEG thumbnail whose longer side is `max_side` pixels (JPEG: a tenth of a PNG's size
 /// for photographs, which keeps the library small).
 pub fn thumbnail_jpeg(image: &DynamicImage, max_side: u32) -> Vec<u8> {

@@ -6,10 +6,9 @@
 mod jobs;
 pub use jobs::device_check;
 pub mod loader;
-mod progress;
 
+pub use crate::plumbing::Progress;
 pub use jobs::{Job, JobOutput, TwinAnswer, TwinQuery};
-pub use progress::Progress;
 
 use crate::compute::Compute;
 use std::path::PathBuf;

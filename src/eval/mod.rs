@@ -1,5 +1,6 @@
 //! Evaluation: metrics with hand-checked tests, and the no-learning baselines on the phantom.
 
 pub mod baselines;
+pub mod held_out;
 pub mod metrics;
 pub mod twins;

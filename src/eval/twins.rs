@@ -227,3 +227,35 @@ fn knn_vote_cv(
         aucs.iter().sum::<f64>() / aucs.len().max(1) as f64,
     )
 }
+
+/// Writes the figures into the image encoder's model card (`<models>/twin-image.json`, its
+/// `evaluation`), with the command and the data that produced them. Returns the card's path.
+pub fn record(
+    models: &std::path::Path,
+    e: &TwinEval,
+    command: &str,
+    data: &str,
+) -> Result<std::path::PathBuf, crate::model::weights::WeightsError> {
+    use crate::model::weights::{Evaluation, update_card};
+    let mut metrics = Vec::new();
+    for r in &e.reid {
+        let name = format!("{} {}", r.views, r.method);
+        metrics.push((format!("{name}: uAP"), r.uap));
+        metrics.push((format!("{name}: accuracy@1"), r.accuracy_at_1));
+        metrics.push((format!("{name}: recall@P90"), r.recall_at_p90));
+    }
+    for r in &e.pathology {
+        metrics.push((format!("pathology {}: accuracy", r.method), r.accuracy));
+        metrics.push((format!("pathology {}: macro-F1", r.method), r.macro_f1));
+        metrics.push((format!("pathology {}: AUC", r.method), r.auc));
+    }
+    let card = models.join(format!("{}.json", crate::twins::IMAGE_MODEL));
+    update_card(&card, |c| {
+        c.evaluation = Some(Evaluation {
+            command: command.to_string(),
+            data: data.to_string(),
+            metrics,
+        })
+    })?;
+    Ok(card)
+}

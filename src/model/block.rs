@@ -1,12 +1,19 @@
 //! The pre-norm transformer block every encoder here is made of, and its config.
 
-use super::vit::Activation;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::attention::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::activation::{gelu, sigmoid};
 use burn::tensor::{Bool, Device, Tensor};
+
+/// How the MLP of a block bends: CLIP was trained with QuickGELU.
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Gelu,
+    /// `x * sigmoid(1.702 x)`.
+    QuickGelu,
+}
 
 #[derive(Config, Debug)]
 pub struct BlockConfig {

@@ -7,9 +7,10 @@
 //! remapping to our module paths, PyTorch -> burn layout (Linear transposed, LayerNorm
 //! weight/bias -> gamma/beta) and a cast of half-precision files to f32.
 
+use super::block::Activation;
 use super::clip::{Clip, ClipConfig};
 use super::text::TextEncoderConfig;
-use super::vit::{Activation, VitConfig};
+use super::vit::VitConfig;
 use burn::store::SafetensorsStore;
 use burn::store::{FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter};
 use burn::tensor::{DType, Device, Tensor, TensorData};
@@ -55,6 +56,38 @@ pub enum HfClipError {
     Config { path: PathBuf, reason: String },
     #[error("loading {path} failed: {reason}")]
     Load { path: PathBuf, reason: String },
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Save(#[from] super::weights::WeightsError),
+}
+
+/// Imports `weights` (on the CPU) and saves it as `<out>/<name>.json` + `.bpk`, a CLIP model
+/// card and burn record. Returns the card's path and the geometry read.
+pub fn import_to_card(
+    weights: &Path,
+    out: &Path,
+    name: &str,
+) -> Result<(PathBuf, ClipConfig), HfClipError> {
+    use super::weights::{self as w, ModelCard, ModelKind};
+    let device = Device::flex();
+    let (clip, config) = load_hf_clip(weights, None, &device)?;
+    std::fs::create_dir_all(out).map_err(|source| HfClipError::Create {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let card = ModelCard::new(
+        name,
+        ModelKind::Clip,
+        "1",
+        &format!("CLIP dual encoder imported from {}", weights.display()),
+        &config,
+    );
+    let path = w::save(&clip, &card, out)?;
+    Ok((path, config))
 }
 
 /// Where the config came from when none was given: `config.json` beside the weights (the

@@ -2,8 +2,8 @@
 //! pre-norm blocks, a final norm, pooling at the end-of-text token, and a projection into the
 //! joint image-text space. The tokenizer is CLIP's own BPE (49408 tokens, context 77).
 
+use super::block::Activation;
 use super::block::{Block, BlockConfig};
-use super::vit::Activation;
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::attention::generate_autoregressive_mask;

@@ -2,20 +2,12 @@
 //! sin-cos), pre-norm transformer blocks, CLS pooling and an optional projection. One config
 //! covers CLIP's ViT-B/32 (`VitConfig::clip_b32`) and the small variants that train on a CPU.
 
-use super::block::{Block, BlockConfig};
+use super::block::{Activation, Block, BlockConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
-
-/// How the MLP of a block bends: CLIP was trained with QuickGELU.
-#[derive(Config, Debug, Copy, PartialEq, Eq)]
-pub enum Activation {
-    Gelu,
-    /// `x * sigmoid(1.702 x)`.
-    QuickGelu,
-}
 
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
 pub enum Positions {

@@ -3,7 +3,7 @@
 //! `Twins` codes come in small groups of near-duplicates, like the views of one polyp, so a
 //! query has a few close neighbours and the rest far away.
 
-use crate::data::phantom::rng::Rng;
+use crate::plumbing::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Layout {

@@ -8,6 +8,7 @@ mod labels;
 mod media;
 mod models;
 mod schema;
+mod videos;
 
 pub use cases::*;
 pub use labels::{AuditEntry, Label, TargetKind, import_label};
@@ -19,6 +20,7 @@ pub use models::{
     start_run,
 };
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
+pub use videos::*;
 
 use rusqlite::{Connection, OpenFlags, Transaction};
 use std::path::{Path, PathBuf};

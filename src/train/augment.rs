@@ -2,7 +2,7 @@
 //! colour jitter, grey-scale, blur and JPEG re-encoding. The polyp mask goes through the same
 //! geometry, so polyp-aware masking still knows where the polyp is after augmentation.
 
-use crate::data::phantom::rng::Rng;
+use crate::plumbing::Rng;
 use image::imageops::{self, FilterType};
 use image::{DynamicImage, GrayImage, RgbImage};
 

@@ -1,10 +1,19 @@
 //! Training data from a library: every polyp view, with its mask when it has one, resized to
 //! the training resolution.
 
-use super::image_encoder::Sample;
 use crate::data::images::decode_file;
 use crate::store::Store;
 use image::imageops::{self, FilterType};
+use image::{GrayImage, RgbImage};
+
+/// One library image at training resolution (a little above the encoder's, so crops keep
+/// detail), with its polyp mask when it has one.
+pub struct Sample {
+    pub image: RgbImage,
+    pub mask: Option<GrayImage>,
+    /// The polyp it shows, when known (used by `view_positives`).
+    pub polyp: Option<i64>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {

@@ -4,19 +4,26 @@
 //! patches that show the polyp stay visible and half of the background is hidden.
 
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
+pub use super::data::Sample;
 use super::losses::{contrastive, entropy};
+use super::recipe::{
+    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, RunEvents, Settings, Trained,
+    checkpoint_dir, finish_run,
+};
 use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
-use crate::data::phantom::rng::Rng;
 use crate::model::clip::l2_normalize;
 use crate::model::reconstruction::{
     ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
 };
 use crate::model::vit::{Vit, VitConfig};
+use crate::model::weights::{self, ModelCard, ModelKind, Training};
+use crate::plumbing::Rng;
+use crate::store::{OpenMode, Store};
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use image::{GrayImage, RgbImage};
+use image::RgbImage;
 use std::time::Instant;
 
 #[derive(Config, Debug)]
@@ -78,15 +85,6 @@ impl ImageEncoderTrainingConfig {
 pub struct TwinImageModel {
     pub encoder: Vit,
     pub decoder: ReconstructionDecoder,
-}
-
-/// One library image at training resolution (a little above the encoder's, so crops keep
-/// detail), with its polyp mask when it has one.
-pub struct Sample {
-    pub image: RgbImage,
-    pub mask: Option<GrayImage>,
-    /// The polyp it shows, when known (used by `view_positives`).
-    pub polyp: Option<i64>,
 }
 
 const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -238,4 +236,146 @@ pub fn train(
 /// The trained encoder without autodiff, for inference and saving.
 pub fn encoder_of(model: &TwinImageModel) -> Vit {
     model.encoder.valid()
+}
+
+/// `endotwin train image-encoder`.
+pub struct ImageEncoderRecipe;
+
+impl Recipe for ImageEncoderRecipe {
+    fn name(&self) -> &'static str {
+        "image-encoder"
+    }
+
+    fn description(&self) -> &'static str {
+        "The polyp-aware image encoder (twin-small ViT) on the library's polyp views + masks"
+    }
+
+    fn options(&self) -> Vec<RecipeOption> {
+        use OptionKind::*;
+        vec![
+            RecipeOption::new(
+                "out",
+                Path,
+                Some("models"),
+                "Where the model card + record go (and `<name>.checkpoints/`)",
+            ),
+            RecipeOption::new("name", Text, Some("twin-image"), "Name of the model"),
+            RecipeOption::new("epochs", Count, Some("20"), "Passes over the data"),
+            RecipeOption::new(
+                "batch",
+                Count,
+                Some("32"),
+                "Images per step (two augmented views each)",
+            ),
+            RecipeOption::new("lr", Number, Some("5e-4"), "Peak learning rate"),
+            RecipeOption::new("seed", Count, Some("11"), "Seed of every random draw"),
+            RecipeOption::new(
+                "resume",
+                Flag,
+                None,
+                "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
+            ),
+            RecipeOption::new(
+                "view-positives",
+                Flag,
+                None,
+                "Pair each view with another view of its polyp (not only with an augmentation \
+                 of itself): positives across viewpoints",
+            ),
+        ]
+    }
+
+    fn run(
+        &self,
+        settings: &Settings,
+        ctx: &mut RecipeContext<'_>,
+    ) -> Result<Trained, RecipeError> {
+        let o = self.options();
+        let seed = settings.count(&o, "seed")? as u64;
+        let name = settings.text(&o, "name")?;
+        let out = settings
+            .path(&o, "out")
+            .unwrap_or_else(|| ctx.models.clone());
+        let config = ImageEncoderTrainingConfig::new(VitConfig::twin_small())
+            .with_epochs(settings.count(&o, "epochs")?)
+            .with_batch(settings.count(&o, "batch")?)
+            .with_lr(settings.number(&o, "lr")?)
+            .with_seed(seed)
+            .with_view_positives(settings.flag(&o, "view-positives"));
+        let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
+        // A little above the encoder's resolution, so random crops keep detail.
+        let size = (config.encoder.image_size as f32 * 1.25) as u32;
+        let (samples, polyps) = super::data::polyp_view_samples(&store, size)?;
+        let distinct = {
+            let mut p = polyps.clone();
+            p.dedup();
+            p.len()
+        };
+        ctx.observer.message(&format!(
+            "{} polyp views of {distinct} polyps from {}; backend {:?}",
+            samples.len(),
+            ctx.library.display(),
+            ctx.device
+        ));
+        let device = ctx.device.clone().autodiff();
+        let checkpoints = checkpoint_dir(&out, &name)?;
+        let start = if settings.flag(&o, "resume") {
+            let c = Checkpoint::load(
+                &checkpoints,
+                &config,
+                config.init(&device),
+                AdamWConfig::new()
+                    .with_weight_decay(config.weight_decay as f32)
+                    .init(),
+            )?;
+            ctx.observer
+                .message(&format!("resuming after epoch {}", c.epoch));
+            Some(c)
+        } else {
+            None
+        };
+        let config_json = serde_json::to_string(&config).expect("config serialises");
+        let run_id =
+            store.write(|tx| crate::store::start_run(tx, None, "image-encoder", &config_json))?;
+        let started = Instant::now();
+        let mut events = RunEvents {
+            checkpoints,
+            config: &config,
+            epochs: config.epochs,
+            store: &mut store,
+            run_id,
+            observer: &mut *ctx.observer,
+        };
+        let result = train(&config, &samples, &device, start, &mut events);
+        let last = finish_run(&mut store, run_id, config.epochs, &result)?;
+        let model = result?;
+        let seconds = started.elapsed().as_secs_f64();
+        let mut card = ModelCard::new(
+            &name,
+            ModelKind::ImageEncoder,
+            &format!("run-{run_id}"),
+            "Polyp-aware ViT image encoder (EndoFinder): SSCD contrastive + entropy + polyp-aware \
+             masked reconstruction. Input: ImageNet-normalised RGB at the config's image size. \
+             Output: the projected CLS embedding; L2-normalise it, its signs are the binary code.",
+            &config.encoder,
+        );
+        card.training = Some(Training {
+            command: ctx.command_line.clone(),
+            seed,
+            data: format!(
+                "{} polyp views of {distinct} polyps in {}",
+                samples.len(),
+                ctx.library.display()
+            ),
+            epochs: config.epochs,
+            wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
+            metrics: last,
+        });
+        let card = weights::save(&encoder_of(&model), &card, &out)?;
+        Ok(Trained {
+            card,
+            seconds,
+            run_id,
+        })
+    }
 }

@@ -7,9 +7,25 @@ pub mod checkpoint;
 pub mod data;
 pub mod image_encoder;
 pub mod losses;
+pub mod recipe;
 pub mod scene_encoder;
 
 pub use checkpoint::Checkpoint;
+pub use recipe::{Recipe, RecipeContext, RecipeError, Settings, TrainObserver, Trained};
+
+/// The recipe registry, in the order `endotwin train --list` prints it and the training panel
+/// offers it. A new recipe is one line here.
+pub fn recipes() -> Vec<&'static dyn Recipe> {
+    vec![
+        &image_encoder::ImageEncoderRecipe,
+        &scene_encoder::SceneEncoderRecipe,
+    ]
+}
+
+/// The recipe called `name`.
+pub fn recipe(name: &str) -> Option<&'static dyn Recipe> {
+    recipes().into_iter().find(|r| r.name() == name)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {

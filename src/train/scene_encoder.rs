@@ -9,14 +9,20 @@
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
 use super::image_encoder::{Sample, to_tensor};
 use super::losses::{contrastive, entropy};
+use super::recipe::{
+    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, RunEvents, Settings, Trained,
+    checkpoint_dir, finish_run,
+};
 use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
-use crate::data::phantom::rng::Rng;
 use crate::model::clip::l2_normalize;
 use crate::model::reconstruction::{
     ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
 };
 use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
 use crate::model::vit::{Vit, VitConfig};
+use crate::model::weights::{self, ModelCard, ModelKind, Training};
+use crate::plumbing::Rng;
+use crate::store::{OpenMode, Store};
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
@@ -319,4 +325,156 @@ pub fn train(
         )?;
     }
     Ok(model)
+}
+
+/// `endotwin train scene-encoder`.
+pub struct SceneEncoderRecipe;
+
+impl Recipe for SceneEncoderRecipe {
+    fn name(&self) -> &'static str {
+        "scene-encoder"
+    }
+
+    fn description(&self) -> &'static str {
+        "The scene encoder on the library's multi-view polyps, with the image encoder in --models frozen"
+    }
+
+    fn options(&self) -> Vec<RecipeOption> {
+        use OptionKind::*;
+        vec![
+            RecipeOption::new(
+                "models",
+                Path,
+                None,
+                "Folder of the frozen image encoder, where the scene encoder goes too \
+                 (default: the shipped models folder)",
+            ),
+            RecipeOption::new(
+                "image-model",
+                Text,
+                Some("twin-image"),
+                "Name of the frozen image encoder's card in --models",
+            ),
+            RecipeOption::new("name", Text, Some("twin-scene"), "Name of the model"),
+            RecipeOption::new("epochs", Count, Some("30"), "Passes over the data"),
+            RecipeOption::new("batch", Count, Some("32"), "Polyps per step"),
+            RecipeOption::new("seed", Count, Some("13"), "Seed of every random draw"),
+            RecipeOption::new(
+                "resume",
+                Flag,
+                None,
+                "Continue from the last checkpoint in `<models>/<name>.checkpoints/`",
+            ),
+        ]
+    }
+
+    fn run(
+        &self,
+        settings: &Settings,
+        ctx: &mut RecipeContext<'_>,
+    ) -> Result<Trained, RecipeError> {
+        let o = self.options();
+        let seed = settings.count(&o, "seed")? as u64;
+        let name = settings.text(&o, "name")?;
+        let models = settings
+            .path(&o, "models")
+            .unwrap_or_else(|| ctx.models.clone());
+        let plain = ctx.device.clone();
+        let image_path = models.join(format!("{}.json", settings.text(&o, "image-model")?));
+        let (encoder, image_card) =
+            weights::load(&image_path, ModelKind::ImageEncoder, |c: &VitConfig| {
+                c.init(&plain)
+            })
+            .map_err(|e| {
+                RecipeError::Setting(format!(
+                    "the scene encoder trains on a frozen image encoder: train that first: {e}"
+                ))
+            })?;
+        let image: VitConfig = image_card.config(&image_path)?;
+        let config = SceneEncoderTrainingConfig::new(
+            SceneEncoderConfig::new(image.output_dim()),
+            image.clone(),
+        )
+        .with_epochs(settings.count(&o, "epochs")?)
+        .with_batch(settings.count(&o, "batch")?)
+        .with_seed(seed);
+        let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
+        let size = (image.image_size as f32 * 1.25) as u32;
+        let (samples, polyps) = super::data::polyp_view_samples(&store, size)?;
+        ctx.observer.message(&format!(
+            "encoding {} views x {} copies with the frozen image encoder ({})...",
+            samples.len(),
+            config.copies,
+            image_card.version
+        ));
+        let features = ViewFeatures::compute(&encoder, &image, &samples, &polyps, &config, &plain);
+        ctx.observer.message(&format!(
+            "{} polyps with 2 or more views",
+            features.polyps()
+        ));
+        let device = ctx.device.clone().autodiff();
+        let checkpoints = checkpoint_dir(&models, &name)?;
+        let start = if settings.flag(&o, "resume") {
+            let c = Checkpoint::load(
+                &checkpoints,
+                &config,
+                config.init(&device),
+                AdamWConfig::new()
+                    .with_weight_decay(config.weight_decay as f32)
+                    .init(),
+            )?;
+            ctx.observer
+                .message(&format!("resuming after epoch {}", c.epoch));
+            Some(c)
+        } else {
+            None
+        };
+        let config_json = serde_json::to_string(&config).expect("config serialises");
+        let run_id =
+            store.write(|tx| crate::store::start_run(tx, None, "scene-encoder", &config_json))?;
+        let started = Instant::now();
+        let mut events = RunEvents {
+            checkpoints,
+            config: &config,
+            epochs: config.epochs,
+            store: &mut store,
+            run_id,
+            observer: &mut *ctx.observer,
+        };
+        let result = train(&config, &features, &device, start, &mut events);
+        let last = finish_run(&mut store, run_id, config.epochs, &result)?;
+        let model = result?;
+        let seconds = started.elapsed().as_secs_f64();
+        let mut card = ModelCard::new(
+            &name,
+            ModelKind::SceneEncoder,
+            &format!("run-{run_id}"),
+            &format!(
+                "Scene encoder (EndoFinder): fuses the unit view embeddings of {} {} into one unit \
+                 polyp embedding; trained with scene contrastive + entropy + cross-attention \
+                 reconstruction.",
+                image_card.name, image_card.version
+            ),
+            &config.scene,
+        );
+        card.training = Some(Training {
+            command: ctx.command_line.clone(),
+            seed,
+            data: format!(
+                "{} polyps ({} views) in {}",
+                features.polyps(),
+                samples.len(),
+                ctx.library.display()
+            ),
+            epochs: config.epochs,
+            wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
+            metrics: last,
+        });
+        let card = weights::save(&model.scene.valid(), &card, &models)?;
+        Ok(Trained {
+            card,
+            seconds,
+            run_id,
+        })
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::{TwinError, TwinModels, code_of};
 use crate::data::images::decode_file;
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::retrieval::{Codes, MultiIndex, Vote, cosine_knn, majority, weighted};
 use crate::store::{
     self, EmbeddingRow, EmbeddingTarget, PolypRow, Store, ensure_model, put_embedding,
@@ -158,6 +158,8 @@ pub fn index_library(
 #[derive(Debug, Clone, PartialEq)]
 pub struct Twin {
     pub polyp: PolypRow,
+    /// Its views (media ids), for the panel to draw without asking the library.
+    pub views: Vec<i64>,
     /// Cosine similarity of the embeddings.
     pub similarity: f32,
     /// Hamming distance of the sign codes.
@@ -183,6 +185,8 @@ pub enum Search {
 /// The indexed polyps of one model version, in memory.
 pub struct TwinIndex {
     polyps: Vec<PolypRow>,
+    /// The views (media ids) of each polyp, in index order.
+    views: Vec<Vec<i64>>,
     vectors: Vec<f32>,
     dim: usize,
     codes: MultiIndex,
@@ -210,6 +214,7 @@ impl TwinIndex {
         let dim = rows[0].vector.len();
         let words = dim.div_ceil(64);
         let mut polyps = Vec::new();
+        let mut views = Vec::new();
         let mut vectors = Vec::new();
         let mut codes = Codes::new(words);
         for r in rows {
@@ -217,11 +222,13 @@ impl TwinIndex {
                 continue;
             };
             polyps.push(p.clone());
+            views.push(store.polyp_views(p.id)?.iter().map(|m| m.id).collect());
             vectors.extend_from_slice(&r.vector);
             codes.push(&r.code.unwrap_or_else(|| code_of(&r.vector)));
         }
         Ok(TwinIndex {
             polyps,
+            views,
             vectors,
             dim,
             codes: MultiIndex::build(codes),
@@ -282,6 +289,7 @@ impl TwinIndex {
             .take(k)
             .map(|i| Twin {
                 polyp: self.polyps[i].clone(),
+                views: self.views[i].clone(),
                 similarity: crate::retrieval::exact::dot(
                     &self.vectors[i * self.dim..(i + 1) * self.dim],
                     embedding,

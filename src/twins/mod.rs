@@ -147,3 +147,21 @@ pub fn combine(scene: Option<&SceneEncoder>, views: &[Vec<f32>], device: &Device
 pub fn code_of(embedding: &[f32]) -> Vec<u64> {
     pack_signs(embedding)
 }
+
+/// The twins of one polyp seen in `images` (its views): encoded, combined, searched. The one
+/// query path of the CLI and the engine.
+pub fn query_images(
+    models: &TwinModels,
+    index: &TwinIndex,
+    images: &[DynamicImage],
+    k: usize,
+    search: Search,
+    exclude: Option<i64>,
+) -> Result<(TwinResult, Vec<f32>), TwinError> {
+    if images.is_empty() {
+        return Err(TwinError::Image("no views to query with".into()));
+    }
+    let views = models.encode_views(images);
+    let embedding = models.combine(&views);
+    Ok((index.query(&embedding, k, search, exclude), embedding))
+}

@@ -1,9 +1,9 @@
 //! The case browser: search, filters, and examinations → polyps / videos with thumbnails.
 
 use super::super::Command;
+use super::super::state::CaseFilter;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
-use crate::store::CaseFilter;
 
 const THUMB: f32 = 40.0;
 
@@ -59,12 +59,12 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                                 .unwrap_or_else(|| "? mm".into()),
                             p.location.as_deref().unwrap_or("?")
                         );
-                        row(ui, state, textures, lib, p.first_media_id, sel, text, out);
+                        row(ui, state, textures, p.first_media_id, sel, text, out);
                     }
                     for v in &node.videos {
                         let sel = Selection::Video(v.id);
                         let text = format!("Video {}  {} frames", v.code, v.frame_count);
-                        row(ui, state, textures, lib, v.first_media_id, sel, text, out);
+                        row(ui, state, textures, v.first_media_id, sel, text, out);
                     }
                 });
             }
@@ -76,14 +76,13 @@ fn row(
     ui: &mut egui::Ui,
     state: &AppState,
     textures: &mut Textures,
-    lib: &super::super::state::Library,
     media_id: Option<i64>,
     sel: Selection,
     text: String,
     out: &mut Vec<Command>,
 ) {
     ui.horizontal(|ui| {
-        let tex = media_id.and_then(|id| textures.thumbnail(ui.ctx(), &lib.store, id));
+        let tex = media_id.and_then(|id| textures.thumbnail(id));
         match tex {
             Some(t) => {
                 ui.add(egui::Image::new(&t).fit_to_exact_size(egui::vec2(THUMB, THUMB)));

@@ -51,10 +51,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             if let Some(p) = &d.polyp {
                 ui.separator();
                 let label = ui.strong("Pathology label").id;
-                let read_only = state
-                    .library
-                    .as_ref()
-                    .is_none_or(|l| l.store.is_read_only());
+                let read_only = state.library.as_ref().is_none_or(|l| l.read_only);
                 ui.add_enabled_ui(!read_only, |ui| {
                     let current = p.histology.clone().unwrap_or_else(|| "unknown".into());
                     let mut chosen = current.clone();

@@ -2,6 +2,7 @@
 
 mod browser;
 mod details;
+pub mod panels;
 mod placeholders;
 mod status;
 mod toasts;
@@ -9,7 +10,7 @@ mod twins;
 mod viewer;
 
 use super::Command;
-use super::state::{AppState, Tab};
+use super::state::AppState;
 use super::textures::Textures;
 use crate::engine::JobHandle;
 
@@ -37,18 +38,17 @@ pub fn draw(
         .show(ui, |ui| details::draw(ui, state, out));
     egui::CentralPanel::default().show(ui, |ui| {
         ui.horizontal(|ui| {
-            for tab in Tab::ALL {
-                if ui.selectable_label(state.tab == tab, tab.title()).clicked() {
-                    out.push(Command::ShowTab(tab));
+            for (i, p) in panels::registry().iter().enumerate() {
+                let tab = ui
+                    .selectable_label(state.tab == p.tab, p.title)
+                    .on_hover_text(format!("{} (Ctrl+{})", p.about, i + 1));
+                if tab.clicked() {
+                    out.push(Command::ShowTab(p.tab));
                 }
             }
         });
         ui.separator();
-        match state.tab {
-            Tab::Viewer => viewer::draw(ui, state, textures, out),
-            Tab::Twins => twins::draw(ui, state, textures, out),
-            other => placeholders::draw(ui, other),
-        }
+        (panels::panel(state.tab).draw)(ui, state, textures, out);
     });
     toasts::draw(ui.ctx(), state, out);
 }
@@ -62,10 +62,7 @@ fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             if ui.button("Open images…").clicked() {
                 out.push(Command::PickImages);
             }
-            let writable = state
-                .library
-                .as_ref()
-                .is_some_and(|l| !l.store.is_read_only());
+            let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
             if ui
                 .add_enabled(writable, egui::Button::new("Import image folder…"))
                 .clicked()
@@ -129,6 +126,13 @@ fn keyboard(ctx: &egui::Context, out: &mut Vec<Command>) {
         if i.key_pressed(Key::Escape) {
             out.push(Command::Focus(None));
         }
+        if i.modifiers.command {
+            for (n, p) in panels::registry().iter().enumerate() {
+                if panels::shortcut_key(n).is_some_and(|k| i.key_pressed(k)) {
+                    out.push(Command::ShowTab(p.tab));
+                }
+            }
+        }
         if i.modifiers.command && i.key_pressed(Key::Z) {
             out.push(if i.modifiers.shift {
                 Command::Redo
@@ -161,6 +165,7 @@ pub fn shortcut_list(ui: &mut egui::Ui) {
             ("Left / Right", "previous / next view"),
             ("Esc", "back to the view grid"),
             ("Ctrl+Z / Ctrl+Shift+Z", "undo / redo a label change"),
+            ("Ctrl+1 .. Ctrl+9", "switch tabs, in their order"),
             ("scroll / drag", "zoom / pan the focused image"),
             ("double-click", "reset zoom"),
         ] {

@@ -1,27 +1,43 @@
-//! Tabs whose capability is not built yet. Each says plainly which capability fills it.
+//! Tabs whose capability is not built yet, registered like any panel (`panels.rs`). Each says
+//! plainly which capability fills it; a capability's own panel replaces its entry there.
 
-use super::super::state::Tab;
+use super::super::Command;
+use super::super::state::AppState;
+use super::super::textures::Textures;
 
-pub fn draw(ui: &mut egui::Ui, tab: Tab) {
-    let (what, text) = match tab {
-        Tab::Prompts => (
-            "Text prompts (Endo-CLIP) — not built yet",
-            "Filled by the Endo-CLIP capability: zero-shot text-prompt scores for the selected frames and caption retrieval (CLIP with the multi-positive KL loss for capsule images).",
-        ),
-        Tab::Tracklets => (
-            "Tracklet re-identification — not built yet",
-            "Filled by the tracklet capability: tracklets of a procedure video, their re-identification links, and tools to merge, split and accept or reject links.",
-        ),
-        Tab::Training => (
-            "Training — not built yet",
-            "Filled by the training capability: fine-tune the same burn graphs the viewer uses, with live loss curves, progress, ETA, stop and resume.",
-        ),
-        Tab::Labelling => (
-            "Labelling queue — not built yet",
-            "Filled by the labelling capability: keyboard-first review queues sorted by confidence and diversity. Today, correct a polyp's pathology in the details panel (with undo and an audit trail).",
-        ),
-        Tab::Viewer | Tab::Twins => ("", ""),
-    };
+pub fn prompts(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
+    say(
+        ui,
+        "Text prompts (Endo-CLIP) — not built yet",
+        "Filled by the Endo-CLIP capability: zero-shot text-prompt scores for the selected frames and caption retrieval (CLIP with the multi-positive KL loss for capsule images).",
+    );
+}
+
+pub fn tracklets(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
+    say(
+        ui,
+        "Tracklet re-identification — not built yet",
+        "Filled by the tracklet capability: tracklets of a procedure video, their re-identification links, and tools to merge, split and accept or reject links.",
+    );
+}
+
+pub fn training(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
+    say(
+        ui,
+        "Training — not built yet",
+        "Filled by the training capability: fine-tune the same burn graphs the viewer uses, with live loss curves, progress, ETA, stop and resume.",
+    );
+}
+
+pub fn labelling(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
+    say(
+        ui,
+        "Labelling queue — not built yet",
+        "Filled by the labelling capability: keyboard-first review queues sorted by confidence and diversity. Today, correct a polyp's pathology in the details panel (with undo and an audit trail).",
+    );
+}
+
+fn say(ui: &mut egui::Ui, what: &str, text: &str) {
     ui.add_space(24.0);
     ui.heading(what);
     ui.add_space(8.0);

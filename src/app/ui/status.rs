@@ -17,11 +17,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, jobs: &[JobHandle], out: &mut V
                     lib.stats.videos,
                     lib.stats.media,
                     lib.stats.media_bytes as f64 / 1e6,
-                    if lib.store.is_read_only() {
-                        " · read-only"
-                    } else {
-                        ""
-                    }
+                    if lib.read_only { " · read-only" } else { "" }
                 ));
             }
             None => {

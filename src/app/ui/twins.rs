@@ -7,7 +7,6 @@ use super::super::textures::Textures;
 use crate::engine::TwinQuery;
 use crate::engine::loader::ImageKey;
 use crate::retrieval::Vote;
-use crate::store::Store;
 use crate::twins::Search;
 use egui::{Color32, RichText};
 
@@ -32,7 +31,7 @@ pub fn pathology_colour(histology: &str) -> Color32 {
 }
 
 pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &mut Vec<Command>) {
-    let Some(lib) = &state.library else {
+    if state.library.is_none() {
         ui.label("Open a library to retrieve digital twins from.");
         return;
     };
@@ -68,7 +67,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         if matches!(state.selection, Selection::Polyp(_)) {
             choose_views(ui, state, textures, out);
         } else {
-            query_views(ui, &lib.store, &answer.query, textures);
+            query_views(ui, &answer.query, textures);
         }
         ui.add_space(6.0);
         let vote = if panel.weighted {
@@ -91,7 +90,6 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 for (rank, twin) in row {
                     card(
                         ui,
-                        &lib.store,
                         textures,
                         *rank,
                         twin,
@@ -102,10 +100,16 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 }
             });
         }
-        if let Some(pinned) = panel.pinned {
+        if panel.pinned.is_some() {
             ui.add_space(8.0);
             ui.separator();
-            side_by_side(ui, &lib.store, textures, &answer.query, pinned, out);
+            side_by_side(
+                ui,
+                textures,
+                &answer.query,
+                panel.pinned_views.as_ref(),
+                out,
+            );
         }
         ui.add_space(8.0);
         ui.separator();
@@ -159,10 +163,7 @@ fn controls(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             out.push(Command::SetTwinAuto(auto));
         }
         ui.separator();
-        let writable = state
-            .library
-            .as_ref()
-            .is_some_and(|l| !l.store.is_read_only());
+        let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
         if ui
             .add_enabled(writable, egui::Button::new("Re-index"))
             .on_hover_text("Encode library polyps that changed since the last index")
@@ -180,13 +181,10 @@ fn choose_views(
     textures: &mut Textures,
     out: &mut Vec<Command>,
 ) {
-    let Some(lib) = &state.library else {
-        return;
-    };
     ui.horizontal_wrapped(|ui| {
         for m in &state.details.media {
             let left_out = state.twins.left_out.contains(&m.id);
-            let Some(t) = textures.thumbnail(ui.ctx(), &lib.store, m.id) else {
+            let Some(t) = textures.thumbnail(m.id) else {
                 ui.allocate_exact_size(egui::vec2(CARD_THUMB, CARD_THUMB), egui::Sense::hover());
                 continue;
             };
@@ -214,11 +212,11 @@ fn choose_views(
     });
 }
 
-fn query_views(ui: &mut egui::Ui, store: &Store, query: &TwinQuery, textures: &mut Textures) {
+fn query_views(ui: &mut egui::Ui, query: &TwinQuery, textures: &mut Textures) {
     ui.horizontal(|ui| match query {
         TwinQuery::Media { ids, .. } => {
             for id in ids {
-                thumb(ui, store, textures, *id, CARD_THUMB);
+                thumb(ui, textures, *id, CARD_THUMB);
             }
         }
         TwinQuery::Files(paths) => {
@@ -243,8 +241,8 @@ fn query_views(ui: &mut egui::Ui, store: &Store, query: &TwinQuery, textures: &m
     });
 }
 
-fn thumb(ui: &mut egui::Ui, store: &Store, textures: &mut Textures, media_id: i64, side: f32) {
-    match textures.thumbnail(ui.ctx(), store, media_id) {
+fn thumb(ui: &mut egui::Ui, textures: &mut Textures, media_id: i64, side: f32) {
+    match textures.thumbnail(media_id) {
         Some(t) => {
             ui.add(egui::Image::new(&t).fit_to_exact_size(egui::vec2(side, side)));
         }
@@ -288,7 +286,6 @@ fn vote_bar(ui: &mut egui::Ui, vote: &Vote) {
 #[allow(clippy::too_many_arguments)]
 fn card(
     ui: &mut egui::Ui,
-    store: &Store,
     textures: &mut Textures,
     rank: usize,
     twin: &crate::twins::Twin,
@@ -304,9 +301,8 @@ fn card(
             ui.set_width(CARD_THUMB * 2.0 + 12.0);
             ui.vertical(|ui| {
                 ui.horizontal(|ui| {
-                    let views = store.polyp_views(p.id).unwrap_or_default();
-                    for m in views.iter().take(2) {
-                        thumb(ui, store, textures, m.id, CARD_THUMB);
+                    for id in twin.views.iter().take(2) {
+                        thumb(ui, textures, *id, CARD_THUMB);
                     }
                 });
                 ui.label(RichText::new(format!("#{} {}", rank + 1, p.code)).strong());
@@ -329,7 +325,7 @@ fn card(
                 ui.horizontal(|ui| {
                     if ui.button("Open case").clicked() {
                         out.push(Command::Select(Selection::Polyp(p.id)));
-                        out.push(Command::ShowTab(super::super::state::Tab::Viewer));
+                        out.push(Command::ShowTab(super::super::state::Tab::VIEWER));
                     }
                     let is_pinned = pinned == Some(p.id);
                     if ui.selectable_label(is_pinned, "Pin").clicked() {
@@ -342,10 +338,9 @@ fn card(
 
 fn side_by_side(
     ui: &mut egui::Ui,
-    store: &Store,
     textures: &mut Textures,
     query: &TwinQuery,
-    pinned: i64,
+    pinned: Option<&(String, Vec<i64>)>,
     out: &mut Vec<Command>,
 ) {
     let side = 180.0;
@@ -360,7 +355,7 @@ fn side_by_side(
         cols[0].horizontal_wrapped(|ui| match query {
             TwinQuery::Media { ids, .. } => {
                 for id in ids {
-                    thumb(ui, store, textures, *id, side);
+                    thumb(ui, textures, *id, side);
                 }
             }
             TwinQuery::Files(paths) => {
@@ -369,16 +364,11 @@ fn side_by_side(
                 }
             }
         });
-        let code = store
-            .polyp(pinned)
-            .ok()
-            .flatten()
-            .map(|p| p.code)
-            .unwrap_or_default();
+        let (code, views) = pinned.map_or(("", &[][..]), |(c, v)| (c.as_str(), &v[..]));
         cols[1].label(format!("Twin {code}"));
         cols[1].horizontal_wrapped(|ui| {
-            for m in store.polyp_views(pinned).unwrap_or_default() {
-                thumb(ui, store, textures, m.id, side);
+            for id in views {
+                thumb(ui, textures, *id, side);
             }
         });
     });

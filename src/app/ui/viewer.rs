@@ -2,10 +2,10 @@
 //! Zoom and pan are view-local UI state (egui memory), reset by a double-click.
 
 use super::super::Command;
+use super::super::state::BoxRow;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
 use crate::engine::loader::ImageKey;
-use crate::store::BoxRow;
 use egui::{Color32, Rect, Sense, Stroke, StrokeKind, Vec2, pos2};
 
 #[derive(Clone, Copy, Debug)]
@@ -72,10 +72,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             &state.details.title
         });
         if state.selection == Selection::OpenedFiles {
-            let writable = state
-                .library
-                .as_ref()
-                .is_some_and(|l| !l.store.is_read_only());
+            let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
             if ui
                 .add_enabled(writable, egui::Button::new("Import into library"))
                 .clicked()

@@ -5,7 +5,7 @@
 
 use super::plan::{Plan, PlanBox, PlanExam, PlanImage, PlanVideo};
 use super::{ImportError, Problems, check_cancel, resolve_in_root, try_prepare};
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 
 use super::plan::{Plan, PlanExam, PlanImage};
 use super::{ImportError, Problems, check_cancel, folder_name, image_files, try_prepare};
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::path::Path;
 

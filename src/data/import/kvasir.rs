@@ -5,7 +5,7 @@ use super::plan::{Plan, PlanExam, PlanImage, PlanPolyp};
 use super::{
     ImportError, Problems, check_cancel, folder_name, images_in, prepare_mask, try_prepare,
 };
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::path::Path;
 

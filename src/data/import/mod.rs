@@ -18,7 +18,7 @@ pub mod realcolon;
 pub use plan::Plan;
 
 use crate::data::images::{self, ImageError};
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::store::{Store, StoreError};
 use image::{GrayImage, ImageFormat};
 use std::path::{Component, Path, PathBuf};
@@ -140,8 +140,7 @@ pub struct PreparedImage {
     pub thumbnail: Vec<u8>,
 }
 
-/// Longer side of the thumbnails stored with each media item.
-pub const THUMBNAIL_SIDE: u32 = 128;
+pub use super::images::THUMBNAIL_SIDE;
 
 /// Reads, decodes and thumbnails one image file.
 pub fn prepare_image(path: &Path) -> Result<PreparedImage, ImageError> {

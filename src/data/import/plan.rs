@@ -2,8 +2,7 @@
 //! videos with boxes. One writer turns every layout's plan into rows, in one transaction.
 
 use super::{ImportError, ImportReport, ItemProblem, PreparedImage, check_cancel};
-use crate::data::phantom;
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::store::{
     self, BoxRow, MediaKind, NewExamination, NewMedia, NewPolyp, Store, StoreError, TargetKind,
 };
@@ -261,7 +260,7 @@ pub fn write(
                 let mut order: Vec<usize> = (0..raw.len()).collect();
                 order.sort_by_key(|&i| (raw[i].0, raw[i].1));
                 let sorted: Vec<(usize, usize, [f32; 4])> = order.iter().map(|&i| raw[i]).collect();
-                let tracklets = phantom::tracklets_from_boxes(&sorted);
+                let tracklets = crate::data::tracklets::tracklets_from_boxes(&sorted);
                 let mut tracklet_of = vec![None; sorted.len()];
                 for (pi, members) in &tracklets {
                     let code = codes[*pi];

@@ -5,7 +5,7 @@
 
 use super::plan::{Plan, PlanBox, PlanExam, PlanImage, PlanVideo};
 use super::{ImportError, Problems, check_cancel, coco::histology_name, images_in, try_prepare};
-use crate::engine::Progress;
+use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::collections::HashMap;
 use std::path::Path;

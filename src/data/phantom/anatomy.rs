@@ -4,7 +4,7 @@
 //! distributions overlap on purpose: size, shape, colour and surface pattern each carry some
 //! signal, none decides the class alone.
 
-use super::rng::Rng;
+use crate::plumbing::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pathology {

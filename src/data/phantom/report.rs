@@ -1,7 +1,7 @@
 //! Report sentences in varied clinical wording, and capsule captions.
 
 use super::anatomy::{PolypSpec, Surface};
-use super::rng::Rng;
+use crate::plumbing::Rng;
 
 /// One sentence describing a polyp's endoscopic appearance.
 pub fn polyp_sentence(spec: &PolypSpec, ordinal: usize, rng: &mut Rng) -> String {

@@ -1,0 +1,88 @@
+//! The panel registry: every tab of the central area, in order. A capability adds its panel
+//! here (one line) and in its own file under `ui/`; the shell draws whatever is registered,
+//! with a shortcut each (Ctrl+1, Ctrl+2, ...), and `--tab <id>` opens any of them.
+
+use super::super::Command;
+use super::super::state::{AppState, Tab};
+use super::super::textures::Textures;
+use super::{placeholders, twins, viewer};
+
+/// Draws a panel: reads the state, pushes commands.
+pub type DrawPanel = fn(&mut egui::Ui, &AppState, &mut Textures, &mut Vec<Command>);
+
+/// One registered tab.
+pub struct PanelSpec {
+    /// Its id (`--tab`, [`Tab`]).
+    pub tab: Tab,
+    pub title: &'static str,
+    /// What it shows, for the tab's hover text.
+    pub about: &'static str,
+    pub draw: DrawPanel,
+}
+
+static PANELS: [PanelSpec; 6] = [
+    PanelSpec {
+        tab: Tab::VIEWER,
+        title: "Viewer",
+        about: "The selected case's views or video frames, with zoom and boxes",
+        draw: viewer::draw,
+    },
+    PanelSpec {
+        tab: Tab::TWINS,
+        title: "Digital twins",
+        about: "The most similar library polyps, their pathology and the vote they add up to",
+        draw: twins::draw,
+    },
+    // Capabilities still to come: each entry gives way to the capability's own panel.
+    PanelSpec {
+        tab: Tab("prompts"),
+        title: "Text prompts",
+        about: "Zero-shot text-prompt scores and caption retrieval (not built yet)",
+        draw: placeholders::prompts,
+    },
+    PanelSpec {
+        tab: Tab("tracklets"),
+        title: "Tracklets",
+        about: "Tracklet re-identification links across a video (not built yet)",
+        draw: placeholders::tracklets,
+    },
+    PanelSpec {
+        tab: Tab("training"),
+        title: "Training",
+        about: "Fine-tune the models with the training recipes (not built yet)",
+        draw: placeholders::training,
+    },
+    PanelSpec {
+        tab: Tab("labelling"),
+        title: "Labelling",
+        about: "Keyboard-first review queues (not built yet)",
+        draw: placeholders::labelling,
+    },
+];
+
+pub fn registry() -> &'static [PanelSpec] {
+    &PANELS
+}
+
+/// The registered panel of `tab` (the first one when the tab is unknown).
+pub fn panel(tab: Tab) -> &'static PanelSpec {
+    PANELS.iter().find(|p| p.tab == tab).unwrap_or(&PANELS[0])
+}
+
+/// Ctrl+1..9 selects the n-th tab.
+pub fn shortcut_key(index: usize) -> Option<egui::Key> {
+    use egui::Key::*;
+    [Num1, Num2, Num3, Num4, Num5, Num6, Num7, Num8, Num9]
+        .get(index)
+        .copied()
+}
+
+/// The registered tab called `id` (`--tab` on the command line).
+pub fn tab_by_id(id: &str) -> Option<Tab> {
+    PANELS.iter().find(|p| p.tab.0 == id).map(|p| p.tab)
+}
+
+/// Every registered tab's id, in order.
+pub fn tab_ids() -> Vec<&'static str> {
+    PANELS.iter().map(|p| p.tab.0).collect()
+}

@@ -1,0 +1,59 @@
+//! `endotwin import <layout> <path>`: an engine import job with a progress bar.
+
+use anyhow::{Context, Result};
+use endotwin::compute::{self, BackendPref};
+use endotwin::data::import::{ImportLayout, ImportOptions};
+use endotwin::engine::{Engine, Job, JobOutput};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// The layout of the source.
+    #[arg(value_enum)]
+    layout: ImportLayout,
+    /// The folder (or manifest) to import.
+    path: PathBuf,
+    /// Abort the whole import, writing nothing, when any item is bad (default: skip it).
+    #[arg(long)]
+    strict: bool,
+}
+
+pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
+    let ImportArgs {
+        layout,
+        path,
+        strict,
+    } = args;
+    if !path.exists() {
+        anyhow::bail!("{}: no such file or folder", path.display());
+    }
+    let compute = compute::select(pref)?;
+    let mut engine = Engine::start(compute, None);
+    let handle = engine.submit(
+        format!("import {}", path.display()),
+        library.to_path_buf(),
+        Job::Import {
+            layout,
+            path: path.clone(),
+            options: ImportOptions { strict },
+        },
+    )?;
+    let bar = super::stage_bar();
+    let progress = handle.progress.clone();
+    let done = engine.wait(handle.id, || {
+        bar.set_message(progress.stage_name());
+        bar.set_length(progress.total());
+        bar.set_position(progress.done());
+    })?;
+    bar.finish_and_clear();
+    match done.result.map_err(anyhow::Error::msg)? {
+        JobOutput::Imported(report) => {
+            for p in &report.skipped {
+                eprintln!("skipped {p}");
+            }
+            println!("imported {}: {}", path.display(), report.summary());
+            Ok(())
+        }
+        other => Err(anyhow::anyhow!("unexpected job output {other:?}")).context("import"),
+    }
+}

@@ -1,0 +1,39 @@
+//! `endotwin info`: version, compute backend and adapter, device check, library contents.
+
+use anyhow::Result;
+use endotwin::compute::{self, BackendPref};
+use endotwin::store::{OpenMode, Store};
+use std::path::Path;
+
+pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
+    println!("endotwin {}", env!("CARGO_PKG_VERSION"));
+    let compute = compute::select(pref)?;
+    println!("backend: {}", compute.backend);
+    println!("adapter: {}", compute.adapter);
+    if let Some(note) = &compute.note {
+        println!("note:    {note}");
+    }
+    let check = endotwin::engine::device_check(&compute);
+    println!("device check (2x2 matmul): {check:?}");
+    let store = Store::open(library, OpenMode::Existing)?;
+    let stats = store.stats()?;
+    println!("library: {}", store.db_path().display());
+    println!(
+        "schema:  v{}{}",
+        store.schema_version()?,
+        if store.is_read_only() {
+            " (read-only)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "content: {} examinations, {} polyps, {} videos, {} media ({:.1} MB)",
+        stats.examinations,
+        stats.polyps,
+        stats.videos,
+        stats.media,
+        stats.media_bytes as f64 / 1e6
+    );
+    Ok(())
+}

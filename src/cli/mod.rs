@@ -1,0 +1,89 @@
+//! The command line's edge: one file per command family, each calling its capability's
+//! public functions and printing what they return. Errors become one line on stderr.
+
+pub mod bench;
+pub mod demo;
+pub mod eval;
+pub mod gui;
+pub mod import;
+pub mod info;
+pub mod model;
+pub mod train;
+pub mod twins;
+
+use endotwin::plumbing::Progress;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::Arc;
+
+/// Joins an error chain into one line, dropping links already contained in the previous one.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for c in e.chain().map(|c| c.to_string()) {
+        if out.last().is_none_or(|last| !last.contains(c.as_str())) {
+            out.push(c);
+        }
+    }
+    out.join(": ")
+}
+
+/// The exact command line, recorded in model cards.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Mesa's Vulkan loader prints `error: XDG_RUNTIME_DIR is invalid or not set` on every
+/// adapter probe when the variable is missing (servers, CI, sudo). A private runtime folder
+/// keeps a healthy run free of lines that start with `error:`.
+pub fn quiet_platform_warnings() {
+    let usable = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .is_some_and(|p| p.is_dir());
+    if usable {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("endotwin-runtime-{}", user_id()));
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+    }
+    // SAFETY: called first thing in `main`, before any other thread exists.
+    unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+}
+
+fn user_id() -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata("/proc/self") {
+            return m.uid().to_string();
+        }
+    }
+    std::env::var("USER").unwrap_or_else(|_| "user".into())
+}
+
+/// A bar drawing `progress` (stage name, steps) until it is finished.
+pub fn stage_bar() -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Mirrors `progress` into `bar` from a thread of its own until the bar is finished.
+pub fn watch(progress: Arc<Progress>, bar: ProgressBar) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !bar.is_finished() {
+            bar.set_message(progress.stage_name());
+            bar.set_length(progress.total());
+            bar.set_position(progress.done());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    })
+}

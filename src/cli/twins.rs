@@ -1,0 +1,107 @@
+//! `endotwin index` and `endotwin twins`: the digital-twin capability from the command line.
+
+use anyhow::Result;
+use endotwin::compute::{self, BackendPref};
+use endotwin::data::images::decode_file;
+use endotwin::plumbing::Progress;
+use endotwin::store::{OpenMode, Store};
+use endotwin::twins::{Search, TwinIndex, TwinModels, index_library, query_images};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct IndexArgs {
+    #[arg(long)]
+    models: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct TwinsArgs {
+    #[arg(required = true)]
+    images: Vec<PathBuf>,
+    #[arg(long)]
+    models: Option<PathBuf>,
+    #[arg(long, default_value_t = 6)]
+    k: usize,
+    /// Search the sign codes by Hamming distance instead of cosine over floats.
+    #[arg(long)]
+    hamming: bool,
+}
+
+pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let mut store = Store::open(library, OpenMode::Existing)?;
+    let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let models = TwinModels::load(&dir, &compute.device)?;
+    let started = std::time::Instant::now();
+    let stats = index_library(&mut store, &models, &Progress::new())?;
+    println!(
+        "indexed with {}: {} views encoded, {} current; {} polyps updated, {} current ({:.1} s)",
+        models.version(),
+        stats.views_encoded,
+        stats.views_current,
+        stats.polyps_updated,
+        stats.polyps_current,
+        started.elapsed().as_secs_f64()
+    );
+    for p in &stats.problems {
+        eprintln!("skipped {p}");
+    }
+    Ok(())
+}
+
+pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let store = Store::open(library, OpenMode::Existing)?;
+    let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let started = std::time::Instant::now();
+    let models = TwinModels::load(&dir, &compute.device)?;
+    let index = TwinIndex::load(&store, &models)?;
+    let mut decoded = Vec::new();
+    for path in &args.images {
+        decoded.push(decode_file(path)?.image);
+    }
+    let search = if args.hamming {
+        Search::Hamming
+    } else {
+        Search::Cosine
+    };
+    let (result, _) = query_images(&models, &index, &decoded, args.k, search, None)?;
+    println!(
+        "{} view(s) -> {} twins of {} indexed polyps ({} search, {:.0} ms end to end)",
+        args.images.len(),
+        result.twins.len(),
+        index.len(),
+        if args.hamming { "Hamming" } else { "cosine" },
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    println!("| rank | polyp | pathology | Vienna | size mm | location | similarity | Hamming |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (i, t) in result.twins.iter().enumerate() {
+        let p = &t.polyp;
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.3} | {}/{} |",
+            i + 1,
+            p.code,
+            p.histology.as_deref().unwrap_or("-"),
+            p.vienna_class.map_or("-".into(), |v| v.to_string()),
+            p.size_mm.map_or("-".into(), |v| format!("{v:.0}")),
+            p.location.as_deref().unwrap_or("-"),
+            t.similarity,
+            t.hamming,
+            result.bits
+        );
+    }
+    let shares = |v: &endotwin::retrieval::Vote| {
+        v.shares
+            .iter()
+            .map(|(l, s)| format!("{l} {:.0}%", s * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("vote: {}", shares(&result.vote));
+    println!(
+        "similarity-weighted vote: {}",
+        shares(&result.weighted_vote)
+    );
+    Ok(())
+}

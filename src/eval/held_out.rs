@@ -1,0 +1,65 @@
+//! The library an evaluation runs on: one the user names, or the phantom's test split of a
+//! seed generated into a temporary folder that is removed when the evaluation is done.
+
+use crate::data::phantom::{self, PhantomConfig, PhantomError, Split};
+use crate::plumbing::Progress;
+use crate::store::{OpenMode, Store};
+use std::path::{Path, PathBuf};
+
+/// An open held-out library; a generated one is deleted on drop.
+pub struct HeldOut {
+    pub store: Store,
+    /// What it is, for reports and model cards.
+    pub described: String,
+    generated: Option<PathBuf>,
+}
+
+impl HeldOut {
+    /// `path` when given, else the test split of `seed` (`polyps` x `views` at `size` px).
+    pub fn open(
+        path: Option<&Path>,
+        seed: u64,
+        polyps: usize,
+        views: usize,
+        size: u32,
+    ) -> Result<HeldOut, PhantomError> {
+        if let Some(path) = path {
+            return Ok(HeldOut {
+                store: Store::open(path, OpenMode::Existing)?,
+                described: path.display().to_string(),
+                generated: None,
+            });
+        }
+        let dir =
+            std::env::temp_dir().join(format!("endotwin-heldout-{seed}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = PhantomConfig {
+            seed,
+            split: Split::Test,
+            polyps,
+            views_per_polyp: views,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 0,
+            image_size: size,
+            ..PhantomConfig::default()
+        };
+        let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
+        phantom::generate(&mut store, &cfg, &Progress::new())?;
+        Ok(HeldOut {
+            store,
+            described: format!(
+                "phantom test split of seed {seed}, {polyps} polyps x {views} views, {size} px"
+            ),
+            generated: Some(dir),
+        })
+    }
+}
+
+impl Drop for HeldOut {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.generated {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

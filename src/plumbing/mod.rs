@@ -1,0 +1,12 @@
+//! The low layer every other module may use and that uses none of them: job progress and
+//! cancellation, the seeded random source, and a description of the machine for records.
+//! Data, retrieval, models and training take their plumbing from here, never from the
+//! engine or the app above them.
+
+mod machine;
+mod progress;
+mod rng;
+
+pub use machine::machine;
+pub use progress::Progress;
+pub use rng::Rng;

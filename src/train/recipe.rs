@@ -1,0 +1,247 @@
+//! The recipe registry: every way to train a model, with its options and their defaults, run
+//! the same way from the CLI (`endotwin train <recipe>`, `endotwin train --list`) and from the
+//! training panel. A recipe owns its whole run: data from the library, checkpoints every epoch,
+//! `resume`, the run and its metrics in the library, the model card with its training record.
+//! Adding a recipe: implement [`Recipe`] and add it to [`super::recipes`].
+
+use super::{Checkpoint, EpochReport, TrainError, TrainEvents};
+use crate::model::weights::WeightsError;
+use crate::store::{self, Store, StoreError};
+use burn::module::Module;
+use burn::store::ModuleSnapshot;
+use burn::tensor::Device;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub trait Recipe: Sync {
+    /// What the user types: `endotwin train <name>`.
+    fn name(&self) -> &'static str;
+    /// One line: what it trains, on what.
+    fn description(&self) -> &'static str;
+    /// Its settings with their defaults (a form in the panel, flags on the CLI).
+    fn options(&self) -> Vec<RecipeOption>;
+    fn run(&self, settings: &Settings, ctx: &mut RecipeContext<'_>)
+    -> Result<Trained, RecipeError>;
+}
+
+/// One setting of a recipe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecipeOption {
+    /// Flag name without dashes (`epochs` is `--epochs`).
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: OptionKind,
+    /// The default as text; `None`: unset unless given (a path chosen at run time).
+    pub default: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionKind {
+    /// A whole number >= 0.
+    Count,
+    /// A real number.
+    Number,
+    /// On or off (off by default).
+    Flag,
+    Text,
+    Path,
+}
+
+impl RecipeOption {
+    pub fn new(
+        name: &'static str,
+        kind: OptionKind,
+        default: Option<&'static str>,
+        help: &'static str,
+    ) -> RecipeOption {
+        RecipeOption {
+            name,
+            help,
+            kind,
+            default,
+        }
+    }
+}
+
+/// Chosen values by option name, as text (what the CLI parsed or the panel's form holds);
+/// options not given take their defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    values: BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub fn set(&mut self, name: &str, value: impl Into<String>) {
+        self.values.insert(name.to_string(), value.into());
+    }
+
+    /// The given value of `option`, else its default.
+    fn raw(&self, options: &[RecipeOption], name: &str) -> Option<String> {
+        self.values.get(name).cloned().or_else(|| {
+            options
+                .iter()
+                .find(|o| o.name == name)
+                .and_then(|o| o.default.map(str::to_string))
+        })
+    }
+
+    fn parsed<T: std::str::FromStr>(
+        &self,
+        options: &[RecipeOption],
+        name: &str,
+    ) -> Result<T, RecipeError> {
+        let raw = self
+            .raw(options, name)
+            .ok_or_else(|| RecipeError::Setting(format!("--{name} is required")))?;
+        raw.parse()
+            .map_err(|_| RecipeError::Setting(format!("--{name}: `{raw}` is not valid")))
+    }
+
+    pub fn count(&self, options: &[RecipeOption], name: &str) -> Result<usize, RecipeError> {
+        self.parsed(options, name)
+    }
+
+    pub fn number(&self, options: &[RecipeOption], name: &str) -> Result<f64, RecipeError> {
+        self.parsed(options, name)
+    }
+
+    pub fn flag(&self, options: &[RecipeOption], name: &str) -> bool {
+        self.raw(options, name).is_some_and(|v| v == "true")
+    }
+
+    pub fn text(&self, options: &[RecipeOption], name: &str) -> Result<String, RecipeError> {
+        self.parsed(options, name)
+    }
+
+    pub fn path(&self, options: &[RecipeOption], name: &str) -> Option<PathBuf> {
+        self.raw(options, name).map(PathBuf::from)
+    }
+}
+
+/// What a run is given: where the data is, where tensors run, and who watches.
+pub struct RecipeContext<'a> {
+    pub library: PathBuf,
+    /// The models folder used when a recipe's own path option is not set.
+    pub models: PathBuf,
+    pub device: Device,
+    /// Recorded in the model card (the exact command that made the model).
+    pub command_line: String,
+    pub observer: &'a mut dyn TrainObserver,
+}
+
+/// What the CLI's progress bar or the training panel sees of a run.
+pub trait TrainObserver {
+    /// A line for the user ("encoding 640 views...", "resuming after epoch 3").
+    fn message(&mut self, line: &str);
+    /// After each optimizer step.
+    fn step(&mut self, epoch: usize, epochs: usize, step: usize, steps: usize, loss: f64);
+    /// After each epoch, once its checkpoint is written.
+    fn epoch(&mut self, report: &EpochReport, epochs: usize);
+    /// Polled between steps; true stops the run after the current step.
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct Trained {
+    /// The saved model card.
+    pub card: PathBuf,
+    pub seconds: f64,
+    pub run_id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecipeError {
+    #[error("{0}")]
+    Setting(String),
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    #[error(transparent)]
+    Data(#[from] super::data::DataError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The checkpoint folder of model `name` in `dir`, created.
+pub(crate) fn checkpoint_dir(dir: &Path, name: &str) -> Result<PathBuf, RecipeError> {
+    let path = dir.join(format!("{name}.checkpoints"));
+    std::fs::create_dir_all(&path).map_err(|source| RecipeError::Io {
+        path: format!("cannot create {}", path.display()),
+        source,
+    })?;
+    Ok(path)
+}
+
+/// The bridge from a training loop to a recipe's run: checkpoints each epoch, records its
+/// metrics in the library, and passes progress on to the observer.
+pub(crate) struct RunEvents<'a, C> {
+    pub checkpoints: PathBuf,
+    /// The training config, saved with each checkpoint.
+    pub config: &'a C,
+    pub epochs: usize,
+    pub store: &'a mut Store,
+    pub run_id: i64,
+    pub observer: &'a mut dyn TrainObserver,
+}
+
+impl<M, C> TrainEvents<M> for RunEvents<'_, C>
+where
+    M: Module + ModuleSnapshot,
+    C: serde::Serialize,
+{
+    fn step(&mut self, epoch: usize, step: usize, steps: usize, loss: f64) {
+        self.observer.step(epoch, self.epochs, step, steps, loss);
+    }
+
+    fn epoch(
+        &mut self,
+        report: &EpochReport,
+        checkpoint: &Checkpoint<M>,
+    ) -> Result<(), TrainError> {
+        checkpoint.save(&self.checkpoints, self.config)?;
+        self.observer.epoch(report, self.epochs);
+        let run = self.run_id;
+        self.store
+            .write(|tx| {
+                for (name, value) in &report.metrics {
+                    store::log_metric(tx, run, report.epoch, 0, name, *value)?;
+                }
+                store::log_metric(tx, run, report.epoch, 0, "seconds", report.seconds)
+            })
+            .map_err(|e| TrainError::Checkpoint(format!("cannot record metrics: {e}")))
+    }
+
+    fn cancelled(&self) -> bool {
+        self.observer.cancelled()
+    }
+}
+
+/// Marks the run finished, cancelled or failed, and returns the last epoch's metrics.
+pub(crate) fn finish_run<T>(
+    store: &mut Store,
+    run_id: i64,
+    epochs: usize,
+    result: &Result<T, TrainError>,
+) -> Result<Vec<(String, f64)>, RecipeError> {
+    let status = match result {
+        Ok(_) => "finished",
+        Err(TrainError::Cancelled { .. }) => "cancelled",
+        Err(_) => "failed",
+    };
+    store.write(|tx| store::finish_run(tx, run_id, status))?;
+    Ok(store
+        .run_metrics(run_id)?
+        .into_iter()
+        .filter(|(e, _, _)| *e == epochs)
+        .map(|(_, n, v)| (n, v))
+        .collect())
+}
