@@ -3,7 +3,7 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 use endotwin::model::reconstruction::masked_mse;
-use endotwin::train::losses::{contrastive, entropy};
+use endotwin::train::losses::{contrastive, contrastive_in_families, entropy, entropy_in_families};
 
 fn z(device: &Device) -> Tensor<2> {
     Tensor::from_data(
@@ -71,4 +71,41 @@ fn the_losses_have_gradients_that_pull_positives_together() {
     let after = (contrastive(stepped.clone(), &[0, 0, 1], 0.5) + entropy(stepped, &[0, 0, 1]))
         .into_scalar::<f32>();
     assert!(after < before, "{after} !< {before}");
+}
+
+/// Four rows: z0, z1 two augmentations of one image of polyp A (group 0); z2 another view of
+/// polyp A (its own group 1); z3 a view of polyp B (group 2).
+fn siblings(device: &Device) -> Tensor<2> {
+    Tensor::from_data(
+        TensorData::new(vec![1.0f32, 0.0, 0.6, 0.8, 0.8, 0.6, 0.0, 1.0], [4, 2]),
+        device,
+    )
+}
+
+#[test]
+fn a_sibling_view_of_the_same_polyp_is_never_a_negative() {
+    let device = Device::flex();
+    let groups = [0, 0, 1, 2];
+    let polyps = [7, 7, 7, 9];
+    // Only z3 (polyp B) is a negative of z0 and z1:
+    // pair (0, 1): cos 0.6 vs z3 at 0   -> log(1 + e^{-0.6});
+    // pair (1, 0): cos 0.6 vs z3 at 0.8 -> log(1 + e^{0.2}).
+    let want = ((1.0 + (-0.6f64).exp()).ln() + (1.0 + 0.2f64.exp()).ln()) / 2.0;
+    let got = scalar(contrastive_in_families(
+        siblings(&device),
+        &groups,
+        &polyps,
+        1.0,
+    ));
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+    // With one group per image and no families, the sibling z2 is pushed away and the loss
+    // is larger: the difference is exactly the sibling's share of the denominators.
+    let plain = scalar(contrastive(siblings(&device), &groups, 1.0));
+    assert!(plain > got + 0.1, "{plain} vs {got}");
+
+    // Entropy: the nearest non-matching row of z0, z1 and z2 is z3, never a sibling.
+    // ||z0 - z3||^2 = 2, ||z1 - z3||^2 = 0.4, ||z2 - z3||^2 = 0.8; z3's nearest is z1 (0.4).
+    let want = -(0.5 * (2f64.ln() + 0.4f64.ln() + 0.8f64.ln() + 0.4f64.ln())) / 4.0;
+    let got = scalar(entropy_in_families(siblings(&device), &groups, &polyps));
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
 }

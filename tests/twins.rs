@@ -6,6 +6,7 @@
 use burn::tensor::Device;
 use endotwin::data::phantom::{self, PhantomConfig, Split};
 use endotwin::engine::Progress;
+use endotwin::model::preprocess::{Focus, TwinInput};
 use endotwin::model::vit::{Vit, VitConfig};
 use endotwin::model::weights::{self, ModelCard, ModelKind};
 use endotwin::store::{self, OpenMode, Store};
@@ -16,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 const POLYPS: usize = 8;
 
-/// The mini-library, and per polyp (id, held-out view files).
-fn mini_library(dir: &Path, queries: &Path) -> Vec<(i64, Vec<PathBuf>)> {
+/// The mini-library, and per polyp (id, held-out view files with where the polyp is in each:
+/// what a user gives with `--box`).
+fn mini_library(dir: &Path, queries: &Path) -> Vec<(i64, Vec<(PathBuf, Focus)>)> {
     let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
         seed: 21,
@@ -39,7 +41,8 @@ fn mini_library(dir: &Path, queries: &Path) -> Vec<(i64, Vec<PathBuf>)> {
         for m in &views[..2] {
             let to = queries.join(format!("{}-{}.{}", p.code, m.id, "jpg"));
             std::fs::copy(store.media_path(m), &to).unwrap();
-            files.push(to);
+            let (_, focus) = endotwin::twins::load_view(&store, m).unwrap();
+            files.push((to, focus));
         }
         store
             .write(|tx| {
@@ -77,8 +80,11 @@ fn train_a_few_steps(library: &Path, out: &Path) {
         .with_batch(8)
         .with_lr(1e-5);
     let store = Store::open(library, OpenMode::Existing).unwrap();
-    let (samples, _) =
-        data::polyp_view_samples(&store, (encoder_config.image_size as f32 * 1.25) as u32).unwrap();
+    // Train on the pixels the card's encoder sees at inference.
+    let input = card
+        .input
+        .unwrap_or_else(|| TwinInput::whole_frame(encoder_config.image_size as u32));
+    let (samples, _) = data::polyp_view_samples(&store, &input).unwrap();
     let start = Checkpoint {
         model: TwinImageModel {
             encoder,
@@ -89,13 +95,14 @@ fn train_a_few_steps(library: &Path, out: &Path) {
     };
     let model = image_encoder::train(&config, &samples, &device, Some(start), &mut Quiet).unwrap();
     let trained: Vit = image_encoder::encoder_of(&model);
-    let card = ModelCard::new(
+    let mut card = ModelCard::new(
         "twin-image",
         ModelKind::ImageEncoder,
         "e2e",
         "test",
         &encoder_config,
     );
+    card.input = Some(input);
     weights::save(&trained, &card, out).unwrap();
 }
 
@@ -122,7 +129,12 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
     for (polyp, files) in &held_out {
         let images: Vec<_> = files
             .iter()
-            .map(|f| endotwin::data::images::decode_file(f).unwrap().image)
+            .map(|(f, focus)| {
+                (
+                    endotwin::data::images::decode_file(f).unwrap().image,
+                    *focus,
+                )
+            })
             .collect();
         let embedding = models.combine(&models.encode_views(&images));
         for search in [Search::Cosine, Search::Hamming] {

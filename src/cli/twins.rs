@@ -3,6 +3,7 @@
 use anyhow::Result;
 use endotwin::compute::{self, BackendPref};
 use endotwin::data::images::decode_file;
+use endotwin::model::preprocess::Focus;
 use endotwin::plumbing::Progress;
 use endotwin::store::{OpenMode, Store};
 use endotwin::twins::{Search, TwinIndex, TwinModels, index_library, query_images};
@@ -25,6 +26,10 @@ pub struct TwinsArgs {
     /// Search the sign codes by Hamming distance instead of cosine over floats.
     #[arg(long)]
     hamming: bool,
+    /// Where the polyp is in every view: x,y,w,h in pixels (the crop centres on it);
+    /// default: the centred field of view.
+    #[arg(long = "box", value_delimiter = ',', num_args = 4)]
+    polyp_box: Option<Vec<f32>>,
 }
 
 pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
@@ -56,9 +61,19 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let models = TwinModels::load(&dir, &compute.device)?;
     let index = TwinIndex::load(&store, &models)?;
+    let focus = match args.polyp_box.as_deref() {
+        Some(&[x, y, w, h]) if w > 0.0 && h > 0.0 && x.is_finite() && y.is_finite() => {
+            Focus::Box([x, y, w, h])
+        }
+        Some(b) => anyhow::bail!("--box {b:?}: give x,y,w,h with a positive width and height"),
+        None => Focus::FieldOfView,
+    };
+    if args.k == 0 {
+        anyhow::bail!("--k 0 retrieves nothing: ask for at least one twin");
+    }
     let mut decoded = Vec::new();
     for path in &args.images {
-        decoded.push(decode_file(path)?.image);
+        decoded.push((decode_file(path)?.image, focus));
     }
     let search = if args.hamming {
         Search::Hamming
@@ -67,8 +82,12 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     };
     let (result, _) = query_images(&models, &index, &decoded, args.k, search, None)?;
     println!(
-        "{} view(s) -> {} twins of {} indexed polyps ({} search, {:.0} ms end to end)",
+        "{} view(s), {} -> {} twins of {} indexed polyps ({} search, {:.0} ms end to end)",
         args.images.len(),
+        match focus {
+            Focus::Box(_) => "cropped around --box",
+            Focus::FieldOfView => "centred field of view (no --box)",
+        },
         result.twins.len(),
         index.len(),
         if args.hamming { "Hamming" } else { "cosine" },

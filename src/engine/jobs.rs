@@ -5,6 +5,7 @@ use super::Progress;
 use crate::compute::Compute;
 use crate::data::images;
 use crate::data::import::{self, ImportLayout, ImportOptions, ImportReport};
+use crate::model::preprocess::Focus;
 use crate::store::{OpenMode, Store, set_thumbnail};
 use crate::twins::{
     IndexStats, Search, TwinError, TwinIndex, TwinModels, TwinResult, index_library,
@@ -190,9 +191,7 @@ fn twins(
                     let m = store.media(*id)?.ok_or_else(|| {
                         TwinError::Image(format!("media {id} is not in the library"))
                     })?;
-                    let d = images::decode_file(&store.media_path(&m))
-                        .map_err(|e| TwinError::Image(format!("{}: {e}", m.source_path)))?;
-                    images.push(d.image);
+                    images.push(crate::twins::load_view(&store, &m)?);
                 }
                 (images, *exclude_polyp)
             }
@@ -201,18 +200,15 @@ fn twins(
                 for p in paths {
                     let d = images::decode_file(p)
                         .map_err(|e| TwinError::Image(format!("{}: {e}", p.display())))?;
-                    images.push(d.image);
+                    // Files opened from disk carry no mask: the centred field of view.
+                    images.push((d.image, Focus::FieldOfView));
                 }
                 (images, None)
             }
         };
-        if images.is_empty() {
-            return Err(TwinError::Image("no views to query with".into()));
-        }
-        let views = c.models.encode_views(&images);
-        let embedding = c.models.combine(&views);
+        let (result, embedding) =
+            crate::twins::query_images(&c.models, &c.index, &images, k, search, exclude)?;
         progress.inc();
-        let result = c.index.query(&embedding, k, search, exclude);
         Ok(TwinAnswer {
             query,
             result,

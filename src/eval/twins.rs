@@ -7,7 +7,6 @@
 
 use super::baselines::features;
 use super::metrics;
-use crate::data::images::decode_file;
 use crate::model::hash::hamming;
 use crate::retrieval::majority;
 use crate::store::Store;
@@ -59,9 +58,7 @@ pub fn run(store: &Store, models: &TwinModels, k: usize) -> Result<TwinEval, Twi
         }
         let mut images = Vec::new();
         for m in views.iter().take(4) {
-            let d = decode_file(&store.media_path(m))
-                .map_err(|e| TwinError::Image(format!("{}: {e}", m.source_path)))?;
-            images.push(d.image);
+            images.push(crate::twins::load_view(store, m)?);
         }
         let h = p.histology.clone().unwrap_or_else(|| "unknown".into());
         let class = match names.iter().position(|n| *n == h) {
@@ -71,7 +68,7 @@ pub fn run(store: &Store, models: &TwinModels, k: usize) -> Result<TwinEval, Twi
                 names.len() - 1
             }
         };
-        let (raw, hist) = images.iter().map(features).unzip();
+        let (raw, hist) = images.iter().map(|(image, _)| features(image)).unzip();
         polyps.push(Polyp {
             class,
             learned: models.encode_views(&images),

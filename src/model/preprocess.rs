@@ -100,3 +100,159 @@ pub fn enlarged_crop(image: &DynamicImage, xywh: [f32; 4], factor: f32) -> Dynam
     let y1 = ((cy + hh) as u32).min(image.height()).max(y0 + 1);
     image.crop_imm(x0, y0, x1 - x0, y1 - y0)
 }
+
+/// The twin encoders' input, one function for training, indexing and queries: black out the
+/// on-screen display outside the field stop, crop a square around the polyp (its box enlarged
+/// `context` times) from the full-size original, and resize it to `size`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TwinInput {
+    pub size: u32,
+    /// Crop around the polyp; off: the centred field of view whatever the focus (ablation).
+    pub crop: bool,
+    /// The crop's side over the polyp box's longer side.
+    pub context: f32,
+    /// The smallest crop, as a fraction of the image's short side (a tiny polyp still shows
+    /// its surroundings and is not blown up past its detail).
+    pub min_fraction: f32,
+    /// Black out the on-screen display outside the field stop (off: ablation).
+    pub blackout: bool,
+}
+
+/// Where the polyp is in an image, which decides the crop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Focus {
+    /// A polyp box (x, y, w, h in pixels): from its mask, or drawn by the user.
+    Box([f32; 4]),
+    /// No box: the centred field of view.
+    FieldOfView,
+}
+
+impl Focus {
+    /// The box of a mask's foreground (pixels > 127), or the field of view when it has none.
+    pub fn of_mask(mask: Option<&image::GrayImage>) -> Focus {
+        mask.and_then(mask_box)
+            .map_or(Focus::FieldOfView, Focus::Box)
+    }
+}
+
+/// The bounding box of a mask's foreground (> 127), `None` when empty.
+pub fn mask_box(mask: &image::GrayImage) -> Option<[f32; 4]> {
+    let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
+    for (x, y, p) in mask.enumerate_pixels() {
+        if p.0[0] > 127 {
+            x0 = x0.min(x);
+            y0 = y0.min(y);
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+    }
+    (x0 <= x1).then(|| {
+        [
+            x0 as f32,
+            y0 as f32,
+            (x1 - x0 + 1) as f32,
+            (y1 - y0 + 1) as f32,
+        ]
+    })
+}
+
+impl TwinInput {
+    pub fn new(size: u32) -> TwinInput {
+        TwinInput {
+            size,
+            crop: true,
+            context: 2.5,
+            min_fraction: 0.3,
+            blackout: true,
+        }
+    }
+
+    /// The whole frame (centred square) with nothing blacked out: the input of cards older
+    /// than polyp-centred crops.
+    pub fn whole_frame(size: u32) -> TwinInput {
+        TwinInput {
+            crop: false,
+            blackout: false,
+            ..TwinInput::new(size)
+        }
+    }
+
+    /// The square crop (x, y, side) for `focus` in a `w` x `h` image.
+    pub fn crop_rect(&self, w: u32, h: u32, focus: Focus) -> (u32, u32, u32) {
+        let short = w.min(h).max(1);
+        let focus = if self.crop { focus } else { Focus::FieldOfView };
+        match focus {
+            Focus::FieldOfView => ((w - short) / 2, (h - short) / 2, short),
+            Focus::Box([bx, by, bw, bh]) => {
+                let wanted = bw.max(bh) * self.context;
+                let side =
+                    (wanted.max(self.min_fraction * short as f32).round() as u32).clamp(1, short);
+                let (cx, cy) = (bx + bw / 2.0, by + bh / 2.0);
+                let place = |c: f32, len: u32| {
+                    let start = (c - side as f32 / 2.0).round();
+                    start.clamp(0.0, (len - side) as f32) as u32
+                };
+                (place(cx, w), place(cy, h), side)
+            }
+        }
+    }
+
+    /// The encoder's RGB input for `image` with its polyp at `focus`.
+    pub fn apply(&self, image: &DynamicImage, focus: Focus) -> RgbImage {
+        let mut rgb = image.to_rgb8();
+        if self.blackout {
+            blackout_outside_field_stop(&mut rgb);
+        }
+        let (x, y, side) = self.crop_rect(rgb.width(), rgb.height(), focus);
+        let crop = image::imageops::crop_imm(&rgb, x, y, side, side).to_image();
+        image::imageops::resize(&crop, self.size, self.size, FilterType::Triangle)
+    }
+
+    /// The mask cut and resized like [`TwinInput::apply`] cuts its image.
+    pub fn apply_mask(&self, mask: &image::GrayImage, focus: Focus) -> image::GrayImage {
+        let (x, y, side) = self.crop_rect(mask.width(), mask.height(), focus);
+        let crop = image::imageops::crop_imm(mask, x, y, side, side).to_image();
+        image::imageops::resize(&crop, self.size, self.size, FilterType::Triangle)
+    }
+
+    /// [`TwinInput::apply`] for a batch -> [batch, 3, size, size], ImageNet-normalised.
+    pub fn batch(&self, images: &[(DynamicImage, Focus)], device: &Device) -> Tensor<4> {
+        let rgb: Vec<RgbImage> = images.iter().map(|(i, f)| self.apply(i, *f)).collect();
+        imagenet_tensor(&rgb, device)
+    }
+}
+
+/// ImageNet-normalised [n, 3, s, s] from RGB images of one size (training and inference).
+pub fn imagenet_tensor(images: &[RgbImage], device: &Device) -> Tensor<4> {
+    let pre = Preprocess::imagenet(0);
+    let (w, h) = images[0].dimensions();
+    let mut data = Vec::with_capacity(images.len() * 3 * (w * h) as usize);
+    for img in images {
+        for c in 0..3 {
+            data.extend(
+                img.pixels()
+                    .map(|p| (p.0[c] as f32 / 255.0 - pre.mean[c]) / pre.std[c]),
+            );
+        }
+    }
+    Tensor::from_data(
+        TensorData::new(data, [images.len(), 3, h as usize, w as usize]),
+        device,
+    )
+}
+
+/// Blacks out what lies outside an endoscope's octagonal field stop (centred, 0.94 of each
+/// half-side, corners cut at |x| + |y| = 1.33 in half-side units): the corners where the
+/// on-screen display prints date, time and patient number. Two shots of one polyp must not
+/// be matched by that text.
+pub fn blackout_outside_field_stop(image: &mut RgbImage) {
+    let (w, h) = image.dimensions();
+    let (hw, hh) = (w as f32 / 2.0, h as f32 / 2.0);
+    for (x, y, p) in image.enumerate_pixels_mut() {
+        let px = ((x as f32 + 0.5 - hw) / hw).abs();
+        let py = ((y as f32 + 0.5 - hh) / hh).abs();
+        if px > 0.95 || py > 0.95 || px + py > 1.33 {
+            *p = image::Rgb([0, 0, 0]);
+        }
+    }
+}

@@ -178,7 +178,12 @@ impl Vit {
 
     /// `images`: [batch, 3, size, size] -> embeddings [batch, output_dim] (not normalised).
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        let tokens = self.forward_tokens(images);
+        self.pool(self.forward_tokens(images))
+    }
+
+    /// The embedding of tokens [batch, tokens, width] (CLS first): the normalised CLS,
+    /// projected -> [batch, output_dim] (not normalised).
+    pub fn pool(&self, tokens: Tensor<3>) -> Tensor<2> {
         let [batch, _, width] = tokens.dims();
         let cls = self
             .norm_post

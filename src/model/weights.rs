@@ -102,6 +102,10 @@ pub struct ModelCard {
     pub training: Option<Training>,
     #[serde(default)]
     pub evaluation: Option<Evaluation>,
+    /// How an image encoder's input is cut (polyp-centred crop, field-stop blackout); absent
+    /// in older cards, which resize the whole frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<super::preprocess::TwinInput>,
     /// Filled in by [`save`].
     #[serde(default)]
     pub sha256: String,
@@ -123,6 +127,7 @@ impl ModelCard {
             config: serde_json::to_value(config).expect("burn configs serialise"),
             training: None,
             evaluation: None,
+            input: None,
             sha256: String::new(),
         }
     }

@@ -1,9 +1,9 @@
-//! Training data from a library: every polyp view, with its mask when it has one, resized to
-//! the training resolution.
+//! Training data from a library: every polyp view, with its mask when it has one, cut around
+//! the polyp exactly as inference cuts it.
 
 use crate::data::images::decode_file;
+use crate::model::preprocess::{Focus, TwinInput};
 use crate::store::Store;
-use image::imageops::{self, FilterType};
 use image::{GrayImage, RgbImage};
 
 /// One library image at training resolution (a little above the encoder's, so crops keep
@@ -23,41 +23,36 @@ pub enum DataError {
     Image { path: String, reason: String },
 }
 
-/// The polyp views of `store` at `size` x `size` (and which polyp each shows).
-pub fn polyp_view_samples(store: &Store, size: u32) -> Result<(Vec<Sample>, Vec<i64>), DataError> {
+/// The polyp views of `store` as the encoder sees them: each cut by `input` around its
+/// polyp (the mask's box; the centred field of view without a mask), with the mask cut the
+/// same way, and which polyp each shows. Inference cuts the very same pixels
+/// ([`TwinInput::apply`]), so training and indexing agree.
+pub fn polyp_view_samples(
+    store: &Store,
+    input: &TwinInput,
+) -> Result<(Vec<Sample>, Vec<i64>), DataError> {
     let mut samples = Vec::new();
     let mut polyps = Vec::new();
     for polyp in store.polyps()? {
         for view in store.polyp_views(polyp.id)? {
-            let path = store.media_path(&view);
-            let image = decode_file(&path).map_err(|e| DataError::Image {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?;
-            let image = imageops::resize(&image.image.to_rgb8(), size, size, FilterType::Triangle);
+            let decode = |path: std::path::PathBuf| {
+                decode_file(&path).map_err(|e| DataError::Image {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })
+            };
+            let image = decode(store.media_path(&view))?.image;
             let mask = match view
                 .mask_media_id
                 .and_then(|id| store.media(id).transpose())
             {
-                Some(m) => {
-                    let m = m?;
-                    let p = store.media_path(&m);
-                    let mask = decode_file(&p).map_err(|e| DataError::Image {
-                        path: p.display().to_string(),
-                        reason: e.to_string(),
-                    })?;
-                    Some(imageops::resize(
-                        &mask.image.to_luma8(),
-                        size,
-                        size,
-                        FilterType::Nearest,
-                    ))
-                }
+                Some(m) => Some(decode(store.media_path(&m?))?.image.to_luma8()),
                 None => None,
             };
+            let focus = Focus::of_mask(mask.as_ref());
             samples.push(Sample {
-                image,
-                mask,
+                image: input.apply(&image, focus),
+                mask: mask.map(|m| input.apply_mask(&m, focus)),
                 polyp: Some(polyp.id),
             });
             polyps.push(polyp.id);

@@ -5,13 +5,14 @@
 
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
 pub use super::data::Sample;
-use super::losses::{contrastive, entropy};
+use super::losses::{contrastive_in_families, entropy_in_families};
 use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, RunEvents, Settings, Trained,
     checkpoint_dir, finish_run,
 };
 use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
+use crate::model::preprocess::TwinInput;
 use crate::model::reconstruction::{
     ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
 };
@@ -23,7 +24,6 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use image::RgbImage;
 use std::time::Instant;
 
 #[derive(Config, Debug)]
@@ -58,9 +58,36 @@ pub struct ImageEncoderTrainingConfig {
     /// re-identification needs (viewpoint invariance), not only augmentation invariance.
     #[config(default = false)]
     pub view_positives: bool,
+    /// Sibling views of one polyp in a batch are never negatives (ignored when not positives).
+    /// Off: the ablation where every other image is a negative.
+    #[config(default = true)]
+    pub ignore_siblings: bool,
+    /// Both copies' contrastive embeddings come from the polyp-aware masked pass (polyp
+    /// patches visible, half the background hidden), as in the reference code. Off: from the
+    /// full unmasked image (the ablation).
+    #[config(default = true)]
+    pub masked_contrastive: bool,
+    /// Cut the input around the polyp (its mask box enlarged `context` times).
+    #[config(default = true)]
+    pub crop: bool,
+    #[config(default = 2.5)]
+    pub context: f32,
+    /// Black out the on-screen display outside the field stop.
+    #[config(default = true)]
+    pub blackout: bool,
 }
 
 impl ImageEncoderTrainingConfig {
+    /// How images are cut for this encoder, at training and at inference (saved in the card).
+    pub fn input(&self) -> TwinInput {
+        TwinInput {
+            crop: self.crop,
+            context: self.context,
+            blackout: self.blackout,
+            ..TwinInput::new(self.encoder.image_size as u32)
+        }
+    }
+
     pub fn decoder(&self) -> ReconstructionDecoderConfig {
         let e = &self.encoder;
         ReconstructionDecoderConfig::new(
@@ -87,26 +114,8 @@ pub struct TwinImageModel {
     pub decoder: ReconstructionDecoder,
 }
 
-const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
-const STD: [f32; 3] = [0.229, 0.224, 0.225];
-
 /// ImageNet-normalised [n, 3, s, s] from RGB images of one size.
-pub fn to_tensor(images: &[RgbImage], device: &Device) -> Tensor<4> {
-    let (w, h) = images[0].dimensions();
-    let mut data = Vec::with_capacity(images.len() * 3 * (w * h) as usize);
-    for img in images {
-        for c in 0..3 {
-            data.extend(
-                img.pixels()
-                    .map(|p| (p.0[c] as f32 / 255.0 - MEAN[c]) / STD[c]),
-            );
-        }
-    }
-    Tensor::from_data(
-        TensorData::new(data, [images.len(), 3, h as usize, w as usize]),
-        device,
-    )
-}
+pub use crate::model::preprocess::imagenet_tensor as to_tensor;
 
 /// Trains from `start` (a fresh model at epoch 0, or a checkpoint) to `config.epochs`.
 /// `device` must have autodiff enabled. Returns the model after the last epoch.
@@ -157,10 +166,10 @@ pub fn train(
             }
             let picked = &order[step * batch..(step + 1) * batch];
             let (mut first, mut second, mut masks) = (Vec::new(), Vec::new(), Vec::new());
-            let mut group = Vec::new();
+            let (mut group, mut family) = (Vec::new(), Vec::new());
             for (slot, &i) in picked.iter().enumerate() {
                 let s = &samples[i];
-                let (a, mask) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
+                let (a, mask_a) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
                 let partner = match (config.view_positives, s.polyp) {
                     (true, Some(p)) => {
                         let others: Vec<usize> =
@@ -174,44 +183,61 @@ pub fn train(
                     _ => i,
                 };
                 let o = &samples[partner];
-                let (b, _) = augment.apply(&o.image, o.mask.as_ref(), &mut rng);
+                let (b, mask_b) = augment.apply(&o.image, o.mask.as_ref(), &mut rng);
                 first.push(a);
                 second.push(b);
-                masks.push(mask);
-                // Views of one polyp are positives of each other; otherwise each image is
-                // its own group.
+                masks.push((mask_a, mask_b));
+                // Views of one polyp are positives of each other with `view_positives`;
+                // otherwise each image is its own group, and its siblings are ignored.
+                let own = usize::MAX - slot;
                 group.push(match (config.view_positives, s.polyp) {
                     (true, Some(p)) => p as usize,
-                    _ => usize::MAX - slot,
+                    _ => own,
+                });
+                family.push(match (config.ignore_siblings, s.polyp) {
+                    (true, Some(p)) => p as usize,
+                    _ => *group.last().expect("pushed above"),
                 });
             }
-            // Polyp-aware masking of the first views.
-            let mut keep = Vec::new();
-            let mut hidden = Vec::new();
-            for mask in &masks {
-                let polyp = match mask {
-                    Some(m) => polyp_patches(m, patch as u32, 0.25),
-                    None => vec![false; config.encoder.patches()],
-                };
-                let (k, h) = polyp_aware_mask(&polyp, config.mask_ratio, &mut rng);
-                keep.extend(k.into_iter().map(|i| i as i64));
-                hidden.extend(h.into_iter().map(|h| h as u8 as f32));
-            }
+            // Polyp-aware masking of both copies: polyp patches stay visible.
             let n = picked.len();
             let patches = config.encoder.patches();
-            let visible = keep.len() / n;
-            let x1 = to_tensor(&first, device);
-            let x2 = to_tensor(&second, device);
-            let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [n, visible]), device);
-            let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [n, patches]), device);
+            let mut keep = Vec::new();
+            let mut hidden = Vec::new();
+            for copy in 0..2 {
+                for (a, b) in &masks {
+                    let mask = if copy == 0 { a } else { b };
+                    let polyp = match mask {
+                        Some(m) => polyp_patches(m, patch as u32, 0.25),
+                        None => vec![false; patches],
+                    };
+                    let (k, h) = polyp_aware_mask(&polyp, config.mask_ratio, &mut rng);
+                    keep.extend(k.into_iter().map(|i| i as i64));
+                    hidden.extend(h.into_iter().map(|h| h as u8 as f32));
+                }
+            }
+            let visible = keep.len() / (2 * n);
+            let x = Tensor::cat(
+                vec![to_tensor(&first, device), to_tensor(&second, device)],
+                0,
+            );
+            let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [2 * n, visible]), device);
+            let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [2 * n, patches]), device);
 
-            let z = l2_normalize(model.encoder.forward(Tensor::cat(vec![x1.clone(), x2], 0)));
+            let tokens = model.encoder.forward_visible(x.clone(), keep.clone());
+            let z = if config.masked_contrastive {
+                model.encoder.pool(tokens.clone())
+            } else {
+                model.encoder.forward(x.clone())
+            };
+            let z = l2_normalize(z);
             let groups: Vec<usize> = group.iter().chain(group.iter()).copied().collect();
-            let l_con = contrastive(z.clone(), &groups, config.tau);
-            let l_ent = entropy(z, &groups) * config.entropy_weight;
-            let tokens = model.encoder.forward_visible(x1.clone(), keep.clone());
+            let families: Vec<usize> = family.iter().chain(family.iter()).copied().collect();
+            let l_con = contrastive_in_families(z.clone(), &groups, &families, config.tau);
+            let l_ent = entropy_in_families(z, &groups, &families) * config.entropy_weight;
+            // Both copies are reconstructed from their visible patches.
             let predicted = model.decoder.forward(tokens, keep, None);
-            let l_rec = masked_mse(predicted, patchify(x1, patch), hidden) * config.gamma;
+            let l_rec = masked_mse(predicted, patchify(x, patch), hidden) * config.gamma;
             let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
 
             let total = sums.add([loss.clone(), l_con, l_ent, l_rec], epoch, step)?;
@@ -282,6 +308,38 @@ impl Recipe for ImageEncoderRecipe {
                 "Pair each view with another view of its polyp (not only with an augmentation \
                  of itself): positives across viewpoints",
             ),
+            RecipeOption::new(
+                "size",
+                Count,
+                Some("160"),
+                "Input side in pixels (patch 16)",
+            ),
+            RecipeOption::new("weight-decay", Number, Some("0.05"), "AdamW weight decay"),
+            RecipeOption::new(
+                "siblings-negative",
+                Flag,
+                None,
+                "Ablation: other views of the same polyp in a batch count as negatives",
+            ),
+            RecipeOption::new(
+                "unmasked-contrastive",
+                Flag,
+                None,
+                "Ablation: contrastive embeddings from the full image, not the polyp-aware \
+                 masked pass",
+            ),
+            RecipeOption::new(
+                "no-crop",
+                Flag,
+                None,
+                "Ablation: the whole field of view, not a crop around the polyp",
+            ),
+            RecipeOption::new(
+                "no-blackout",
+                Flag,
+                None,
+                "Ablation: keep the on-screen display outside the field stop",
+            ),
         ]
     }
 
@@ -296,16 +354,27 @@ impl Recipe for ImageEncoderRecipe {
         let out = settings
             .path(&o, "out")
             .unwrap_or_else(|| ctx.models.clone());
-        let config = ImageEncoderTrainingConfig::new(VitConfig::twin_small())
+        let mut encoder = VitConfig::twin_small();
+        encoder.image_size = settings.count(&o, "size")?;
+        if encoder.image_size == 0 || !encoder.image_size.is_multiple_of(encoder.patch_size) {
+            return Err(RecipeError::Setting(format!(
+                "--size {} is not a positive multiple of the patch size {}",
+                encoder.image_size, encoder.patch_size
+            )));
+        }
+        let config = ImageEncoderTrainingConfig::new(encoder)
+            .with_weight_decay(settings.number(&o, "weight-decay")?)
+            .with_ignore_siblings(!settings.flag(&o, "siblings-negative"))
+            .with_masked_contrastive(!settings.flag(&o, "unmasked-contrastive"))
+            .with_crop(!settings.flag(&o, "no-crop"))
+            .with_blackout(!settings.flag(&o, "no-blackout"))
             .with_epochs(settings.count(&o, "epochs")?)
             .with_batch(settings.count(&o, "batch")?)
             .with_lr(settings.number(&o, "lr")?)
             .with_seed(seed)
             .with_view_positives(settings.flag(&o, "view-positives"));
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
-        // A little above the encoder's resolution, so random crops keep detail.
-        let size = (config.encoder.image_size as f32 * 1.25) as u32;
-        let (samples, polyps) = super::data::polyp_view_samples(&store, size)?;
+        let (samples, polyps) = super::data::polyp_view_samples(&store, &config.input())?;
         let distinct = {
             let mut p = polyps.clone();
             p.dedup();
@@ -359,6 +428,7 @@ impl Recipe for ImageEncoderRecipe {
              Output: the projected CLS embedding; L2-normalise it, its signs are the binary code.",
             &config.encoder,
         );
+        card.input = Some(config.input());
         card.training = Some(Training {
             command: ctx.command_line.clone(),
             seed,

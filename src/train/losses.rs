@@ -1,6 +1,7 @@
 //! The EndoFinder losses (METHODS §4), on embeddings of any batch. Rows that share a group id
 //! are positives of each other (two augmentations of one image; the scenes of one polyp);
-//! every other row is a negative. Masked reconstruction lives with its decoder
+//! rows of another family (another polyp) are negatives; rows of the same family but another
+//! group (sibling views of one polyp) are neither: they are ignored, never pushed apart. Masked reconstruction lives with its decoder
 //! (`model::reconstruction::masked_mse`).
 
 use burn::tensor::{Tensor, TensorData};
@@ -9,10 +10,22 @@ use burn::tensor::{Tensor, TensorData};
 /// `l_ij = -log(e^{s_ij} / (e^{s_ij} + sum_{k not matching i} e^{s_ik}))`, averaged over every
 /// ordered positive pair. `z`: [n, d] unit rows; `groups`: n ids -> scalar [1].
 pub fn contrastive(z: Tensor<2>, groups: &[usize], tau: f64) -> Tensor<1> {
+    contrastive_in_families(z, groups, groups, tau)
+}
+
+/// [`contrastive`] where pairs of one family but different groups are ignored: neither
+/// positives nor negatives. `families`: n ids (e.g. the polyp each row shows).
+pub fn contrastive_in_families(
+    z: Tensor<2>,
+    groups: &[usize],
+    families: &[usize],
+    tau: f64,
+) -> Tensor<1> {
     let [n, _] = z.dims();
     assert_eq!(groups.len(), n, "one group id per row");
+    assert_eq!(families.len(), n, "one family id per row");
     let device = z.device();
-    let (positive, negative) = pair_masks(groups, &device);
+    let (positive, negative) = pair_masks(groups, families, &device);
     let s = z.clone().matmul(z.transpose()) / tau; // [n, n]
     // Subtract each row's largest similarity before exponentiating; it cancels in the ratio.
     let top = s.clone().max_dim(1).detach(); // [n, 1]
@@ -28,9 +41,15 @@ pub fn contrastive(z: Tensor<2>, groups: &[usize], tau: f64) -> Tensor<1> {
 /// which spreads embeddings by pushing each away from its nearest non-matching neighbour.
 /// `z`: [n, d]; `groups`: n ids -> scalar [1]. Rows without any non-matching row are skipped.
 pub fn entropy(z: Tensor<2>, groups: &[usize]) -> Tensor<1> {
+    entropy_in_families(z, groups, groups)
+}
+
+/// [`entropy`] whose nearest non-matching neighbour is never of the row's own family.
+pub fn entropy_in_families(z: Tensor<2>, groups: &[usize], families: &[usize]) -> Tensor<1> {
     assert_eq!(groups.len(), z.dims()[0], "one group id per row");
+    assert_eq!(families.len(), z.dims()[0], "one family id per row");
     let device = z.device();
-    let (_, negative) = pair_masks(groups, &device);
+    let (_, negative) = pair_masks(groups, families, &device);
     let sq = z.clone().powf_scalar(2.0).sum_dim(1); // [n, 1]
     let d2 = sq.clone() + sq.transpose() - z.clone().matmul(z.transpose()) * 2.0; // [n, n]
     // Matching pairs (and the diagonal) must never be the minimum: lift them out of reach.
@@ -42,8 +61,13 @@ pub fn entropy(z: Tensor<2>, groups: &[usize]) -> Tensor<1> {
     -(nearest.log() * 0.5 * has_negative).sum() / rows
 }
 
-/// [n, n] float masks: positives (same group, not the diagonal) and negatives (other group).
-fn pair_masks(groups: &[usize], device: &burn::tensor::Device) -> (Tensor<2>, Tensor<2>) {
+/// [n, n] float masks: positives (same group, not the diagonal) and negatives (another
+/// family and another group); pairs of one family but different groups are in neither.
+fn pair_masks(
+    groups: &[usize],
+    families: &[usize],
+    device: &burn::tensor::Device,
+) -> (Tensor<2>, Tensor<2>) {
     let n = groups.len();
     let mut pos = vec![0.0f32; n * n];
     let mut neg = vec![0.0f32; n * n];
@@ -53,7 +77,7 @@ fn pair_masks(groups: &[usize], device: &burn::tensor::Device) -> (Tensor<2>, Te
                 if i != j {
                     pos[i * n + j] = 1.0;
                 }
-            } else {
+            } else if families[i] != families[j] {
                 neg[i * n + j] = 1.0;
             }
         }

@@ -15,6 +15,7 @@ use super::recipe::{
 };
 use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
+use crate::model::preprocess::TwinInput;
 use crate::model::reconstruction::{
     ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
 };
@@ -399,8 +400,10 @@ impl Recipe for SceneEncoderRecipe {
         .with_batch(settings.count(&o, "batch")?)
         .with_seed(seed);
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
-        let size = (image.image_size as f32 * 1.25) as u32;
-        let (samples, polyps) = super::data::polyp_view_samples(&store, size)?;
+        let input = image_card
+            .input
+            .unwrap_or_else(|| TwinInput::whole_frame(image.image_size as u32));
+        let (samples, polyps) = super::data::polyp_view_samples(&store, &input)?;
         ctx.observer.message(&format!(
             "encoding {} views x {} copies with the frozen image encoder ({})...",
             samples.len(),

@@ -2,7 +2,6 @@
 //! per model version; unchanged items are skipped) and searching it.
 
 use super::{TwinError, TwinModels, code_of};
-use crate::data::images::decode_file;
 use crate::plumbing::Progress;
 use crate::retrieval::{Codes, MultiIndex, Vote, cosine_knn, majority, weighted};
 use crate::store::{
@@ -78,12 +77,12 @@ pub fn index_library(
         let mut images = Vec::new();
         let mut ok = Vec::new();
         for m in chunk {
-            match decode_file(&store.media_path(m)) {
-                Ok(d) => {
-                    images.push(d.image);
+            match super::load_view(store, m) {
+                Ok(view) => {
+                    images.push(view);
                     ok.push(m);
                 }
-                Err(e) => stats.problems.push(format!("{}: {e}", m.source_path)),
+                Err(e) => stats.problems.push(e.to_string()),
             }
         }
         let embeddings = models.encode_views(&images);

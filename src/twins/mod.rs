@@ -9,7 +9,7 @@ pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
 
 use crate::model::clip::l2_normalize;
 use crate::model::hash::pack_signs;
-use crate::model::preprocess::Preprocess;
+use crate::model::preprocess::{Focus, TwinInput};
 use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
 use crate::model::vit::{Vit, VitConfig};
 use crate::model::weights::{self, ModelCard, ModelKind, WeightsError};
@@ -93,12 +93,21 @@ impl TwinModels {
         self.image_config.output_dim()
     }
 
-    /// Unit embeddings of `images`, one per image, in batches of 32.
-    pub fn encode_views(&self, images: &[DynamicImage]) -> Vec<Vec<f32>> {
-        let pre = Preprocess::imagenet(self.image_config.image_size as u32);
+    /// How these models cut their input: the card's recipe, or the whole frame for cards
+    /// older than polyp-centred crops.
+    pub fn input(&self) -> TwinInput {
+        self.image_card
+            .input
+            .unwrap_or_else(|| TwinInput::whole_frame(self.image_config.image_size as u32))
+    }
+
+    /// Unit embeddings of `images` (each with where its polyp is), one per image, in batches
+    /// of 32.
+    pub fn encode_views(&self, images: &[(DynamicImage, Focus)]) -> Vec<Vec<f32>> {
+        let input = self.input();
         let mut out = Vec::with_capacity(images.len());
         for chunk in images.chunks(32) {
-            let x = pre.batch(chunk, &self.device);
+            let x = input.batch(chunk, &self.device);
             let z = l2_normalize(self.image.forward(x));
             let dim = z.dims()[1];
             let values = z.into_data().try_to_vec::<f32>().expect("f32 embeddings");
@@ -153,7 +162,7 @@ pub fn code_of(embedding: &[f32]) -> Vec<u64> {
 pub fn query_images(
     models: &TwinModels,
     index: &TwinIndex,
-    images: &[DynamicImage],
+    images: &[(DynamicImage, Focus)],
     k: usize,
     search: Search,
     exclude: Option<i64>,
@@ -164,4 +173,23 @@ pub fn query_images(
     let views = models.encode_views(images);
     let embedding = models.combine(&views);
     Ok((index.query(&embedding, k, search, exclude), embedding))
+}
+
+/// A library view decoded, with where its polyp is (its mask's box; the field of view when it
+/// has no mask). The error names the file.
+pub fn load_view(
+    store: &crate::store::Store,
+    view: &crate::store::MediaRow,
+) -> Result<(DynamicImage, Focus), TwinError> {
+    use crate::data::images::decode_file;
+    let image = decode_file(&store.media_path(view))
+        .map_err(|e| TwinError::Image(format!("{}: {e}", view.source_path)))?
+        .image;
+    let mask = match view.mask_media_id.map(|id| store.media(id)).transpose()? {
+        Some(Some(m)) => decode_file(&store.media_path(&m))
+            .map(|d| d.image.to_luma8())
+            .ok(),
+        _ => None,
+    };
+    Ok((image, Focus::of_mask(mask.as_ref())))
 }

@@ -29,6 +29,8 @@ use write::{ExamPlan, encode_jpeg, encode_mask, write_all};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Split {
     Train,
+    /// For every knob, early stopping and model choice; disjoint from both others.
+    Validation,
     Test,
 }
 
@@ -176,6 +178,7 @@ pub fn generate(
     }
     let salt = match cfg.split {
         Split::Train => 0x7472_6169,
+        Split::Validation => 0x7661_6c69,
         Split::Test => 0x7465_7374,
     };
     let root = Rng::new(cfg.seed ^ salt);
@@ -183,6 +186,7 @@ pub fn generate(
         "{}{}",
         match cfg.split {
             Split::Train => "S",
+            Split::Validation => "V",
             Split::Test => "H",
         },
         cfg.seed
