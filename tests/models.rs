@@ -2,7 +2,7 @@
 
 use burn::module::Module;
 use burn::store::{BurnpackStore, ModuleSnapshot};
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use endotwin::model::vit::{Positions, VitConfig};
 
 fn small() -> VitConfig {
@@ -309,4 +309,46 @@ fn the_unifier_summarises_any_number_of_polyps_and_sentences_order_free() {
         a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5)
     };
     assert!(close(img, img2) && close(txt, txt2));
+}
+
+#[test]
+fn the_residual_scene_encoder_starts_as_the_normalised_mean_of_views() {
+    use endotwin::model::scene::SceneEncoderConfig;
+    let device = Device::flex();
+    device.seed(4);
+    let scene = SceneEncoderConfig::new(8)
+        .with_heads(2)
+        .with_residual(true)
+        .init(&device);
+    // Two scenes: three views, and two views plus one padding slot.
+    let views: Vec<f32> = (0..2 * 3 * 8)
+        .map(|i| ((i * 37 % 11) as f32 - 5.0) / 7.0)
+        .collect();
+    let x = Tensor::<3>::from_data(TensorData::new(views.clone(), [2, 3, 8]), &device);
+    let missing = Tensor::<2, burn::tensor::Bool>::from_data(
+        TensorData::new(vec![false, false, false, false, false, true], [2, 3]),
+        &device,
+    );
+    let got = scene
+        .forward(x, Some(missing))
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    for (b, used) in [(0usize, 3usize), (1, 2)] {
+        let mut mean = [0.0f32; 8];
+        for v in 0..used {
+            for d in 0..8 {
+                mean[d] += views[(b * 3 + v) * 8 + d] / used as f32;
+            }
+        }
+        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt();
+        for d in 0..8 {
+            let want = mean[d] / norm;
+            assert!(
+                (got[b * 8 + d] - want).abs() < 1e-5,
+                "scene {b} dim {d}: {} vs {want}",
+                got[b * 8 + d]
+            );
+        }
+    }
 }

@@ -1,10 +1,10 @@
 //! `endotwin eval phantom` (no-learning baselines) and `endotwin eval twins` (the twin models
 //! on held-out polyps).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use endotwin::compute::{self, BackendPref};
 use endotwin::eval::held_out::HeldOut;
-use endotwin::eval::twins::TwinEval;
+use endotwin::eval::twins::{Candidate, TwinEval};
 use endotwin::twins::TwinModels;
 use std::path::{Path, PathBuf};
 
@@ -30,14 +30,23 @@ pub enum EvalWhat {
         /// A held-out library to evaluate; default: generate the test split of --seed.
         #[arg(long)]
         held_out: Option<PathBuf>,
+        /// Seed of the held-out split and of the bootstrap.
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        #[arg(long, default_value_t = 80)]
+        #[arg(long, default_value_t = 500)]
         polyps: usize,
+        /// The models folder to evaluate (twin-image, and twin-scene when present).
         #[arg(long)]
         models: Option<PathBuf>,
+        /// More image encoders to put in the same table (ablations, oracle), each
+        /// LABEL=FOLDER with a twin-image card; trained beforehand by their own commands.
+        #[arg(long = "compare", value_name = "LABEL=FOLDER")]
+        compare: Vec<String>,
         #[arg(long, default_value_t = 6)]
         k: usize,
+        /// Also write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
         /// Write the figures into the image encoder's model card (its `evaluation`).
         #[arg(long)]
         record: bool,
@@ -58,17 +67,44 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             seed,
             polyps,
             models,
+            compare,
             k,
+            json,
             record,
         } => {
+            if k == 0 {
+                anyhow::bail!("--k 0 votes with no neighbours: give at least 1");
+            }
             let compute = compute::select(pref)?;
             let dir = models.unwrap_or_else(endotwin::default_models_dir);
             let models = TwinModels::load(&dir, &compute.device)?;
+            let mut others = Vec::new();
+            for c in &compare {
+                let Some((label, folder)) = c.split_once('=') else {
+                    anyhow::bail!("--compare {c}: write LABEL=FOLDER");
+                };
+                let loaded = TwinModels::load(Path::new(folder), &compute.device)
+                    .with_context(|| format!("--compare {c}"))?;
+                others.push((label.to_string(), loaded));
+            }
+            let mut candidates = vec![Candidate {
+                label: String::new(),
+                models: &models,
+            }];
+            candidates.extend(others.iter().map(|(label, m)| Candidate {
+                label: label.clone(),
+                models: m,
+            }));
             let held = open_held_out(held_out, seed, polyps, 4, 256)?;
             let started = std::time::Instant::now();
-            let eval = endotwin::eval::twins::run(&held.store, &models, k)?;
+            let eval = endotwin::eval::twins::run(&held.store, &candidates, k, seed)?;
             print_twins(&eval, &models, held.store.db_path());
             eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&eval)?)
+                    .with_context(|| format!("{}: cannot write", path.display()))?;
+                println!("wrote {}", path.display());
+            }
             if record {
                 let card = endotwin::eval::twins::record(
                     &dir,
@@ -134,31 +170,58 @@ fn phantom(
 
 fn print_twins(e: &TwinEval, models: &TwinModels, library: &Path) {
     println!(
-        "held-out library: {} ({} polyps with 4+ views); models {}",
+        "held-out library: {} ({} polyps with 4+ views); models {}; bootstrap {} resamples, seed {}",
         library.display(),
         e.polyps,
-        models.version()
+        models.version(),
+        e.bootstrap,
+        e.seed
     );
     println!("\nre-identification, top-1 per query (views 1-2 query, views 3-4 reference)");
-    println!("| method | views | uAP | accuracy@1 | recall@P90 |");
+    println!("| method | views | uAP [95% CI] | accuracy@1 [95% CI] | recall@P90 |");
     println!("| --- | --- | --- | --- | --- |");
+    let ci = |c: [f64; 2]| format!("[{:.3}, {:.3}]", c[0], c[1]);
     for r in &e.reid {
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} |",
-            r.method, r.views, r.uap, r.accuracy_at_1, r.recall_at_p90
+            "| {} | {} | {:.3} {} | {:.3} {} | {:.3} |",
+            r.method,
+            r.views,
+            r.uap,
+            ci(r.uap_ci),
+            r.accuracy_at_1,
+            ci(r.accuracy_at_1_ci),
+            r.recall_at_p90
         );
     }
+    if !e.paired.is_empty() {
+        println!("\npaired bootstrap on the same queries (a - b)");
+        println!("| a | b | views | accuracy@1 diff [95% CI] | uAP diff [95% CI] | a wins |");
+        println!("| --- | --- | --- | --- | --- | --- |");
+        for p in &e.paired {
+            println!(
+                "| {} | {} | {} | {:+.3} {} | {:+.3} {} | {:.0}% |",
+                p.a,
+                p.b,
+                p.views,
+                p.acc1_diff,
+                ci(p.acc1_diff_ci),
+                p.uap_diff,
+                ci(p.uap_diff_ci),
+                p.acc1_a_wins * 100.0
+            );
+        }
+    }
     println!("\npathology by 6-NN vote over polyps, 5-fold cross-validation");
-    println!("| method | accuracy | macro-F1 | AUC (macro one-vs-rest) |");
-    println!("| --- | --- | --- | --- |");
+    println!("| method | accuracy | macro-F1 | AUC (macro one-vs-rest) | neoplastic AUC |");
+    println!("| --- | --- | --- | --- | --- |");
     for r in &e.pathology {
         println!(
-            "| {} | {:.3} | {:.3} | {:.3} |",
-            r.method, r.accuracy, r.macro_f1, r.auc
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            r.method, r.accuracy, r.macro_f1, r.auc, r.neoplastic_auc
         );
     }
     println!(
-        "| majority class | {:.3} | - | - |",
+        "| majority class | {:.3} | - | - | - |",
         e.majority_class_accuracy
     );
 }

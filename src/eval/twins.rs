@@ -8,47 +8,111 @@
 use super::baselines::features;
 use super::metrics;
 use crate::model::hash::hamming;
+use crate::plumbing::Rng;
 use crate::retrieval::majority;
 use crate::store::Store;
 use crate::twins::{TwinError, TwinModels, code_of, combine};
 
-#[derive(Debug, Clone, PartialEq)]
+/// One re-identification row: point figures and bootstrap 95 % intervals (queries resampled).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReidRow {
     pub method: String,
     /// "1v1", "1v2", "2v1", "2v2": query views v reference views.
     pub views: String,
     pub uap: f64,
+    pub uap_ci: [f64; 2],
+    #[serde(rename = "acc1")]
     pub accuracy_at_1: f64,
+    #[serde(rename = "acc1_ci")]
+    pub accuracy_at_1_ci: [f64; 2],
+    #[serde(rename = "r_at_p90")]
     pub recall_at_p90: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PathologyRow {
     pub method: String,
+    /// Macro one-vs-rest AUC of the k-NN vote shares.
+    pub auc: f64,
+    /// Binary AUC for Vienna >= 3 (neoplastic), scored by the neoplastic vote share.
+    pub neoplastic_auc: f64,
     pub accuracy: f64,
     pub macro_f1: f64,
-    pub auc: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+/// Method `a` minus method `b` on the same queries (paired bootstrap).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PairedRow {
+    pub a: String,
+    pub b: String,
+    pub views: String,
+    pub acc1_diff: f64,
+    pub acc1_diff_ci: [f64; 2],
+    pub uap_diff: f64,
+    pub uap_diff_ci: [f64; 2],
+    /// Share of bootstrap resamples in which `a` beats `b` on accuracy@1.
+    pub acc1_a_wins: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TwinEval {
     pub polyps: usize,
+    pub seed: u64,
+    pub bootstrap: usize,
     pub reid: Vec<ReidRow>,
     pub pathology: Vec<PathologyRow>,
+    pub paired: Vec<PairedRow>,
     pub majority_class_accuracy: f64,
 }
 
-/// Per polyp: its class and its first four views as each feature.
+/// A set of models to evaluate and the name its rows carry ("" for the shipped models).
+pub struct Candidate<'a> {
+    pub label: String,
+    pub models: &'a TwinModels,
+}
+
+/// Per polyp: its class, whether it is neoplastic, and its first four views as each feature
+/// (one learned set per candidate).
 struct Polyp {
     class: usize,
-    learned: Vec<Vec<f32>>,
+    neoplastic: bool,
+    learned: Vec<Vec<Vec<f32>>>,
     raw: Vec<Vec<f32>>,
     hist: Vec<Vec<f32>>,
 }
 
+/// Which feature of a polyp's views a row uses.
+#[derive(Clone, Copy)]
+enum Feature {
+    /// The embeddings of candidate `i`.
+    Learned(usize),
+    Raw,
+    Hist,
+}
+
+impl Polyp {
+    fn views(&self, which: Feature) -> &[Vec<f32>] {
+        match which {
+            Feature::Learned(i) => &self.learned[i],
+            Feature::Raw => &self.raw,
+            Feature::Hist => &self.hist,
+        }
+    }
+}
+
 const SETTINGS: [(usize, usize); 4] = [(1, 1), (1, 2), (2, 1), (2, 2)];
 
-pub fn run(store: &Store, models: &TwinModels, k: usize) -> Result<TwinEval, TwinError> {
+/// Bootstrap resamples for every interval.
+pub const BOOTSTRAP: usize = 1000;
+
+/// Evaluates `candidates` (the first is the shipped set: scene and hash rows, pathology) on
+/// every held-out polyp with four views; `seed` drives the bootstrap.
+pub fn run(
+    store: &Store,
+    candidates: &[Candidate<'_>],
+    k: usize,
+    seed: u64,
+) -> Result<TwinEval, TwinError> {
     let mut names: Vec<String> = Vec::new();
     let mut polyps = Vec::new();
     for p in store.polyps()? {
@@ -71,85 +135,245 @@ pub fn run(store: &Store, models: &TwinModels, k: usize) -> Result<TwinEval, Twi
         let (raw, hist) = images.iter().map(|(image, _)| features(image)).unzip();
         polyps.push(Polyp {
             class,
-            learned: models.encode_views(&images),
+            neoplastic: p.vienna_class.is_some_and(|v| v >= 3),
+            learned: candidates
+                .iter()
+                .map(|c| c.models.encode_views(&images))
+                .collect(),
             raw,
             hist,
         });
     }
-    let device = &models.device;
-    let scene = models.scene.as_ref().map(|(s, _)| s);
+    let Some(first) = candidates.first() else {
+        return Err(TwinError::NoModel("no models to evaluate".into()));
+    };
+    let device = &first.models.device;
+    let scene = first.models.scene.as_ref().map(|(s, _)| s);
     let mean = |views: &[Vec<f32>]| combine(None, views, device);
     let by_scene = |views: &[Vec<f32>]| combine(scene, views, device);
+    let named = |label: &str, what: &str| {
+        if label.is_empty() {
+            what.to_string()
+        } else {
+            format!("{label}: {what}")
+        }
+    };
 
-    type Pick = fn(&Polyp) -> &Vec<Vec<f32>>;
-    let learned: Pick = |p| &p.learned;
-    let raw: Pick = |p| &p.raw;
-    let hist: Pick = |p| &p.hist;
+    let mut rng = Rng::new(seed).fork(0x626f_6f74);
+    let resamples: Vec<Vec<usize>> = (0..BOOTSTRAP)
+        .map(|_| (0..polyps.len()).map(|_| rng.below(polyps.len())).collect())
+        .collect();
     let mut reid = Vec::new();
+    let mut paired = Vec::new();
     for (q, r) in SETTINGS {
         let views = format!("{q}v{r}");
+        let mut outcomes: Vec<(String, Vec<(f64, bool)>)> = Vec::new();
         let mut add =
-            |method: &str, agg: &dyn Fn(&[Vec<f32>]) -> Vec<f32>, pick: Pick, hash: bool| {
-                let queries: Vec<Vec<f32>> = polyps.iter().map(|p| agg(&pick(p)[0..q])).collect();
-                let refs: Vec<Vec<f32>> = polyps.iter().map(|p| agg(&pick(p)[2..2 + r])).collect();
-                let (uap, accuracy_at_1, recall_at_p90) = top1_metrics(&queries, &refs, hash);
+            |method: String, agg: &dyn Fn(&[Vec<f32>]) -> Vec<f32>, which: Feature, hash: bool| {
+                let queries: Vec<Vec<f32>> =
+                    polyps.iter().map(|p| agg(&p.views(which)[0..q])).collect();
+                let refs: Vec<Vec<f32>> = polyps
+                    .iter()
+                    .map(|p| agg(&p.views(which)[2..2 + r]))
+                    .collect();
+                let predictions = top1_predictions(&queries, &refs, hash);
+                let (uap, accuracy_at_1, recall_at_p90) = figures(&predictions);
+                let (uap_ci, accuracy_at_1_ci) = intervals(&predictions, &resamples);
                 reid.push(ReidRow {
-                    method: method.to_string(),
+                    method: method.clone(),
                     views: views.clone(),
                     uap,
+                    uap_ci,
                     accuracy_at_1,
+                    accuracy_at_1_ci,
                     recall_at_p90,
                 });
+                outcomes.push((method, predictions));
             };
-        if scene.is_some() {
-            add("scene encoder, float", &by_scene, learned, false);
-            add("scene encoder, hash", &by_scene, learned, true);
+        for (ci, c) in candidates.iter().enumerate() {
+            let learned = Feature::Learned(ci);
+            if ci == 0 && scene.is_some() {
+                add(
+                    named(&c.label, "scene encoder, float"),
+                    &by_scene,
+                    learned,
+                    false,
+                );
+                add(
+                    named(&c.label, "scene encoder, hash"),
+                    &by_scene,
+                    learned,
+                    true,
+                );
+            }
+            add(
+                named(&c.label, "mean of views, float"),
+                &mean,
+                learned,
+                false,
+            );
+            if ci == 0 {
+                add(named(&c.label, "mean of views, hash"), &mean, learned, true);
+            }
         }
-        add("mean of views, float", &mean, learned, false);
-        add("mean of views, hash", &mean, learned, true);
-        add("raw pixels (baseline)", &mean, raw, false);
-        add("colour histogram (baseline)", &mean, hist, false);
+        add(
+            "raw pixels 16x16 (baseline)".into(),
+            &mean,
+            Feature::Raw,
+            false,
+        );
+        add(
+            "colour histogram 8x8x8 (baseline)".into(),
+            &mean,
+            Feature::Hist,
+            false,
+        );
+        // The claims that need a paired test: scene vs mean, model vs colour histogram.
+        let find = |m: &str| outcomes.iter().find(|(n, _)| n == m).map(|(_, p)| p);
+        let mean_name = named(&first.label, "mean of views, float");
+        let mut pairs = vec![(
+            mean_name.clone(),
+            "colour histogram 8x8x8 (baseline)".to_string(),
+        )];
+        if scene.is_some() {
+            pairs.push((named(&first.label, "scene encoder, float"), mean_name));
+        }
+        for (a, b) in pairs {
+            if let (Some(pa), Some(pb)) = (find(&a), find(&b)) {
+                paired.push(paired_row(&a, &b, &views, pa, pb, &resamples));
+            }
+        }
     }
 
     let classes: Vec<usize> = polyps.iter().map(|p| p.class).collect();
+    let neoplastic: Vec<bool> = polyps.iter().map(|p| p.neoplastic).collect();
+    // A class is neoplastic when most of its polyps are (histology fixes the Vienna class).
+    let neoplastic_class: Vec<bool> = (0..names.len())
+        .map(|c| {
+            let of: Vec<bool> = polyps
+                .iter()
+                .filter(|p| p.class == c)
+                .map(|p| p.neoplastic)
+                .collect();
+            of.iter().filter(|n| **n).count() * 2 > of.len()
+        })
+        .collect();
     let mut pathology = Vec::new();
-    let mut add = |method: &str, vectors: Vec<Vec<f32>>| {
-        let (accuracy, macro_f1, auc) = knn_vote_cv(&vectors, &classes, names.len(), k);
+    let mut add = |method: String, vectors: Vec<Vec<f32>>| {
+        let (accuracy, macro_f1, auc, neoplastic_auc) = knn_vote_cv(
+            &vectors,
+            &classes,
+            names.len(),
+            k,
+            &neoplastic,
+            &neoplastic_class,
+        );
         pathology.push(PathologyRow {
-            method: method.to_string(),
+            method,
+            auc,
+            neoplastic_auc,
             accuracy,
             macro_f1,
-            auc,
         });
     };
-    if scene.is_some() {
+    for (ci, c) in candidates.iter().enumerate() {
+        if ci == 0 && scene.is_some() {
+            add(
+                named(&c.label, "scene encoder"),
+                polyps.iter().map(|p| by_scene(&p.learned[0])).collect(),
+            );
+        }
         add(
-            "scene encoder",
-            polyps.iter().map(|p| by_scene(&p.learned)).collect(),
+            named(&c.label, "mean of views"),
+            polyps.iter().map(|p| mean(&p.learned[ci])).collect(),
         );
     }
     add(
-        "mean of views",
-        polyps.iter().map(|p| mean(&p.learned)).collect(),
-    );
-    add(
-        "colour histogram (baseline)",
+        "colour histogram 8x8x8 (baseline)".into(),
         polyps.iter().map(|p| mean(&p.hist)).collect(),
     );
     let mut counts = vec![0usize; names.len()];
     classes.iter().for_each(|&c| counts[c] += 1);
     Ok(TwinEval {
         polyps: polyps.len(),
+        seed,
+        bootstrap: BOOTSTRAP,
         reid,
         pathology,
+        paired,
         majority_class_accuracy: *counts.iter().max().unwrap_or(&0) as f64
             / classes.len().max(1) as f64,
     })
 }
 
+/// uAP, accuracy@1 and recall at 90 % precision of top-1 predictions (one per query).
+fn figures(predictions: &[(f64, bool)]) -> (f64, f64, f64) {
+    let n = predictions.len();
+    let correct = predictions.iter().filter(|p| p.1).count();
+    (
+        metrics::micro_ap(predictions, n),
+        correct as f64 / n.max(1) as f64,
+        metrics::recall_at_precision(predictions, n, 0.9),
+    )
+}
+
+/// Percentile 95 % intervals of uAP and accuracy@1 over query resamples.
+fn intervals(predictions: &[(f64, bool)], resamples: &[Vec<usize>]) -> ([f64; 2], [f64; 2]) {
+    let (mut uaps, mut accs) = (Vec::new(), Vec::new());
+    for idx in resamples {
+        let sample: Vec<(f64, bool)> = idx.iter().map(|&i| predictions[i]).collect();
+        let (u, a, _) = figures(&sample);
+        uaps.push(u);
+        accs.push(a);
+    }
+    (percentiles(uaps), percentiles(accs))
+}
+
+fn paired_row(
+    a: &str,
+    b: &str,
+    views: &str,
+    pa: &[(f64, bool)],
+    pb: &[(f64, bool)],
+    resamples: &[Vec<usize>],
+) -> PairedRow {
+    let (ua, aa, _) = figures(pa);
+    let (ub, ab, _) = figures(pb);
+    let (mut d_acc, mut d_uap, mut wins) = (Vec::new(), Vec::new(), 0usize);
+    for idx in resamples {
+        let sa: Vec<(f64, bool)> = idx.iter().map(|&i| pa[i]).collect();
+        let sb: Vec<(f64, bool)> = idx.iter().map(|&i| pb[i]).collect();
+        let (u1, a1, _) = figures(&sa);
+        let (u2, a2, _) = figures(&sb);
+        d_acc.push(a1 - a2);
+        d_uap.push(u1 - u2);
+        wins += (a1 > a2) as usize;
+    }
+    PairedRow {
+        a: a.into(),
+        b: b.into(),
+        views: views.into(),
+        acc1_diff: aa - ab,
+        acc1_diff_ci: percentiles(d_acc),
+        uap_diff: ua - ub,
+        uap_diff_ci: percentiles(d_uap),
+        acc1_a_wins: wins as f64 / resamples.len().max(1) as f64,
+    }
+}
+
+/// The 2.5th and 97.5th percentiles.
+fn percentiles(mut values: Vec<f64>) -> [f64; 2] {
+    if values.is_empty() {
+        return [f64::NAN; 2];
+    }
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    [at(0.025), at(0.975)]
+}
+
 /// Top-1 reference per query by cosine (or by Hamming distance of the sign codes); query i's
-/// true reference is reference i.
-fn top1_metrics(queries: &[Vec<f32>], refs: &[Vec<f32>], hash: bool) -> (f64, f64, f64) {
+/// true reference is reference i. -> (score, correct) per query.
+fn top1_predictions(queries: &[Vec<f32>], refs: &[Vec<f32>], hash: bool) -> Vec<(f64, bool)> {
     let codes: Vec<Vec<u64>> = refs.iter().map(|r| code_of(r)).collect();
     let mut predictions = Vec::new();
     for (i, q) in queries.iter().enumerate() {
@@ -173,23 +397,20 @@ fn top1_metrics(queries: &[Vec<f32>], refs: &[Vec<f32>], hash: bool) -> (f64, f6
             });
         predictions.push((score, best == i));
     }
-    let n = queries.len();
-    let correct = predictions.iter().filter(|p| p.1).count();
-    (
-        metrics::micro_ap(&predictions, n),
-        correct as f64 / n.max(1) as f64,
-        metrics::recall_at_precision(&predictions, n, 0.9),
-    )
+    predictions
 }
 
-/// k-NN majority vote, 5 folds by polyp index: accuracy, macro-F1, and the macro average of
-/// one-vs-rest AUCs with the vote shares as scores.
+/// k-NN majority vote, 5 folds by polyp index: accuracy, macro-F1, the macro average of
+/// one-vs-rest AUCs with the vote shares as scores, and the neoplastic (Vienna >= 3) AUC with
+/// the neoplastic classes' summed share as score.
 fn knn_vote_cv(
     vectors: &[Vec<f32>],
     classes: &[usize],
     n_classes: usize,
     k: usize,
-) -> (f64, f64, f64) {
+    neoplastic: &[bool],
+    neoplastic_class: &[bool],
+) -> (f64, f64, f64, f64) {
     let n = vectors.len();
     let mut predicted = vec![0usize; n];
     let mut shares = vec![vec![0.0f64; n_classes]; n];
@@ -218,10 +439,21 @@ fn knn_vote_cv(
             aucs.push(auc);
         }
     }
+    let neoplastic_share: Vec<f64> = shares
+        .iter()
+        .map(|s| {
+            s.iter()
+                .zip(neoplastic_class)
+                .filter(|(_, n)| **n)
+                .map(|(v, _)| v)
+                .sum()
+        })
+        .collect();
     (
         metrics::accuracy(classes, &predicted),
         metrics::macro_f1(classes, &predicted, n_classes),
         aucs.iter().sum::<f64>() / aucs.len().max(1) as f64,
+        metrics::auroc(&neoplastic_share, neoplastic),
     )
 }
 
@@ -238,13 +470,24 @@ pub fn record(
     for r in &e.reid {
         let name = format!("{} {}", r.views, r.method);
         metrics.push((format!("{name}: uAP"), r.uap));
+        metrics.push((format!("{name}: uAP 95% low"), r.uap_ci[0]));
+        metrics.push((format!("{name}: uAP 95% high"), r.uap_ci[1]));
         metrics.push((format!("{name}: accuracy@1"), r.accuracy_at_1));
+        metrics.push((format!("{name}: accuracy@1 95% low"), r.accuracy_at_1_ci[0]));
+        metrics.push((
+            format!("{name}: accuracy@1 95% high"),
+            r.accuracy_at_1_ci[1],
+        ));
         metrics.push((format!("{name}: recall@P90"), r.recall_at_p90));
     }
     for r in &e.pathology {
         metrics.push((format!("pathology {}: accuracy", r.method), r.accuracy));
         metrics.push((format!("pathology {}: macro-F1", r.method), r.macro_f1));
         metrics.push((format!("pathology {}: AUC", r.method), r.auc));
+        metrics.push((
+            format!("pathology {}: neoplastic AUC", r.method),
+            r.neoplastic_auc,
+        ));
     }
     let card = models.join(format!("{}.json", crate::twins::IMAGE_MODEL));
     update_card(&card, |c| {

@@ -5,6 +5,7 @@
 use super::block::{Block, BlockConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
+use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Bool, Device, Distribution, Tensor, TensorData};
 
 #[derive(Config, Debug)]
@@ -14,6 +15,11 @@ pub struct SceneEncoderConfig {
     pub heads: usize,
     #[config(default = 4.0)]
     pub mlp_ratio: f64,
+    /// Output `normalise(mean(views) + W [Scene])` with `W` zero at initialisation: the
+    /// encoder starts as the plain mean of views and can only learn to improve on it.
+    /// Off: the paper's [Scene] token output alone.
+    #[config(default = false)]
+    pub residual: bool,
 }
 
 impl SceneEncoderConfig {
@@ -26,6 +32,13 @@ impl SceneEncoderConfig {
                 device,
             )),
             block: BlockConfig::new(self.dim, self.heads, hidden).init(device),
+            residual: self.residual.then(|| {
+                let mut out = LinearConfig::new(self.dim, self.dim)
+                    .with_bias(false)
+                    .init(device);
+                out.weight = out.weight.map(|w| w.zeros_like());
+                out
+            }),
         }
     }
 }
@@ -34,6 +47,8 @@ impl SceneEncoderConfig {
 pub struct SceneEncoder {
     pub scene_token: Param<Tensor<1>>,
     pub block: Block,
+    /// The zero-initialised output projection of the residual form.
+    pub residual: Option<Linear>,
 }
 
 impl SceneEncoder {
@@ -41,6 +56,16 @@ impl SceneEncoder {
     /// scenes with fewer views -> scene embeddings [batch, dim], unit length.
     pub fn forward(&self, views: Tensor<3>, missing: Option<Tensor<2, Bool>>) -> Tensor<2> {
         let [batch, n, dim] = views.dims();
+        // The mean of the views that are present: [B, D] (used by the residual form).
+        let mean = self.residual.as_ref().map(|_| {
+            let present = match &missing {
+                Some(m) => m.clone().bool_not().float(),
+                None => Tensor::ones([batch, n], &views.device()),
+            }
+            .unsqueeze_dim::<3>(2); // [B, n, 1]
+            let count = present.clone().sum_dim(1).clamp_min(1.0); // [B, 1, 1]
+            ((views.clone() * present).sum_dim(1) / count).reshape([batch, dim])
+        });
         let token = self
             .scene_token
             .val()
@@ -57,7 +82,11 @@ impl SceneEncoder {
             keys.unsqueeze_dim::<3>(1).expand([batch, n + 1, n + 1])
         });
         let out = self.block.forward(x, mask);
-        let scene = out.slice([0..batch, 0..1, 0..dim]).reshape([batch, dim]);
+        let token = out.slice([0..batch, 0..1, 0..dim]).reshape([batch, dim]);
+        let scene = match (&self.residual, mean) {
+            (Some(w), Some(mean)) => mean + w.forward(token),
+            _ => token,
+        };
         let norm = scene
             .clone()
             .powf_scalar(2.0)
