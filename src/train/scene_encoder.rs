@@ -62,6 +62,11 @@ pub struct SceneEncoderTrainingConfig {
     pub decoder_width: usize,
     #[config(default = 13)]
     pub seed: u64,
+    /// Train on what retrieval scores: per polyp, two disjoint random subsets of 1-2 views
+    /// (a query and a reference scene) are positives. Off: the paper's leave-one-out scenes
+    /// (each view in turn is the target, the others the scene).
+    #[config(default = true)]
+    pub subsets: bool,
 }
 
 impl SceneEncoderTrainingConfig {
@@ -275,16 +280,33 @@ pub fn train(
                     .iter()
                     .map(|copies| &copies[rng.below(copies.len())])
                     .collect();
-                for t in 0..views.len() {
-                    let mut used = 0;
-                    for (i, c) in pick.iter().enumerate() {
-                        if i != t {
-                            scene_in.extend_from_slice(&c.embedding);
-                            missing.push(false);
-                            used += 1;
-                        }
+                // (scene views, target view) pairs of this polyp.
+                let mut scenes_of: Vec<(Vec<usize>, usize)> = Vec::new();
+                if config.subsets {
+                    let mut ids: Vec<usize> = (0..views.len()).collect();
+                    super::augment::shuffle(&mut ids, &mut rng);
+                    let q = if views.len() >= 3 {
+                        1 + rng.below(2)
+                    } else {
+                        1
+                    };
+                    let r = (1 + rng.below(2)).min(views.len() - q);
+                    let (query, rest) = ids.split_at(q);
+                    let reference = &rest[..r];
+                    // Each scene reconstructs a view of the other (one it does not contain).
+                    scenes_of.push((query.to_vec(), reference[0]));
+                    scenes_of.push((reference.to_vec(), query[0]));
+                } else {
+                    for t in 0..views.len() {
+                        scenes_of.push(((0..views.len()).filter(|&i| i != t).collect(), t));
                     }
-                    let pad = slots - used;
+                }
+                for (members, t) in scenes_of {
+                    for &i in &members {
+                        scene_in.extend_from_slice(&pick[i].embedding);
+                        missing.push(false);
+                    }
+                    let pad = slots - members.len();
                     scene_in.extend(std::iter::repeat_n(0.0, d * pad));
                     missing.extend(std::iter::repeat_n(true, pad));
                     groups.push(g);
@@ -360,6 +382,14 @@ impl Recipe for SceneEncoderRecipe {
             RecipeOption::new("epochs", Count, Some("30"), "Passes over the data"),
             RecipeOption::new("batch", Count, Some("32"), "Polyps per step"),
             RecipeOption::new("seed", Count, Some("13"), "Seed of every random draw"),
+            RecipeOption::new("lr", Number, Some("1e-4"), "Peak learning rate"),
+            RecipeOption::new(
+                "paper",
+                Flag,
+                None,
+                "The paper-faithful variant: the [Scene] token output (no residual on the \
+                 mean) and leave-one-out scenes",
+            ),
             RecipeOption::new(
                 "resume",
                 Flag,
@@ -392,10 +422,13 @@ impl Recipe for SceneEncoderRecipe {
                 ))
             })?;
         let image: VitConfig = image_card.config(&image_path)?;
+        let paper = settings.flag(&o, "paper");
         let config = SceneEncoderTrainingConfig::new(
-            SceneEncoderConfig::new(image.output_dim()),
+            SceneEncoderConfig::new(image.output_dim()).with_residual(!paper),
             image.clone(),
         )
+        .with_subsets(!paper)
+        .with_lr(settings.number(&o, "lr")?)
         .with_epochs(settings.count(&o, "epochs")?)
         .with_batch(settings.count(&o, "batch")?)
         .with_seed(seed);
