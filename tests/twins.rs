@@ -204,3 +204,42 @@ fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
     let some = index.query(&vec![0.1; 64], 50, Search::Hamming, None);
     assert_eq!(some.twins.len(), POLYPS);
 }
+
+#[test]
+fn a_view_that_fails_to_decode_is_named_and_retried_once_it_decodes() {
+    let library = tempfile::tempdir().unwrap();
+    let queries = tempfile::tempdir().unwrap();
+    mini_library(library.path(), queries.path());
+    let device = Device::flex();
+    device.seed(5);
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
+    let models_dir = tempfile::tempdir().unwrap();
+    weights::save(&config.init(&device), &card, models_dir.path()).unwrap();
+    let models = TwinModels::load(models_dir.path(), &device).unwrap();
+    let mut store = Store::open(library.path(), OpenMode::Existing).unwrap();
+
+    // One view's file is truncated (say, a copy still in progress).
+    let polyp = store.polyps().unwrap()[0].clone();
+    let view = store.polyp_views(polyp.id).unwrap()[0].clone();
+    let path = store.media_path(&view);
+    let good = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &good[..good.len() / 3]).unwrap();
+    let first = index_library(&mut store, &models, &Progress::new()).unwrap();
+    assert_eq!(first.problems.len(), 1, "{:?}", first.problems);
+    assert!(
+        first.problems[0].contains(&view.source_path),
+        "the failed view is named: {:?}",
+        first.problems
+    );
+    assert_eq!(
+        first.polyps_updated, POLYPS,
+        "its polyp is indexed from the other view"
+    );
+
+    // Once it decodes, the next run encodes it and combines its polyp again.
+    std::fs::write(&path, &good).unwrap();
+    let again = index_library(&mut store, &models, &Progress::new()).unwrap();
+    assert!(again.problems.is_empty(), "{:?}", again.problems);
+    assert_eq!((again.views_encoded, again.polyps_updated), (1, 1));
+}

@@ -119,16 +119,20 @@ pub fn index_library(
     let mut rows = Vec::new();
     for (polyp_id, media) in &per_polyp {
         progress.inc();
-        let vectors: Vec<Vec<f32>> = media
+        // Only the views that were encoded count, and they name the polyp's embedding: a view
+        // that failed to decode is left out now and, once it decodes, changes the hash so the
+        // polyp is combined again.
+        let encoded: Vec<&EmbeddingRow> = media
             .iter()
-            .filter_map(|m| views.get(&m.id).map(|r| r.vector.clone()))
+            .filter_map(|m| views.get(&m.id).filter(|r| r.source_hash == m.hash))
             .collect();
-        if vectors.is_empty() {
+        if encoded.is_empty() {
             continue;
         }
+        let vectors: Vec<Vec<f32>> = encoded.iter().map(|r| r.vector.clone()).collect();
         let mut h = Sha256::new();
-        for m in media {
-            h.update(m.hash.as_bytes());
+        for r in &encoded {
+            h.update(r.source_hash.as_bytes());
         }
         let hash = format!("{:x}", h.finalize());
         if current.get(polyp_id) == Some(&hash) {
