@@ -243,3 +243,85 @@ fn a_view_that_fails_to_decode_is_named_and_retried_once_it_decodes() {
     assert!(again.problems.is_empty(), "{:?}", again.problems);
     assert_eq!((again.views_encoded, again.polyps_updated), (1, 1));
 }
+
+#[test]
+fn the_twin_evaluation_brackets_every_figure_and_writes_the_json_shape() {
+    use endotwin::eval::twins::{Candidate, run};
+    let library = tempfile::tempdir().unwrap();
+    let mut store = Store::open(library.path(), OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 2,
+        split: Split::Validation,
+        polyps: 10,
+        views_per_polyp: 4,
+        videos: 0,
+        frames_per_video: 0,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 96,
+        video_size: 64,
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    let device = Device::flex();
+    device.seed(5);
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let models_dir = tempfile::tempdir().unwrap();
+    let card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
+    weights::save(&config.init(&device), &card, models_dir.path()).unwrap();
+    let models = TwinModels::load(models_dir.path(), &device).unwrap();
+    let candidates = [
+        Candidate {
+            label: String::new(),
+            models: &models,
+        },
+        Candidate {
+            label: "again".into(),
+            models: &models,
+        },
+    ];
+    let eval = run(&store, &candidates, 6, 3).unwrap();
+    assert_eq!(eval.polyps, 10);
+    for r in &eval.reid {
+        assert!(
+            r.uap_ci[0] <= r.uap + 1e-9 && r.uap <= r.uap_ci[1] + 1e-9,
+            "{r:?}"
+        );
+        assert!(
+            r.accuracy_at_1_ci[0] <= r.accuracy_at_1 && r.accuracy_at_1 <= r.accuracy_at_1_ci[1],
+            "{r:?}"
+        );
+    }
+    // The same encoder under two names scores the same.
+    let a = eval
+        .reid
+        .iter()
+        .find(|r| r.method == "mean of views, float")
+        .unwrap();
+    let b = eval
+        .reid
+        .iter()
+        .find(|r| r.method == "again: mean of views, float" && r.views == a.views)
+        .unwrap();
+    assert_eq!((a.uap, a.accuracy_at_1), (b.uap, b.accuracy_at_1));
+    assert!(
+        eval.reid
+            .iter()
+            .any(|r| r.method.contains("colour histogram"))
+    );
+    assert!(eval.reid.iter().any(|r| r.method.contains("raw pixels")));
+    let json: serde_json::Value = serde_json::to_value(&eval).unwrap();
+    for key in [
+        "method", "views", "uap", "uap_ci", "acc1", "acc1_ci", "r_at_p90",
+    ] {
+        assert!(json["reid"][0].get(key).is_some(), "reid rows carry {key}");
+    }
+    for key in ["method", "auc", "neoplastic_auc", "accuracy", "macro_f1"] {
+        assert!(
+            json["pathology"][0].get(key).is_some(),
+            "pathology rows carry {key}"
+        );
+    }
+    // The same seed gives the same intervals.
+    let again = run(&store, &candidates[..1], 6, 3).unwrap();
+    assert_eq!(again.reid[0].uap_ci, eval.reid[0].uap_ci);
+}
