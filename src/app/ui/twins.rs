@@ -69,6 +69,21 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         } else {
             query_views(ui, &answer.query, textures);
         }
+        // Say how the encoder cut the query: around the polyp, or the whole field of view.
+        ui.label(
+            RichText::new(match &answer.query {
+                TwinQuery::Media { .. } => {
+                    "Each view is cut around its polyp mask (the centred field of view when a \
+                     view has none)."
+                }
+                TwinQuery::Files(_) => {
+                    "Opened images have no polyp mask: the centred field of view is encoded \
+                     (on the command line, --box x,y,w,h crops around the polyp)."
+                }
+            })
+            .small()
+            .weak(),
+        );
         ui.add_space(6.0);
         let vote = if panel.weighted {
             &answer.result.weighted_vote
