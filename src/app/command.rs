@@ -53,4 +53,9 @@ pub enum Command {
     /// Pin a twin (by polyp id) for side-by-side comparison, or unpin.
     PinTwin(Option<i64>),
     DismissToast(usize),
+    /// Draw (or clear) the polyp box on an opened image; twin queries crop around it.
+    SetPolypBox {
+        path: PathBuf,
+        xywh: Option<[f32; 4]>,
+    },
 }

@@ -139,6 +139,13 @@ impl App {
             }
             Command::SetTwinWeighted(w) => self.state.twins.weighted = w,
             Command::SetTwinAuto(a) => self.state.twins.auto = a,
+            Command::SetPolypBox { path, xywh } => {
+                match xywh {
+                    Some(b) => self.state.opened_boxes.insert(path, b),
+                    None => self.state.opened_boxes.remove(&path),
+                };
+                self.selection_changed_for_twins();
+            }
             Command::PinTwin(id) => {
                 let twins = &mut self.state.twins;
                 twins.pinned = id;

@@ -162,6 +162,8 @@ pub struct AppState {
     pub opened_files: Vec<PathBuf>,
     /// Decoded opened files by index, for the viewer (small, kept in memory).
     pub opened_errors: HashMap<PathBuf, String>,
+    /// Polyp boxes drawn on opened images (x, y, w, h in pixels): twin queries crop there.
+    pub opened_boxes: HashMap<PathBuf, [f32; 4]>,
     pub backend_summary: String,
     pub twins: TwinPanel,
 }
@@ -181,6 +183,7 @@ impl AppState {
             redo: Vec::new(),
             opened_files: Vec::new(),
             opened_errors: HashMap::new(),
+            opened_boxes: HashMap::new(),
             backend_summary,
             twins: TwinPanel::new(),
         }

@@ -31,12 +31,17 @@ impl App {
                 })
             }
             Selection::OpenedFiles if !self.state.opened_files.is_empty() => {
-                Some(TwinQuery::Files(match self.state.focused {
+                let paths = match self.state.focused {
                     Some(i) if i < self.state.opened_files.len() => {
                         vec![self.state.opened_files[i].clone()]
                     }
                     _ => self.state.opened_files.clone(),
-                }))
+                };
+                let boxes = paths
+                    .iter()
+                    .map(|p| self.state.opened_boxes.get(p).copied())
+                    .collect();
+                Some(TwinQuery::Files { paths, boxes })
             }
             _ => None,
         }

@@ -28,6 +28,9 @@ pub struct DemoArgs {
     frames_per_video: usize,
     #[arg(long, default_value_t = 40)]
     capsule: usize,
+    /// Frames without a polyp per examination.
+    #[arg(long, default_value_t = 2)]
+    background: usize,
     /// Side of still frames in pixels.
     #[arg(long, default_value_t = 256)]
     size: u32,
@@ -54,6 +57,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         videos: args.videos,
         frames_per_video: args.frames_per_video,
         capsule_images: args.capsule,
+        background_frames: args.background,
         image_size: args.size,
         ..PhantomConfig::default()
     };

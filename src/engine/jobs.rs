@@ -49,8 +49,12 @@ pub enum TwinQuery {
         ids: Vec<i64>,
         exclude_polyp: Option<i64>,
     },
-    /// Image files opened from disk or dropped in.
-    Files(Vec<PathBuf>),
+    /// Image files opened from disk or dropped in, each with the polyp box the user drew on
+    /// it (x, y, w, h in pixels), if any.
+    Files {
+        paths: Vec<PathBuf>,
+        boxes: Vec<Option<[f32; 4]>>,
+    },
 }
 
 /// What the twin panel shows for one query.
@@ -195,13 +199,17 @@ fn twins(
                 }
                 (images, *exclude_polyp)
             }
-            TwinQuery::Files(paths) => {
+            TwinQuery::Files { paths, boxes } => {
                 let mut images = Vec::new();
-                for p in paths {
+                for (i, p) in paths.iter().enumerate() {
                     let d = images::decode_file(p)
                         .map_err(|e| TwinError::Image(format!("{}: {e}", p.display())))?;
-                    // Files opened from disk carry no mask: the centred field of view.
-                    images.push((d.image, Focus::FieldOfView));
+                    // Files carry no mask: the user's box, else the centred field of view.
+                    let focus = match boxes.get(i).copied().flatten() {
+                        Some(b) => Focus::Box(b),
+                        None => Focus::FieldOfView,
+                    };
+                    images.push((d.image, focus));
                 }
                 (images, None)
             }

@@ -76,9 +76,13 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                     "Each view is cut around its polyp mask (the centred field of view when a \
                      view has none)."
                 }
-                TwinQuery::Files(_) => {
-                    "Opened images have no polyp mask: the centred field of view is encoded \
-                     (on the command line, --box x,y,w,h crops around the polyp)."
+                TwinQuery::Files { boxes, .. } if boxes.iter().all(Option::is_some) => {
+                    "Each opened image is cut around the polyp box drawn on it."
+                }
+                TwinQuery::Files { .. } => {
+                    "An opened image without a polyp box is encoded as its centred field of \
+                     view: open it in the viewer and Shift+drag a box around the polyp (on \
+                     the command line, --box x,y,w,h)."
                 }
             })
             .small()
@@ -234,7 +238,7 @@ fn query_views(ui: &mut egui::Ui, query: &TwinQuery, textures: &mut Textures) {
                 thumb(ui, textures, *id, CARD_THUMB);
             }
         }
-        TwinQuery::Files(paths) => {
+        TwinQuery::Files { paths, .. } => {
             for p in paths {
                 let key = ImageKey::File(p.clone());
                 match textures.full(&key) {
@@ -373,7 +377,7 @@ fn side_by_side(
                     thumb(ui, textures, *id, side);
                 }
             }
-            TwinQuery::Files(paths) => {
+            TwinQuery::Files { paths, .. } => {
                 for p in paths {
                     ui.label(p.display().to_string());
                 }

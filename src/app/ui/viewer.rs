@@ -6,7 +6,7 @@ use super::super::state::BoxRow;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
 use crate::engine::loader::ImageKey;
-use egui::{Color32, Rect, Sense, Stroke, StrokeKind, Vec2, pos2};
+use egui::{Color32, Rect, RichText, Sense, Stroke, StrokeKind, Vec2, pos2};
 
 #[derive(Clone, Copy, Debug)]
 struct ZoomPan {
@@ -119,7 +119,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             } else {
                 Vec::new()
             };
-            focused_image(ui, textures, &keys[i].0, &boxes, state);
+            focused_image(ui, textures, &keys[i].0, &boxes, state, out);
         }
         _ => grid(ui, textures, &keys, out),
     }
@@ -170,7 +170,28 @@ fn focused_image(
     key: &ImageKey,
     boxes: &[&BoxRow],
     state: &AppState,
+    out: &mut Vec<Command>,
 ) {
+    // An opened image (no mask) takes a polyp box: Shift+drag draws it, twin queries crop there.
+    let opened = match key {
+        ImageKey::File(path) => Some(path),
+        _ => None,
+    };
+    if let Some(path) = opened {
+        ui.horizontal(|ui| {
+            ui.label(
+                RichText::new("Shift+drag a box around the polyp: twin queries crop there.")
+                    .small()
+                    .weak(),
+            );
+            if state.opened_boxes.contains_key(path) && ui.button("Clear box").clicked() {
+                out.push(Command::SetPolypBox {
+                    path: path.clone(),
+                    xywh: None,
+                });
+            }
+        });
+    }
     let id = ui.scope_id().with((
         "zoompan",
         format!("{key:?}"),
@@ -185,14 +206,47 @@ fn focused_image(
             zp.zoom = (zp.zoom * (1.0 + scroll * 0.002)).clamp(0.2, 20.0);
         }
     }
-    if resp.dragged() {
+    let shift = ui.input(|i| i.modifiers.shift);
+    let drawing = opened.is_some() && shift;
+    if resp.dragged() && !drawing {
         zp.pan += resp.drag_delta();
     }
     if resp.double_clicked() {
         zp = ZoomPan::default();
     }
     ui.data_mut(|d| d.insert_temp(id, zp));
-    paint_fitted(ui, textures, key, rect, zp.zoom, zp.pan, boxes);
+    let Some((img_rect, scale)) = paint_fitted(ui, textures, key, rect, zp.zoom, zp.pan, boxes)
+    else {
+        return;
+    };
+    let Some(path) = opened else {
+        return;
+    };
+    let to_image = |p: egui::Pos2| (p - img_rect.min) / scale;
+    let painter = ui.painter_at(rect);
+    if let Some(b) = state.opened_boxes.get(path) {
+        let r = Rect::from_min_size(
+            img_rect.min + Vec2::new(b[0], b[1]) * scale,
+            Vec2::new(b[2], b[3]) * scale,
+        );
+        painter.rect_stroke(r, 0.0, Stroke::new(2.0, Color32::GREEN), StrokeKind::Outside);
+    }
+    if drawing && let (Some(start), Some(now)) = (resp.interact_pointer_pos(), ui.input(|i| i.pointer.press_origin())) {
+        let r = Rect::from_two_pos(now, start);
+        painter.rect_stroke(r, 0.0, Stroke::new(1.5, Color32::LIGHT_GREEN), StrokeKind::Outside);
+        if resp.drag_stopped() {
+            let (a, b) = (to_image(r.min), to_image(r.max));
+            let size = img_rect.size() / scale;
+            let (x0, y0) = (a.x.clamp(0.0, size.x), a.y.clamp(0.0, size.y));
+            let (x1, y1) = (b.x.clamp(0.0, size.x), b.y.clamp(0.0, size.y));
+            if x1 - x0 >= 4.0 && y1 - y0 >= 4.0 {
+                out.push(Command::SetPolypBox {
+                    path: path.clone(),
+                    xywh: Some([x0, y0, x1 - x0, y1 - y0]),
+                });
+            }
+        }
+    }
 }
 
 /// Paints the image fitted into `rect` (aspect kept), zoomed about the centre and panned.
@@ -204,7 +258,7 @@ fn paint_fitted(
     zoom: f32,
     pan: Vec2,
     boxes: &[&BoxRow],
-) {
+) -> Option<(Rect, f32)> {
     let painter = ui.painter_at(rect);
     painter.rect_filled(rect, 2.0, Color32::from_gray(12));
     let tex = match textures.full(key) {
@@ -217,7 +271,7 @@ fn paint_fitted(
                 egui::FontId::proportional(13.0),
                 Color32::LIGHT_RED,
             );
-            return;
+            return None;
         }
         None => {
             painter.text(
@@ -227,7 +281,7 @@ fn paint_fitted(
                 egui::FontId::proportional(13.0),
                 Color32::GRAY,
             );
-            return;
+            return None;
         }
     };
     let [w, h] = tex.size();
@@ -259,4 +313,5 @@ fn paint_fitted(
             );
         }
     }
+    Some((img_rect, scale))
 }

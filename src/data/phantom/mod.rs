@@ -210,101 +210,32 @@ pub fn generate(
         + cfg.capsule_images;
     progress.stage("rendering", total_work as u64);
 
-    let mut exams = Vec::new();
-    for (e, &k) in counts.iter().enumerate() {
-        let mut r = root.fork(1000 + e as u64);
-        let colon = draw_colon(&mut r);
-        let patient = format!("{:05}", r.below(100_000));
-        let mut polyps: Vec<PlacedPolyp> = Vec::new();
-        for _ in 0..k {
-            let spec = PolypSpec::draw(Pathology::draw(&mut r), &mut r);
-            let theta = r.range(0.0, std::f32::consts::TAU);
-            // Usually a few haustra apart; sometimes two polyps sit close together, seen in
-            // the same frames of a withdrawal.
-            let (z, theta) = match polyps.last() {
-                Some(prev) if r.chance(0.3) => {
-                    (prev.z + r.range(0.25, 0.6), prev.theta + r.range(0.6, 1.4))
-                }
-                Some(prev) => (colon.between_folds(prev.z + 4.0 + r.range(0.0, 1.0)), theta),
-                None => (colon.between_folds(3.0 + r.range(0.0, 1.0)), theta),
-            };
-            polyps.push(colon.place(spec, z, theta));
-        }
-        let mut sentences = vec![(report::opening_sentence(&mut r), None)];
-        if polyps.is_empty() {
-            sentences.push((report::negative_sentence(&mut r), None));
-        }
-        for (i, p) in polyps.iter().enumerate() {
-            sentences.push((report::polyp_sentence(&p.spec, i, &mut r), Some(i)));
-            sentences.push((report::pathology_sentence(&p.spec, &mut r), Some(i)));
-        }
-        let mut views = Vec::new();
-        for (i, p) in polyps.iter().enumerate() {
-            let mut vr = r.fork(50 + i as u64);
-            let mut set = Vec::new();
-            for v in 0..cfg.views_per_polyp {
-                check_cancel(progress)?;
-                let cam = view_camera(&colon, p, &mut vr);
-                let look = view_look(&mut vr);
-                let osd = osd_lines(&patient, &mut vr);
-                // Only this polyp in its scene: the mask and the view are about it alone.
-                let scene = Scene {
-                    colon: &colon,
-                    polyps: std::slice::from_ref(p),
-                };
-                let frame = render::render(
-                    &scene,
-                    &cam,
-                    &look,
-                    cfg.image_size,
-                    &osd,
-                    (e * 100 + i * 10 + v) as u32,
-                );
-                set.push((encode_jpeg(&frame.image), encode_mask(&frame.mask)));
-                progress.inc();
-            }
-            views.push(set);
-        }
-        let mut background = Vec::new();
-        for b in 0..cfg.background_frames {
-            check_cancel(progress)?;
-            let z = r.range(0.5, 12.0);
-            let (cx, cy) = colon.centre(z);
-            let pos = v3(cx + r.range(-0.3, 0.3), cy + r.range(-0.3, 0.3), z);
-            let ahead = colon.centre(z + 2.0);
-            let target = v3(
-                ahead.0 + r.range(-0.6, 0.6),
-                ahead.1 + r.range(-0.6, 0.6),
-                z + 2.0,
-            );
-            let cam = Camera::look_at(pos, target, r.range(0.0, std::f32::consts::TAU));
-            let look = view_look(&mut r);
-            let osd = osd_lines(&patient, &mut r);
-            let scene = Scene {
-                colon: &colon,
-                polyps: &[],
-            };
-            let frame = render::render(
-                &scene,
-                &cam,
-                &look,
-                cfg.image_size,
-                &osd,
-                (e * 100 + 90 + b) as u32,
-            );
-            background.push(encode_jpeg(&frame.image));
-            progress.inc();
-        }
-        exams.push(ExamPlan {
-            code: format!("{prefix}-E{:03}", e + 1),
-            patient,
-            colon,
-            polyps,
-            sentences,
-            views,
-            background,
-        });
-    }
+    // Examinations are independent: render them on every core, in examination order.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, counts.len().max(1));
+    let exams: Vec<ExamPlan> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (counts, root, prefix) = (&counts, &root, &prefix);
+                scope.spawn(move || {
+                    counts
+                        .iter()
+                        .enumerate()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(e, &k)| (e, render_exam(cfg, root, prefix, e, k, progress)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut done: Vec<(usize, Result<ExamPlan, PhantomError>)> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a render thread panicked"))
+            .collect();
+        done.sort_by_key(|(e, _)| *e);
+        done.into_iter().map(|(_, plan)| plan).collect::<Result<_, _>>()
+    })?;
 
     let mut videos = Vec::new();
     let with_polyps: Vec<usize> = (0..exams.len())
@@ -333,6 +264,110 @@ pub fn generate(
     }
 
     write_all(store, cfg, &prefix, &exams, &videos, &capsules, progress)
+}
+
+/// One examination: its colon, polyps, report sentences, views and background frames, all
+/// drawn from the examination's own random stream (so examinations render in any order).
+fn render_exam(
+    cfg: &PhantomConfig,
+    root: &Rng,
+    prefix: &str,
+    e: usize,
+    k: usize,
+    progress: &Progress,
+) -> Result<ExamPlan, PhantomError> {
+    let mut r = root.fork(1000 + e as u64);
+    let colon = draw_colon(&mut r);
+    let patient = format!("{:05}", r.below(100_000));
+    let mut polyps: Vec<PlacedPolyp> = Vec::new();
+    for _ in 0..k {
+        let spec = PolypSpec::draw(Pathology::draw(&mut r), &mut r);
+        let theta = r.range(0.0, std::f32::consts::TAU);
+        // Usually a few haustra apart; sometimes two polyps sit close together, seen in
+        // the same frames of a withdrawal.
+        let (z, theta) = match polyps.last() {
+            Some(prev) if r.chance(0.3) => {
+                (prev.z + r.range(0.25, 0.6), prev.theta + r.range(0.6, 1.4))
+            }
+            Some(prev) => (colon.between_folds(prev.z + 4.0 + r.range(0.0, 1.0)), theta),
+            None => (colon.between_folds(3.0 + r.range(0.0, 1.0)), theta),
+        };
+        polyps.push(colon.place(spec, z, theta));
+    }
+    let mut sentences = vec![(report::opening_sentence(&mut r), None)];
+    if polyps.is_empty() {
+        sentences.push((report::negative_sentence(&mut r), None));
+    }
+    for (i, p) in polyps.iter().enumerate() {
+        sentences.push((report::polyp_sentence(&p.spec, i, &mut r), Some(i)));
+        sentences.push((report::pathology_sentence(&p.spec, &mut r), Some(i)));
+    }
+    let mut views = Vec::new();
+    for (i, p) in polyps.iter().enumerate() {
+        let mut vr = r.fork(50 + i as u64);
+        let mut set = Vec::new();
+        for v in 0..cfg.views_per_polyp {
+            check_cancel(progress)?;
+            let cam = view_camera(&colon, p, &mut vr);
+            let look = view_look(&mut vr);
+            let osd = osd_lines(&patient, &mut vr);
+            // Only this polyp in its scene: the mask and the view are about it alone.
+            let scene = Scene {
+                colon: &colon,
+                polyps: std::slice::from_ref(p),
+            };
+            let frame = render::render(
+                &scene,
+                &cam,
+                &look,
+                cfg.image_size,
+                &osd,
+                (e * 100 + i * 10 + v) as u32,
+            );
+            set.push((encode_jpeg(&frame.image), encode_mask(&frame.mask)));
+            progress.inc();
+        }
+        views.push(set);
+    }
+    let mut background = Vec::new();
+    for b in 0..cfg.background_frames {
+        check_cancel(progress)?;
+        let z = r.range(0.5, 12.0);
+        let (cx, cy) = colon.centre(z);
+        let pos = v3(cx + r.range(-0.3, 0.3), cy + r.range(-0.3, 0.3), z);
+        let ahead = colon.centre(z + 2.0);
+        let target = v3(
+            ahead.0 + r.range(-0.6, 0.6),
+            ahead.1 + r.range(-0.6, 0.6),
+            z + 2.0,
+        );
+        let cam = Camera::look_at(pos, target, r.range(0.0, std::f32::consts::TAU));
+        let look = view_look(&mut r);
+        let osd = osd_lines(&patient, &mut r);
+        let scene = Scene {
+            colon: &colon,
+            polyps: &[],
+        };
+        let frame = render::render(
+            &scene,
+            &cam,
+            &look,
+            cfg.image_size,
+            &osd,
+            (e * 100 + 90 + b) as u32,
+        );
+        background.push(encode_jpeg(&frame.image));
+        progress.inc();
+    }
+    Ok(ExamPlan {
+        code: format!("{prefix}-E{:03}", e + 1),
+        patient,
+        colon,
+        polyps,
+        sentences,
+        views,
+        background,
+    })
 }
 
 fn check_cancel(progress: &Progress) -> Result<(), PhantomError> {
