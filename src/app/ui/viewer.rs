@@ -229,11 +229,26 @@ fn focused_image(
             img_rect.min + Vec2::new(b[0], b[1]) * scale,
             Vec2::new(b[2], b[3]) * scale,
         );
-        painter.rect_stroke(r, 0.0, Stroke::new(2.0, Color32::GREEN), StrokeKind::Outside);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(2.0, Color32::GREEN),
+            StrokeKind::Outside,
+        );
     }
-    if drawing && let (Some(start), Some(now)) = (resp.interact_pointer_pos(), ui.input(|i| i.pointer.press_origin())) {
-        let r = Rect::from_two_pos(now, start);
-        painter.rect_stroke(r, 0.0, Stroke::new(1.5, Color32::LIGHT_GREEN), StrokeKind::Outside);
+    if drawing
+        && let (Some(start), Some(now)) = (
+            resp.interact_pointer_pos(),
+            ui.input(|i| i.pointer.press_origin()),
+        )
+    {
+        let r = Rect::from_two_pos(origin, now);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.5, Color32::LIGHT_GREEN),
+            StrokeKind::Outside,
+        );
         if resp.drag_stopped() {
             let (a, b) = (to_image(r.min), to_image(r.max));
             let size = img_rect.size() / scale;

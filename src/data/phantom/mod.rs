@@ -234,7 +234,9 @@ pub fn generate(
             .flat_map(|w| w.join().expect("a render thread panicked"))
             .collect();
         done.sort_by_key(|(e, _)| *e);
-        done.into_iter().map(|(_, plan)| plan).collect::<Result<_, _>>()
+        done.into_iter()
+            .map(|(_, plan)| plan)
+            .collect::<Result<_, _>>()
     })?;
 
     let mut videos = Vec::new();
