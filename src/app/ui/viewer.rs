@@ -237,7 +237,7 @@ fn focused_image(
         );
     }
     if drawing
-        && let (Some(start), Some(now)) = (
+        && let (Some(now), Some(origin)) = (
             resp.interact_pointer_pos(),
             ui.input(|i| i.pointer.press_origin()),
         )
