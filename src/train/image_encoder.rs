@@ -422,7 +422,7 @@ impl Recipe for ImageEncoderRecipe {
         let mut card = ModelCard::new(
             &name,
             ModelKind::ImageEncoder,
-            &format!("run-{run_id}"),
+            &super::recipe::version_of(run_id),
             "Polyp-aware ViT image encoder (EndoFinder): SSCD contrastive + entropy + polyp-aware \
              masked reconstruction. Input: ImageNet-normalised RGB at the config's image size. \
              Output: the projected CLS embedding; L2-normalise it, its signs are the binary code.",

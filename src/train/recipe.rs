@@ -245,3 +245,13 @@ pub(crate) fn finish_run<T>(
         .map(|(_, n, v)| (n, v))
         .collect())
 }
+
+/// A model version no other run shares: the library's run id (unique in one library) and the
+/// time it finished (runs of different libraries share ids). Embeddings are keyed by it, so a
+/// library indexed with another model is never taken for current.
+pub(crate) fn version_of(run_id: i64) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("run-{run_id}-{secs}")
+}

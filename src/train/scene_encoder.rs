@@ -484,7 +484,7 @@ impl Recipe for SceneEncoderRecipe {
         let mut card = ModelCard::new(
             &name,
             ModelKind::SceneEncoder,
-            &format!("run-{run_id}"),
+            &super::recipe::version_of(run_id),
             &format!(
                 "Scene encoder (EndoFinder): fuses the unit view embeddings of {} {} into one unit \
                  polyp embedding; trained with scene contrastive + entropy + cross-attention \
