@@ -255,3 +255,65 @@ pub(crate) fn version_of(run_id: i64) -> String {
         .map_or(0, |d| d.as_secs());
     format!("run-{run_id}-{secs}")
 }
+
+/// The checkpoint in `dir` to continue from when `resume` is set (said to the observer), else
+/// `None`. `fresh` is a new model of the run's configuration.
+pub(crate) fn resume_from<M: Module + ModuleSnapshot>(
+    resume: bool,
+    dir: &Path,
+    config: &impl serde::Serialize,
+    fresh: M,
+    weight_decay: f64,
+    observer: &mut dyn TrainObserver,
+) -> Result<Option<Checkpoint<M>>, RecipeError> {
+    if !resume {
+        return Ok(None);
+    }
+    let optimizer = burn::optim::AdamWConfig::new()
+        .with_weight_decay(weight_decay as f32)
+        .init();
+    let c = Checkpoint::load(dir, config, fresh, optimizer)?;
+    observer.message(&format!("resuming after epoch {}", c.epoch));
+    Ok(Some(c))
+}
+
+/// What one recorded run gives back.
+pub(crate) struct Recorded<M> {
+    pub model: M,
+    pub run_id: i64,
+    /// The last epoch's metrics.
+    pub last: Vec<(String, f64)>,
+    pub seconds: f64,
+}
+
+/// Runs `train` as a run of `kind` recorded in the library: the run row with its config,
+/// checkpoints and metrics every epoch, its final status whatever happens.
+pub(crate) fn recorded<M, C: serde::Serialize>(
+    store: &mut Store,
+    kind: &str,
+    config: &C,
+    epochs: usize,
+    checkpoints: PathBuf,
+    observer: &mut dyn TrainObserver,
+    train: impl FnOnce(&mut RunEvents<'_, C>) -> Result<M, TrainError>,
+) -> Result<Recorded<M>, RecipeError> {
+    let config_json = serde_json::to_string(config).expect("configs serialise");
+    let run_id = store.write(|tx| store::start_run(tx, None, kind, &config_json))?;
+    let started = std::time::Instant::now();
+    let mut events = RunEvents {
+        checkpoints,
+        config,
+        epochs,
+        store: &mut *store,
+        run_id,
+        observer,
+    };
+    let result = train(&mut events);
+    let last = finish_run(store, run_id, epochs, &result)?;
+    Ok(Recorded {
+        model: result?,
+        run_id,
+        last,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

@@ -10,8 +10,8 @@ use super::augment::{Augment, polyp_aware_mask, polyp_patches};
 use super::image_encoder::{Sample, to_tensor};
 use super::losses::{contrastive, entropy};
 use super::recipe::{
-    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, RunEvents, Settings, Trained,
-    checkpoint_dir, finish_run,
+    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
+    checkpoint_dir, recorded, resume_from,
 };
 use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
@@ -450,37 +450,28 @@ impl Recipe for SceneEncoderRecipe {
         ));
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&models, &name)?;
-        let start = if settings.flag(&o, "resume") {
-            let c = Checkpoint::load(
-                &checkpoints,
-                &config,
-                config.init(&device),
-                AdamWConfig::new()
-                    .with_weight_decay(config.weight_decay as f32)
-                    .init(),
-            )?;
-            ctx.observer
-                .message(&format!("resuming after epoch {}", c.epoch));
-            Some(c)
-        } else {
-            None
-        };
-        let config_json = serde_json::to_string(&config).expect("config serialises");
-        let run_id =
-            store.write(|tx| crate::store::start_run(tx, None, "scene-encoder", &config_json))?;
-        let started = Instant::now();
-        let mut events = RunEvents {
-            checkpoints,
-            config: &config,
-            epochs: config.epochs,
-            store: &mut store,
+        let start = resume_from(
+            settings.flag(&o, "resume"),
+            &checkpoints,
+            &config,
+            config.init(&device),
+            config.weight_decay,
+            &mut *ctx.observer,
+        )?;
+        let Recorded {
+            model,
             run_id,
-            observer: &mut *ctx.observer,
-        };
-        let result = train(&config, &features, &device, start, &mut events);
-        let last = finish_run(&mut store, run_id, config.epochs, &result)?;
-        let model = result?;
-        let seconds = started.elapsed().as_secs_f64();
+            last,
+            seconds,
+        } = recorded(
+            &mut store,
+            "scene-encoder",
+            &config,
+            config.epochs,
+            checkpoints,
+            &mut *ctx.observer,
+            |events| train(&config, &features, &device, start, events),
+        )?;
         let mut card = ModelCard::new(
             &name,
             ModelKind::SceneEncoder,
