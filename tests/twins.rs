@@ -325,3 +325,19 @@ fn the_twin_evaluation_brackets_every_figure_and_writes_the_json_shape() {
     let again = run(&store, &candidates[..1], 6, 3).unwrap();
     assert_eq!(again.reid[0].uap_ci, eval.reid[0].uap_ci);
 }
+
+#[test]
+fn a_card_whose_input_does_not_fit_its_encoder_is_refused_by_name() {
+    let device = Device::flex();
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let dir = tempfile::tempdir().unwrap();
+    let mut card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
+    card.input = Some(TwinInput::new(48));
+    weights::save(&config.init(&device), &card, dir.path()).unwrap();
+    let err = TwinModels::load(dir.path(), &device).err().unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains("twin-image.json") && text.contains("size 48"),
+        "{text}"
+    );
+}

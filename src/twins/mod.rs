@@ -38,6 +38,8 @@ pub enum TwinError {
     Image(String),
     #[error("cancelled")]
     Cancelled,
+    #[error("{card}: its input recipe does not fit the encoder: {reason}")]
+    BadInput { card: String, reason: String },
 }
 
 /// The loaded encoders and their cards.
@@ -61,6 +63,32 @@ impl TwinModels {
                 c.init(device)
             })?;
         let image_config: VitConfig = image_card.config(&image_path)?;
+        if let Some(input) = &image_card.input {
+            let reason = if input.size as usize != image_config.image_size {
+                Some(format!(
+                    "size {} but the encoder takes {} px",
+                    input.size, image_config.image_size
+                ))
+            } else if !(input.context.is_finite() && input.context > 0.0) {
+                Some(format!(
+                    "context {} is not a positive number",
+                    input.context
+                ))
+            } else if !(input.min_fraction.is_finite() && input.min_fraction > 0.0) {
+                Some(format!(
+                    "min_fraction {} is not a positive number",
+                    input.min_fraction
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(TwinError::BadInput {
+                    card: image_path.display().to_string(),
+                    reason,
+                });
+            }
+        }
         let scene_path = dir.join(format!("{SCENE_MODEL}.json"));
         let scene = if scene_path.is_file() {
             Some(weights::load(
