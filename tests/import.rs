@@ -18,7 +18,10 @@ fn import(
         ImportLayout::Images,
         store,
         path,
-        ImportOptions { strict },
+        ImportOptions {
+            strict,
+            ..Default::default()
+        },
         &Progress::new(),
     )
 }

@@ -30,7 +30,10 @@ fn run(
         layout,
         &mut store,
         path,
-        ImportOptions { strict },
+        ImportOptions {
+            strict,
+            ..Default::default()
+        },
         &Progress::new(),
     );
     (lib, store, r)
@@ -210,7 +213,7 @@ fn endofinder_jsonl_reads_views_and_rejects_bad_lines() {
         "{why}"
     );
     assert!(
-        why.contains("line 4:") && why.contains("escapes the import folder"),
+        why.contains("line 4:") && why.contains("leads outside the import folder"),
         "{why}"
     );
     assert!(why.contains("line 5: malformed JSON"), "{why}");

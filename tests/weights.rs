@@ -46,7 +46,7 @@ fn round_trip<C, M>(
     init: impl Fn(&C, &Device) -> M,
     run: impl Fn(&M) -> Vec<f32>,
 ) where
-    C: serde::Serialize + serde::de::DeserializeOwned,
+    C: serde::Serialize + serde::de::DeserializeOwned + weights::CheckConfig,
     M: burn::module::Module + burn::store::ModuleSnapshot,
 {
     let device = Device::flex();

@@ -415,7 +415,7 @@ impl App {
         match done.result {
             Ok(JobOutput::Imported(report)) => {
                 self.state.toast(
-                    if report.skipped.is_empty() {
+                    if report.skipped.is_empty() && report.label_changes.is_empty() {
                         ToastLevel::Info
                     } else {
                         ToastLevel::Warning
@@ -425,6 +425,9 @@ impl App {
                 for p in report.skipped.iter().take(5) {
                     self.state
                         .toast(ToastLevel::Warning, format!("skipped {p}"));
+                }
+                for c in report.label_changes.iter().take(5) {
+                    self.state.toast(ToastLevel::Warning, c.to_string());
                 }
                 self.refresh_tree();
                 self.refresh_histology_options();

@@ -16,6 +16,11 @@ pub struct ImportArgs {
     /// Abort the whole import, writing nothing, when any item is bad (default: skip it).
     #[arg(long)]
     strict: bool,
+    /// Apply labels (histology, Vienna class, size, captions, boxes, ...) that differ from
+    /// the library's, writing one audit row each; by default the library's are kept and the
+    /// differences listed.
+    #[arg(long)]
+    update_labels: bool,
 }
 
 pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
@@ -23,6 +28,7 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
         layout,
         path,
         strict,
+        update_labels,
     } = args;
     if !path.exists() {
         anyhow::bail!("{}: no such file or folder", path.display());
@@ -35,7 +41,10 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
         Job::Import {
             layout,
             path: path.clone(),
-            options: ImportOptions { strict },
+            options: ImportOptions {
+                strict,
+                update_labels,
+            },
         },
     )?;
     let bar = super::stage_bar();
@@ -50,6 +59,16 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
         JobOutput::Imported(report) => {
             for p in &report.skipped {
                 eprintln!("skipped {p}");
+            }
+            for c in &report.label_changes {
+                eprintln!("{} {c}", if c.applied { "updated" } else { "conflict" });
+            }
+            if report.nothing_imported() {
+                anyhow::bail!(
+                    "nothing imported from {}: {}",
+                    path.display(),
+                    report.summary()
+                );
             }
             println!("imported {}: {}", path.display(), report.summary());
             Ok(())

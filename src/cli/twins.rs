@@ -1,6 +1,6 @@
 //! `endotwin index` and `endotwin twins`: the digital-twin capability from the command line.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use endotwin::compute::{self, BackendPref};
 use endotwin::data::images::decode_file;
 use endotwin::model::preprocess::Focus;
@@ -55,12 +55,10 @@ pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
 }
 
 pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
-    let compute = compute::select(pref)?;
-    let store = Store::open(library, OpenMode::Existing)?;
-    let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
+    if args.k == 0 {
+        anyhow::bail!("--k 0 retrieves nothing: ask for at least one twin");
+    }
     let started = std::time::Instant::now();
-    let models = TwinModels::load(&dir, &compute.device)?;
-    let index = TwinIndex::load(&store, &models)?;
     let focus = match args.polyp_box.as_deref() {
         Some(&[x, y, w, h]) if w > 0.0 && h > 0.0 && x.is_finite() && y.is_finite() => {
             Focus::Box([x, y, w, h])
@@ -68,13 +66,16 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         Some(b) => anyhow::bail!("--box {b:?}: give x,y,w,h with a positive width and height"),
         None => Focus::FieldOfView,
     };
-    if args.k == 0 {
-        anyhow::bail!("--k 0 retrieves nothing: ask for at least one twin");
-    }
     let mut decoded = Vec::new();
     for path in &args.images {
-        decoded.push((decode_file(path)?.image, focus));
+        let image = decode_file(path).with_context(|| path.display().to_string())?;
+        decoded.push((image.image, focus));
     }
+    let compute = compute::select(pref)?;
+    let store = Store::open(library, OpenMode::Existing)?;
+    let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let models = TwinModels::load(&dir, &compute.device)?;
+    let index = TwinIndex::load(&store, &models)?;
     let search = if args.hamming {
         Search::Hamming
     } else {

@@ -11,6 +11,17 @@ pub enum ImageError {
     Corrupt { format: String, detail: String },
     #[error("image has zero width or height")]
     Empty,
+    #[error(
+        "image too large: {width}x{height} pixels; EndoTwin opens images up to {max}x{max} pixels and {max_mib} MiB decoded"
+    )]
+    TooLarge {
+        width: u32,
+        height: u32,
+        max: u32,
+        max_mib: u64,
+    },
+    #[error("file too large: {bytes} bytes; an image file may be at most {max_mib} MiB")]
+    FileTooLarge { bytes: u64, max_mib: u64 },
     #[error("could not read file: {0}")]
     Read(String),
 }
@@ -49,11 +60,33 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
             detail: "file ends before the end-of-image marker".into(),
         });
     }
-    let image =
-        image::load_from_memory_with_format(&bytes, format).map_err(|e| ImageError::Corrupt {
-            format: format!("{format:?}").to_uppercase(),
-            detail: e.to_string(),
-        })?;
+    let corrupt = |e: image::ImageError| ImageError::Corrupt {
+        format: format!("{format:?}").to_uppercase(),
+        detail: e.to_string(),
+    };
+    let reader = || image::ImageReader::with_format(std::io::Cursor::new(&bytes[..]), format);
+    let (width, height) = reader().into_dimensions().map_err(corrupt)?;
+    let too_large = ImageError::TooLarge {
+        width,
+        height,
+        max: MAX_SIDE,
+        max_mib: MAX_DECODED_BYTES >> 20,
+    };
+    // RGBA at 16 bits is the widest a supported decoder produces: 8 bytes a pixel.
+    if width > MAX_SIDE || height > MAX_SIDE || width as u64 * height as u64 * 8 > MAX_DECODED_BYTES
+    {
+        return Err(too_large);
+    }
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODED_BYTES);
+    let mut decoder = reader();
+    decoder.limits(limits);
+    let image = decoder.decode().map_err(|e| match e {
+        image::ImageError::Limits(_) => too_large,
+        e => corrupt(e),
+    })?;
     if image.width() == 0 || image.height() == 0 {
         return Err(ImageError::Empty);
     }
@@ -71,7 +104,23 @@ fn has_jpeg_end(bytes: &[u8]) -> bool {
     tail.windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
+/// The longest image side EndoTwin decodes (pixels).
+pub const MAX_SIDE: u32 = 32_768;
+/// The most memory one decoded image may take.
+pub const MAX_DECODED_BYTES: u64 = 2 << 30;
+/// The largest image file EndoTwin reads.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
 pub fn decode_file(path: &Path) -> Result<Decoded, ImageError> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| ImageError::Read(e.to_string()))?
+        .len();
+    if len > MAX_FILE_BYTES {
+        return Err(ImageError::FileTooLarge {
+            bytes: len,
+            max_mib: MAX_FILE_BYTES >> 20,
+        });
+    }
     let bytes = std::fs::read(path).map_err(|e| ImageError::Read(e.to_string()))?;
     decode_bytes(bytes)
 }

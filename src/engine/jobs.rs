@@ -84,7 +84,7 @@ pub(super) fn run(
     compute: &Compute,
     library: &Path,
     job: Job,
-    progress: &Progress,
+    progress: &std::sync::Arc<Progress>,
 ) -> Result<JobOutput, String> {
     match job {
         Job::Import {
@@ -92,15 +92,13 @@ pub(super) fn run(
             path,
             options,
         } => {
-            let mut store =
-                Store::open(library, OpenMode::CreateIfMissing).map_err(|e| e.to_string())?;
+            let mut store = open_for_import(library, progress)?;
             import::run(layout, &mut store, &path, options, progress)
                 .map(JobOutput::Imported)
                 .map_err(|e| e.to_string())
         }
         Job::ImportFiles { files, options } => {
-            let mut store =
-                Store::open(library, OpenMode::CreateIfMissing).map_err(|e| e.to_string())?;
+            let mut store = open_for_import(library, progress)?;
             let root = files
                 .first()
                 .and_then(|f| f.parent())
@@ -229,6 +227,14 @@ fn twins(
     })
 }
 
+/// The library an import writes to; waiting for another writer shows on the progress line.
+fn open_for_import(library: &Path, progress: &std::sync::Arc<Progress>) -> Result<Store, String> {
+    let mut store = Store::open(library, OpenMode::CreateIfMissing).map_err(|e| e.to_string())?;
+    let p = progress.clone();
+    store.on_wait(Box::new(move |msg| p.stage(msg, 0)));
+    Ok(store)
+}
+
 fn import_files(
     store: &mut Store,
     root: &Path,
@@ -238,8 +244,7 @@ fn import_files(
 ) -> Result<ImportReport, import::ImportError> {
     let mut problems = import::Problems::default();
     let plan = import::folder::read_files(root, files, progress, &mut problems)?;
-    problems.check(options)?;
-    import::plan::write(store, &plan, "import:files", problems.0, progress)
+    import::write_checked(store, plan, problems, "import:files", options, progress)
 }
 
 fn thumbnails(store: &mut Store, progress: &Progress) -> crate::store::Result<JobOutput> {

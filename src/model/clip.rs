@@ -88,3 +88,19 @@ pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
         .clamp_min(1e-12);
     x / norm
 }
+
+impl crate::model::weights::CheckConfig for ClipConfig {
+    fn check(&self) -> Result<(), String> {
+        self.vision.check()?;
+        self.text.check()?;
+        crate::model::weights::check_real("logit_scale_init", self.logit_scale_init, -10.0, 10.0)?;
+        if self.embed_dim().is_none() {
+            return Err(format!(
+                "image ({}) and text ({}) towers must project to one dimension",
+                self.vision.output_dim(),
+                self.text.output_dim()
+            ));
+        }
+        Ok(())
+    }
+}

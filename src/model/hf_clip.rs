@@ -73,6 +73,7 @@ pub fn import_to_card(
     name: &str,
 ) -> Result<(PathBuf, ClipConfig), HfClipError> {
     use super::weights::{self as w, ModelCard, ModelKind};
+    w::check_name(name)?;
     let device = Device::flex();
     let (clip, config) = load_hf_clip(weights, None, &device)?;
     std::fs::create_dir_all(out).map_err(|source| HfClipError::Create {
@@ -119,6 +120,13 @@ pub fn load_hf_clip(
             }
         }
     };
+    {
+        use super::weights::CheckConfig;
+        config.check().map_err(|reason| HfClipError::Config {
+            path: weights.to_path_buf(),
+            reason: format!("the model it describes cannot be built: {reason}"),
+        })?;
+    }
     header.check(&expected_tensors(&config), weights)?;
     let logit_scale = header.scalar(&file, "logit_scale", weights)?;
     drop(file);

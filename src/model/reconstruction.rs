@@ -129,3 +129,16 @@ pub fn masked_mse(predicted: Tensor<3>, target: Tensor<3>, masked: Tensor<2>) ->
     let hidden = masked.clone().sum().clamp_min(1.0);
     (per_patch * masked).sum() / hidden
 }
+
+impl crate::model::weights::CheckConfig for ReconstructionDecoderConfig {
+    fn check(&self) -> Result<(), String> {
+        use crate::model::weights::{check_heads, check_size};
+        check_size("encoder_width", self.encoder_width, 8192)?;
+        check_size("condition_dim", self.condition_dim, 8192)?;
+        check_size("grid", self.grid, 256)?;
+        check_size("patch_size", self.patch_size, 256)?;
+        check_size("width", self.width, 8192)?;
+        check_size("depth", self.depth, 64)?;
+        check_heads("decoder", self.width, self.heads)
+    }
+}

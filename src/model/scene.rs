@@ -96,3 +96,12 @@ impl SceneEncoder {
         scene / norm
     }
 }
+
+impl crate::model::weights::CheckConfig for SceneEncoderConfig {
+    fn check(&self) -> Result<(), String> {
+        use crate::model::weights::{check_heads, check_real, check_size};
+        check_size("dim", self.dim, 8192)?;
+        check_heads("scene", self.dim, self.heads)?;
+        check_real("mlp_ratio", self.mlp_ratio, 0.0, 64.0)
+    }
+}

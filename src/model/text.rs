@@ -151,3 +151,20 @@ impl ClipTokenizer {
         Tensor::from_data(TensorData::new(ids, [texts.len(), context]), device)
     }
 }
+
+impl crate::model::weights::CheckConfig for TextEncoderConfig {
+    fn check(&self) -> Result<(), String> {
+        use crate::model::weights::{check_heads, check_real, check_size};
+        check_size("text vocab_size", self.vocab_size, 1_000_000)?;
+        check_size("text context", self.context, 4096)?;
+        check_size("text width", self.width, 8192)?;
+        check_size("text depth", self.depth, 256)?;
+        check_heads("text", self.width, self.heads)?;
+        check_real("text mlp_ratio", self.mlp_ratio, 0.0, 64.0)?;
+        check_real("text layer_norm_eps", self.layer_norm_eps, 0.0, 1.0)?;
+        if let Some(p) = self.projection {
+            check_size("text projection", p, 8192)?;
+        }
+        Ok(())
+    }
+}

@@ -81,3 +81,19 @@ impl TrackletEncoder {
         self.proj2.forward(self.relu.forward(self.proj1.forward(x)))
     }
 }
+
+impl crate::model::weights::CheckConfig for TrackletEncoderConfig {
+    fn check(&self) -> Result<(), String> {
+        use crate::model::weights::{check_heads, check_size};
+        check_size("frame_dim", self.frame_dim, 16384)?;
+        check_size("dim", self.dim, 8192)?;
+        check_size("layers", self.layers, 64)?;
+        check_heads("tracklet", self.dim, self.heads)?;
+        check_size("feed_forward", self.feed_forward, 65536)?;
+        check_size("projection", self.projection, 8192)?;
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(format!("dropout is {}; it must be in [0, 1)", self.dropout));
+        }
+        Ok(())
+    }
+}

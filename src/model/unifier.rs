@@ -57,3 +57,9 @@ impl Unifier {
         (img.reshape([d]), txt.reshape([d]))
     }
 }
+
+impl crate::model::weights::CheckConfig for UnifierConfig {
+    fn check(&self) -> Result<(), String> {
+        crate::model::weights::check_size("dim", self.dim, 8192)
+    }
+}

@@ -219,3 +219,26 @@ pub fn sincos_2d(grid: usize, width: usize, device: &Device) -> Tensor<2> {
     }
     Tensor::from_data(TensorData::new(data, [grid * grid + 1, width]), device)
 }
+
+impl crate::model::weights::CheckConfig for VitConfig {
+    fn check(&self) -> Result<(), String> {
+        use crate::model::weights::{check_heads, check_real, check_size};
+        check_size("image_size", self.image_size, 4096)?;
+        check_size("patch_size", self.patch_size, self.image_size)?;
+        if !self.image_size.is_multiple_of(self.patch_size) {
+            return Err(format!(
+                "image_size {} is not a whole number of {} px patches",
+                self.image_size, self.patch_size
+            ));
+        }
+        check_size("width", self.width, 8192)?;
+        check_size("depth", self.depth, 256)?;
+        check_heads("block", self.width, self.heads)?;
+        check_real("mlp_ratio", self.mlp_ratio, 0.0, 64.0)?;
+        check_real("layer_norm_eps", self.layer_norm_eps, 0.0, 1.0)?;
+        if let Some(p) = self.projection {
+            check_size("projection", p, 8192)?;
+        }
+        Ok(())
+    }
+}

@@ -38,6 +38,10 @@ pub enum WeightsError {
     },
     #[error("{path} does not fit the config in its card: {reason}")]
     Mismatch { path: PathBuf, reason: String },
+    #[error(
+        "'{name}' cannot name a model: use letters, digits, '-', '_' and '.' only (no folders)"
+    )]
+    BadName { name: String },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +113,10 @@ pub struct ModelCard {
     /// Filled in by [`save`].
     #[serde(default)]
     pub sha256: String,
+    /// SHA-256 of the card's kind, config and input recipe, filled in by [`save`]: the
+    /// record's checksum cannot see an edited config, this one can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
 }
 
 impl ModelCard {
@@ -129,7 +137,15 @@ impl ModelCard {
             evaluation: None,
             input: None,
             sha256: String::new(),
+            config_sha256: None,
         }
+    }
+
+    /// The checksum [`ModelCard::config_sha256`] holds for this card's kind, config and input.
+    pub fn config_checksum(&self) -> String {
+        let json =
+            serde_json::to_vec(&(self.kind, &self.config, &self.input)).expect("cards serialise");
+        hex(&Sha256::digest(&json))
     }
 
     /// The config this card was saved with, as `C`.
@@ -153,6 +169,7 @@ pub fn save(
     card: &ModelCard,
     dir: &Path,
 ) -> Result<PathBuf, WeightsError> {
+    check_name(&card.name)?;
     let mut store = BurnpackStore::from_bytes(None);
     module
         .save_into(&mut store)
@@ -167,6 +184,7 @@ pub fn save(
     let card_path = dir.join(format!("{}.json", card.name));
     let mut card = card.clone();
     card.sha256 = hex(&Sha256::digest(&bytes[..]));
+    card.config_sha256 = Some(card.config_checksum());
     write_atomic(&record_path(&card_path), &bytes)?;
     let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
     write_atomic(&card_path, &json)?;
@@ -193,7 +211,7 @@ pub fn load<C, M>(
     init: impl FnOnce(&C) -> M,
 ) -> Result<(M, ModelCard), WeightsError>
 where
-    C: serde::de::DeserializeOwned,
+    C: serde::de::DeserializeOwned + CheckConfig,
     M: Module + ModuleSnapshot,
 {
     let card = read_card(path)?;
@@ -204,7 +222,23 @@ where
             found: card.kind,
         });
     }
+    let refuse = |reason: String| WeightsError::Card {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if card
+        .config_sha256
+        .as_ref()
+        .is_some_and(|sum| *sum != card.config_checksum())
+    {
+        return Err(refuse(
+                "its config or input recipe was edited after the model was saved (config checksum differs); restore the card or train again".into(),
+            ));
+    }
     let config: C = card.config(path)?;
+    config
+        .check()
+        .map_err(|reason| refuse(format!("its config cannot build a model: {reason}")))?;
     let record = record_path(path);
     let bytes = std::fs::read(&record).map_err(|source| WeightsError::Read {
         path: record.clone(),
@@ -237,10 +271,14 @@ where
     Ok((module, card))
 }
 
-/// Rewrites the card at `path` (the record is untouched, so its checksum still holds).
+/// Rewrites the card at `path` (the record is untouched, so its checksum still holds). The
+/// config checksum is kept as it was, so an edited config stays refused; a card written
+/// before cards had one gets it now.
 pub fn update_card(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), WeightsError> {
     let mut card = read_card(path)?;
+    let sum = card.config_sha256.clone();
     change(&mut card);
+    card.config_sha256 = Some(sum.unwrap_or_else(|| card.config_checksum()));
     let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
     write_atomic(path, &json)
 }
@@ -253,6 +291,61 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+/// A model name becomes `<dir>/<name>.json`: one plain file name, never a path.
+pub fn check_name(name: &str) -> Result<(), WeightsError> {
+    let plain = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if plain {
+        Ok(())
+    } else {
+        Err(WeightsError::BadName {
+            name: name.to_string(),
+        })
+    }
+}
+
+/// A config that says whether it can build a module, before any tensor is made: every size
+/// positive and within reason, widths divisible by head counts, and so on. A card is never
+/// loaded with a config that fails it (a `heads: 0` would otherwise panic deep in burn).
+pub trait CheckConfig {
+    fn check(&self) -> Result<(), String>;
+}
+
+/// `name` lies in `1..=max`.
+pub fn check_size(name: &str, value: usize, max: usize) -> Result<(), String> {
+    if (1..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{name} is {value}; it must be between 1 and {max}"))
+    }
+}
+
+/// `width` splits evenly over `heads` (both already checked positive).
+pub fn check_heads(what: &str, width: usize, heads: usize) -> Result<(), String> {
+    check_size(&format!("{what} heads"), heads, width)?;
+    if !width.is_multiple_of(heads) {
+        return Err(format!(
+            "{what} width {width} does not split over {heads} heads"
+        ));
+    }
+    Ok(())
+}
+
+/// A real-valued setting lies in `(low, high]` and is finite.
+pub fn check_real(name: &str, value: f64, low: f64, high: f64) -> Result<(), String> {
+    if value.is_finite() && value > low && value <= high {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} is {value}; it must be above {low} and at most {high}"
+        ))
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

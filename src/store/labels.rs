@@ -9,6 +9,7 @@ pub enum TargetKind {
     Polyp,
     Media,
     Tracklet,
+    Video,
 }
 
 impl TargetKind {
@@ -17,6 +18,7 @@ impl TargetKind {
             TargetKind::Polyp => "polyp",
             TargetKind::Media => "media",
             TargetKind::Tracklet => "tracklet",
+            TargetKind::Video => "video",
         }
     }
 }
@@ -92,11 +94,7 @@ impl Store {
                     }
                 };
             }
-            tx.execute(
-                "INSERT INTO label_audit(target_kind, target_id, key, who, at, old_value, new_value)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![target.as_str(), target_id, key, who, now_utc(), old, value],
-            )?;
+            audit(tx, target, target_id, key, who, old.as_deref(), value)?;
             Ok(())
         })?;
         Ok(old)
@@ -185,10 +183,23 @@ pub fn import_label(
         "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4)",
         params![target.as_str(), target_id, key, value],
     )?;
+    audit(tx, target, target_id, key, who, None, Some(value))
+}
+
+/// Appends one audit row: who changed which label of what, when, from what to what.
+pub(super) fn audit(
+    tx: &rusqlite::Transaction<'_>,
+    target: TargetKind,
+    target_id: i64,
+    key: &str,
+    who: &str,
+    old: Option<&str>,
+    new: Option<&str>,
+) -> Result<()> {
     tx.execute(
         "INSERT INTO label_audit(target_kind, target_id, key, who, at, old_value, new_value)
-         VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6)",
-        params![target.as_str(), target_id, key, who, now_utc(), value],
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![target.as_str(), target_id, key, who, now_utc(), old, new],
     )?;
     Ok(())
 }

@@ -82,19 +82,28 @@ pub fn media_rel_path(hash: &str, extension: &str) -> String {
     format!("{}/{}/{}.{}", super::MEDIA_DIR, &hash[..2], hash, extension)
 }
 
-impl Store {
-    /// Writes the media file under its content hash (if not already there) and returns the
-    /// hash and path relative to the library root. Written before the row's transaction: a
-    /// rolled-back import leaves at most an unreferenced file, never a row without its file.
-    pub fn put_media_file(&self, bytes: &[u8], extension: &str) -> Result<(String, String)> {
-        if self.is_read_only() {
-            return Err(StoreError::ReadOnly {
-                path: self.db_path().to_path_buf(),
-            });
+/// Media files written during one write transaction ([`Store::write_media`]): the ones it
+/// created are removed again when the transaction does not commit.
+#[derive(Debug)]
+pub struct MediaFiles {
+    root: PathBuf,
+    created: Vec<PathBuf>,
+}
+
+impl MediaFiles {
+    pub(super) fn new(root: &Path) -> MediaFiles {
+        MediaFiles {
+            root: root.to_path_buf(),
+            created: Vec::new(),
         }
+    }
+
+    /// Writes the file under its content hash (if not already there) and returns the hash
+    /// and the path relative to the library root.
+    pub fn put(&mut self, bytes: &[u8], extension: &str) -> Result<(String, String)> {
         let hash = content_hash(bytes);
         let rel = media_rel_path(&hash, extension);
-        let full = self.root().join(&rel);
+        let full = self.root.join(&rel);
         if !full.exists() {
             let dir = full.parent().expect("media path has a parent");
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
@@ -104,14 +113,59 @@ impl Store {
             let tmp = full.with_extension("partial");
             std::fs::write(&tmp, bytes)
                 .and_then(|_| std::fs::rename(&tmp, &full))
-                .map_err(|source| StoreError::Io {
-                    path: full.clone(),
-                    source,
+                .map_err(|source| {
+                    let _ = std::fs::remove_file(&tmp);
+                    StoreError::Io {
+                        path: full.clone(),
+                        source,
+                    }
                 })?;
+            self.created.push(full);
         }
         Ok((hash, rel))
     }
 
+    /// Removes the files this write created (its transaction did not commit).
+    pub(super) fn discard(self) {
+        for f in &self.created {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Removes media files no row names (left by a process killed between writing its files
+/// and committing) and `.partial` leftovers. Runs under the write lock, so no other
+/// process is between those two steps. Returns how many files went.
+pub(super) fn sweep_orphans(tx: &Transaction<'_>, root: &Path) -> Result<usize> {
+    let media = root.join(super::MEDIA_DIR);
+    let Ok(dirs) = std::fs::read_dir(&media) else {
+        return Ok(0);
+    };
+    let mut stmt = tx.prepare("SELECT rel_path FROM media")?;
+    let known: std::collections::HashSet<String> = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut removed = 0;
+    for dir in dirs.filter_map(|d| d.ok()) {
+        let Ok(files) = std::fs::read_dir(dir.path()) else {
+            continue;
+        };
+        let prefix = dir.file_name().to_string_lossy().into_owned();
+        for file in files.filter_map(|f| f.ok()) {
+            let name = file.file_name().to_string_lossy().into_owned();
+            let rel = format!("{}/{prefix}/{name}", super::MEDIA_DIR);
+            if !known.contains(&rel)
+                && file.file_type().is_ok_and(|t| t.is_file())
+                && std::fs::remove_file(file.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
+impl Store {
     /// Absolute path of a media row's file.
     pub fn media_path(&self, media: &MediaRow) -> PathBuf {
         self.root().join(&media.rel_path)

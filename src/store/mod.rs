@@ -4,8 +4,10 @@
 //! [`Store::write`], which is one transaction: it commits only if the closure returns `Ok`.
 
 mod cases;
+mod check;
 mod labels;
 mod media;
+mod merge;
 mod models;
 mod schema;
 mod videos;
@@ -13,7 +15,12 @@ mod videos;
 pub use cases::*;
 pub use labels::{AuditEntry, Label, TargetKind, import_label};
 pub use media::{
-    MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask, set_thumbnail,
+    MediaFiles, MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask,
+    set_thumbnail,
+};
+pub use merge::{
+    LabelChange, LabelPolicy, Merge, box_is_valid, merge_caption, merge_media_label, merge_polyp,
+    merge_video_boxes, merge_video_frame,
 };
 pub use models::{
     EmbeddingRow, EmbeddingTarget, ModelRow, ensure_model, finish_run, log_metric, put_embedding,
@@ -62,9 +69,23 @@ pub enum StoreError {
     },
     #[error("library database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error(
+        "{path}: the library is busy: another EndoTwin has been writing to it for {waited_s} s; nothing was written, try again when it is done"
+    )]
+    Locked { path: PathBuf, waited_s: u64 },
+    #[error(
+        "{path}: library schema version {found} is not one EndoTwin ever wrote; refusing to open it"
+    )]
+    UnknownSchema { path: PathBuf, found: i64 },
     #[error("{0}")]
     Invalid(String),
 }
+
+/// How long a write waits for another process holding the library's write lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Told once when a write has to wait for the lock (the import's progress line).
+pub type WaitNotice = Box<dyn Fn(&str) + Send>;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -83,6 +104,7 @@ pub struct Store {
     db_path: PathBuf,
     root: PathBuf,
     read_only: bool,
+    wait_notice: Option<WaitNotice>,
 }
 
 impl std::fmt::Debug for Store {
@@ -151,8 +173,12 @@ impl Store {
             db_path,
             root,
             read_only,
+            wait_notice: None,
         };
         store.check_and_migrate(mode)?;
+        if !store.read_only {
+            models::mark_stale_runs(&store.conn)?;
+        }
         Ok(store)
     }
 
@@ -165,6 +191,7 @@ impl Store {
             db_path: PathBuf::from(":memory:"),
             root: root.to_path_buf(),
             read_only: false,
+            wait_notice: None,
         };
         store.check_and_migrate(OpenMode::CreateIfMissing)?;
         Ok(store)
@@ -193,10 +220,42 @@ impl Store {
             .query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }
 
-    /// Runs `f` in one transaction: all of its changes land, or none do.
+    /// Says `notice` once whenever a write has to wait for another process's lock.
+    pub fn on_wait(&mut self, notice: WaitNotice) {
+        self.wait_notice = Some(notice);
+    }
+
+    /// Runs `f` in one transaction: all of its changes land, or none do. The write lock is
+    /// taken first (waiting up to [`LOCK_WAIT`] for another process), so `f` never fails
+    /// half-way for want of it.
     pub fn write<T, E>(
         &mut self,
         f: impl FnOnce(&Transaction<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.write_inner(false, |tx, _| f(tx))
+    }
+
+    /// [`Store::write`] for changes that bring media files: `f` puts them through the
+    /// [`MediaFiles`] it is given, under the lock. When the transaction does not commit, the
+    /// files it created are removed again, so the library never holds a file no row names.
+    /// Files left by a process killed mid-write are swept here first.
+    pub fn write_media<T, E>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &mut MediaFiles) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        self.write_inner(true, f)
+    }
+
+    fn write_inner<T, E>(
+        &mut self,
+        sweep: bool,
+        f: impl FnOnce(&Transaction<'_>, &mut MediaFiles) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E>
     where
         E: From<StoreError>,
@@ -207,10 +266,58 @@ impl Store {
             }
             .into());
         }
-        let tx = self.conn.transaction().map_err(StoreError::from)?;
-        let value = f(&tx)?;
-        tx.commit().map_err(StoreError::from)?;
+        self.wait_for_lock().map_err(E::from)?;
+        let locked = |e: rusqlite::Error, db: &Path| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                StoreError::Locked {
+                    path: db.to_path_buf(),
+                    waited_s: LOCK_WAIT.as_secs(),
+                }
+            }
+            _ => StoreError::Sqlite(e),
+        };
+        let db = self.db_path.clone();
+        let mut files = MediaFiles::new(&self.root);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| E::from(locked(e, &db)))?;
+        if sweep && self.db_path != Path::new(":memory:") {
+            media::sweep_orphans(&tx, &self.root).map_err(E::from)?;
+        }
+        let value = match f(&tx, &mut files) {
+            Ok(v) => v,
+            Err(e) => {
+                drop(tx);
+                files.discard();
+                return Err(e);
+            }
+        };
+        if let Err(e) = tx.commit() {
+            files.discard();
+            return Err(E::from(locked(e, &db)));
+        }
         Ok(value)
+    }
+
+    /// Tells the wait notice when another process holds the write lock right now.
+    fn wait_for_lock(&mut self) -> Result<()> {
+        let Some(notice) = &self.wait_notice else {
+            return Ok(());
+        };
+        self.conn.busy_timeout(std::time::Duration::ZERO)?;
+        let free = self
+            .conn
+            .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+            .is_ok();
+        if !free && !self.conn.is_autocommit() {
+            self.conn.execute_batch("ROLLBACK")?;
+        }
+        self.conn.busy_timeout(LOCK_WAIT)?;
+        if !free {
+            notice("waiting for the library (another EndoTwin is writing to it)");
+        }
+        Ok(())
     }
 
     pub(crate) fn conn(&self) -> &Connection {
@@ -234,6 +341,12 @@ impl Store {
             return Err(StoreError::NotALibrary {
                 path: self.db_path.clone(),
                 reason: "an SQLite database of another application".into(),
+            });
+        }
+        if found < 0 {
+            return Err(StoreError::UnknownSchema {
+                path: self.db_path.clone(),
+                found,
             });
         }
         if found > CURRENT_VERSION {
@@ -329,7 +442,7 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
     } else {
         Connection::open(path)?
     };
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(LOCK_WAIT)?;
     conn.execute_batch("PRAGMA foreign_keys = ON;")?;
     Ok(conn)
 }
@@ -368,6 +481,57 @@ pub(crate) fn format_utc(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_library_with_an_unknown_schema_version_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap());
+        let db = dir.path().join(DB_FILE);
+        Connection::open(&db)
+            .unwrap()
+            .execute_batch("PRAGMA user_version = -1")
+            .unwrap();
+        let before = std::fs::read(&db).unwrap();
+        let err = Store::open(dir.path(), OpenMode::Existing).unwrap_err();
+        assert!(err.to_string().contains("schema version -1"), "{err}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "refused untouched");
+    }
+
+    #[test]
+    fn a_run_whose_process_died_is_marked_interrupted_on_open_a_live_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+        // A process that has exited: its pid is free (or reused, rarely; then left alone).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let (live, gone) = store
+            .write(|tx| -> Result<(i64, i64)> {
+                let live = start_run(tx, None, "r", "{}")?;
+                let gone = start_run(tx, None, "r", "{}")?;
+                tx.execute(
+                    "UPDATE training_runs SET pid = ?1 WHERE id = ?2",
+                    rusqlite::params![dead, gone],
+                )?;
+                Ok((live, gone))
+            })
+            .unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        let status = |id: i64| {
+            store
+                .runs()
+                .unwrap()
+                .into_iter()
+                .find(|r| r.0 == id)
+                .unwrap()
+                .2
+        };
+        assert_eq!(status(live), "running");
+        if !Path::new(&format!("/proc/{dead}")).exists() && Path::new("/proc/self").exists() {
+            assert_eq!(status(gone), "interrupted");
+        }
+    }
 
     #[test]
     fn utc_formatting_matches_known_dates() {

@@ -4,6 +4,7 @@
 
 use super::{Result, Store, now_utc};
 use rusqlite::{OptionalExtension, Transaction, params};
+use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRow {
@@ -94,11 +95,38 @@ pub fn start_run(
     config_json: &str,
 ) -> Result<i64> {
     tx.execute(
-        "INSERT INTO training_runs (model_id, recipe, config_json, status, started_at)
-         VALUES (?1, ?2, ?3, 'running', ?4)",
-        params![model_id, recipe, config_json, now_utc()],
+        "INSERT INTO training_runs (model_id, recipe, config_json, status, started_at, pid)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+        params![model_id, recipe, config_json, now_utc(), std::process::id()],
     )?;
     Ok(tx.last_insert_rowid())
+}
+
+/// Marks `running` runs whose process is gone as `interrupted` (a `kill -9` leaves no chance
+/// to say so). A run of a live process, or one this machine cannot check, is left alone.
+pub(super) fn mark_stale_runs(conn: &rusqlite::Connection) -> Result<usize> {
+    let mut stmt = conn.prepare("SELECT id, pid FROM training_runs WHERE status = 'running'")?;
+    let running: Vec<(i64, Option<i64>)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let proc_fs = Path::new("/proc/self").exists();
+    let mut marked = 0;
+    for (id, pid) in running {
+        let gone = match pid {
+            // Recorded before runs named their process: nothing can still be writing it.
+            None => true,
+            Some(pid) if proc_fs => !Path::new(&format!("/proc/{pid}")).exists(),
+            Some(_) => false,
+        };
+        if gone {
+            conn.execute(
+                "UPDATE training_runs SET status = 'interrupted', finished_at = ?2 WHERE id = ?1 AND status = 'running'",
+                params![id, now_utc()],
+            )?;
+            marked += 1;
+        }
+    }
+    Ok(marked)
 }
 
 pub fn log_metric(

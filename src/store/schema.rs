@@ -5,14 +5,18 @@
 //! version. A library whose version is newer than [`CURRENT_VERSION`] is refused untouched.
 
 /// Schema version this build writes.
-pub const CURRENT_VERSION: i64 = 1;
+pub const CURRENT_VERSION: i64 = 2;
 
 /// `application_id` stamped into every library so foreign SQLite files are recognised
 /// ("ETWN" in ASCII).
 pub const APPLICATION_ID: i64 = 0x4554_574E;
 
 /// Migration `i` brings a library from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1];
+pub const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// Version 2: a training run records the process that runs it, so a run whose process died
+/// (killed, crashed) is marked `interrupted` when the library is next opened.
+const V2: &str = "ALTER TABLE training_runs ADD COLUMN pid INTEGER;";
 
 const V1: &str = r#"
 CREATE TABLE meta (

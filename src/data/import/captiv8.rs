@@ -3,8 +3,9 @@
 //! Each patient becomes a capsule examination; each row a capsule image with its label as the
 //! caption.
 
+use super::paths::csv_reader;
 use super::plan::{Plan, PlanExam, PlanImage};
-use super::{ImportError, Problems, check_cancel, resolve_in_root, try_prepare};
+use super::{ImportError, Problems, SourceRoot, check_cancel, try_prepare};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::collections::BTreeMap;
@@ -15,27 +16,26 @@ pub fn read(
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
+    let source = SourceRoot::new(path)?;
     let csvs: Vec<PathBuf> = if path.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| ImportError::source_error(path, e.to_string()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")))
-            .collect();
-        v.sort();
-        v
+        source.files_in(path, "csv", problems)?
     } else {
         vec![path.to_path_buf()]
     };
-    if csvs.is_empty() {
+    if csvs.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(path, "no CSV files found"));
     }
     let mut exams: BTreeMap<String, PlanExam> = BTreeMap::new();
+    // Each image file once: (where it was named, its caption); a second row with another
+    // caption refuses the image (both rows named).
+    let mut seen: BTreeMap<PathBuf, (String, String)> = BTreeMap::new();
+    let mut refused: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     progress.stage("reading capsule CSVs", csvs.len() as u64);
     for csv_path in csvs {
         check_cancel(progress)?;
         progress.inc();
         let root = csv_path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let mut reader = match csv::Reader::from_path(&csv_path) {
+        let mut reader = match csv_reader(&csv_path) {
             Ok(r) => r,
             Err(e) => {
                 problems.push(&csv_path, e.to_string());
@@ -70,17 +70,34 @@ pub fn read(
                 }
             };
             let get = |c: usize| rec.get(c).map(str::trim).unwrap_or_default().to_string();
-            let full = match resolve_in_root(&root, &get(img)) {
+            let full = match source.resolve(&root, &get(img)) {
                 Ok(p) => p,
                 Err(reason) => {
                     problems.push(&csv_path, format!("row {row}: {reason}"));
                     continue;
                 }
             };
+            let at = format!("{} row {row}", csv_path.display());
+            let real = full.canonicalize().unwrap_or_else(|_| full.clone());
+            if let Some(rows) = refused.get_mut(&real) {
+                rows.push(at);
+                continue;
+            }
+            if let Some((first, caption)) = seen.get(&real) {
+                if *caption != get(label) {
+                    refused.insert(real.clone(), vec![first.clone(), at]);
+                }
+                continue;
+            }
+            seen.insert(real, (at, get(label)));
             let Some(prepared) = try_prepare(&full, problems) else {
                 continue;
             };
             let patient = get(pid);
+            if patient.is_empty() {
+                problems.push(&csv_path, format!("row {row}: no Patient ID"));
+                continue;
+            }
             let mut frame = PlanImage::new(prepared, MediaKind::Capsule);
             frame.caption = Some(get(label));
             frame.captured_at = time.map(get).filter(|t| !t.is_empty());
@@ -95,6 +112,19 @@ pub fn read(
                 })
                 .frames
                 .push(frame);
+        }
+    }
+    for (image, rows) in refused {
+        problems.push(
+            &image,
+            format!(
+                "named with different captions by {}; the image is not imported",
+                rows.join(" and ")
+            ),
+        );
+        let real = |f: &PlanImage| f.image.source.canonicalize().ok();
+        for exam in exams.values_mut() {
+            exam.frames.retain(|f| real(f).as_ref() != Some(&image));
         }
     }
     Ok(Plan {

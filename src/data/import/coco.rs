@@ -3,8 +3,9 @@
 //! `histology` (HP / SSL / TSA / AD / OTHER). Frames are found relative to the JSON file.
 //! Each sequence becomes an examination with one video; each identity a polyp.
 
+use super::paths::read_manifest;
 use super::plan::{Plan, PlanBox, PlanExam, PlanImage, PlanVideo};
-use super::{ImportError, Problems, check_cancel, resolve_in_root, try_prepare};
+use super::{ImportError, Problems, SourceRoot, check_cancel, try_prepare};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use serde::Deserialize;
@@ -29,13 +30,16 @@ struct CocoImage {
 #[derive(Deserialize)]
 struct CocoAnnotation {
     image_id: serde_json::Value,
-    bbox: [f32; 4],
+    bbox: [f64; 4],
     identity_id: serde_json::Value,
     #[serde(default)]
     size: Option<serde_json::Value>,
     #[serde(default)]
     histology: Option<String>,
 }
+
+/// (annotation number, histology, size) one annotation gives for its identity.
+type GivenPathology = (usize, Option<String>, Option<f64>);
 
 fn key(v: &serde_json::Value) -> String {
     v.as_str()
@@ -64,11 +68,11 @@ pub fn read(
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ImportError::source_error(path, e.to_string()))?;
+    let text = read_manifest(path).map_err(|e| ImportError::source_error(path, e))?;
     let coco: Coco = serde_json::from_str(&text)
         .map_err(|e| ImportError::source_error(path, format!("malformed COCO JSON: {e}")))?;
-    let root = path.parent().unwrap_or(Path::new("."));
+    let source = SourceRoot::new(path)?;
+    let root = source.path().to_path_buf();
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -81,7 +85,18 @@ pub fn read(
         check_cancel(progress)?;
         progress.inc();
         let seq = key(&img.sequence_id);
-        let full = match resolve_in_root(root, &img.file_name) {
+        if frame_of.contains_key(&key(&img.id)) {
+            problems.push(
+                path,
+                format!(
+                    "image id {} is given twice; the second ('{}') is not imported",
+                    key(&img.id),
+                    img.file_name
+                ),
+            );
+            continue;
+        }
+        let full = match source.resolve(&root, &img.file_name) {
             Ok(p) => p,
             Err(reason) => {
                 problems.push(path, reason);
@@ -108,12 +123,15 @@ pub fn read(
             PlanImage::new(prepared, MediaKind::VideoFrame),
         ));
     }
-    for a in &coco.annotations {
+    // Pathology per (sequence, identity) as the annotations give it; disagreeing
+    // annotations make that polyp's pathology unusable (named, not imported).
+    let mut pathology: BTreeMap<(String, String), Vec<GivenPathology>> = BTreeMap::new();
+    for (n, a) in coco.annotations.iter().enumerate() {
         let Some((seq, frame)) = frame_of.get(&key(&a.image_id)) else {
             problems.push(
                 path,
                 format!(
-                    "annotation for image {} whose frame was not imported",
+                    "annotation {n} is for image {} whose frame was not imported",
                     key(&a.image_id)
                 ),
             );
@@ -122,24 +140,59 @@ pub fn read(
         let exam = exams.get_mut(seq).expect("exam of an imported frame");
         let identity = key(&a.identity_id);
         let polyp = exam.polyp_mut(&identity);
-        if let Some(h) = a.histology.as_deref().and_then(histology_name) {
-            polyp.histology = Some(h);
-        }
+        let histology = a.histology.as_deref().and_then(histology_name);
+        let mut size = None;
         if let Some(s) = &a.size {
             match s
                 .as_f64()
                 .or_else(|| s.as_str().and_then(|t| t.trim().parse().ok()))
             {
-                Some(mm) => polyp.size_mm = Some(mm),
-                None => polyp.attributes.push(("size".into(), key(s))),
+                Some(mm) => size = Some(mm),
+                None => {
+                    if !polyp.attributes.iter().any(|(k, _)| k == "size") {
+                        polyp.attributes.push(("size".into(), key(s)));
+                    }
+                }
             }
         }
-        polyp.attributes.dedup();
+        if histology.is_some() || size.is_some() {
+            pathology
+                .entry((seq.clone(), identity.clone()))
+                .or_default()
+                .push((n, histology, size));
+        }
         exam.videos[0].boxes.push(PlanBox {
             frame_index: *frame,
             xywh: a.bbox,
             polyp: identity,
         });
+    }
+    for ((seq, identity), given) in pathology {
+        let polyp = exams
+            .get_mut(&seq)
+            .expect("exam of an imported frame")
+            .polyp_mut(&identity);
+        let histologies: std::collections::BTreeSet<&String> =
+            given.iter().filter_map(|g| g.1.as_ref()).collect();
+        let sizes: Vec<f64> = given.iter().filter_map(|g| g.2).collect();
+        let sizes_agree = sizes.windows(2).all(|w| w[0] == w[1]);
+        if histologies.len() > 1 || !sizes_agree {
+            let first = given.first().map_or(0, |g| g.0);
+            let other = given
+                .iter()
+                .find(|g| g.1.as_ref() != given[0].1.as_ref() || g.2 != given[0].2)
+                .map_or(0, |g| g.0);
+            problems.push(
+                path,
+                format!(
+                    "sequence {seq}, identity {identity}: annotations {first} and {other} give \
+                     different histology or size; its pathology is not imported (its boxes are)"
+                ),
+            );
+            continue;
+        }
+        polyp.histology = histologies.into_iter().next().cloned();
+        polyp.size_mm = sizes.first().copied();
     }
     for e in exams.values_mut() {
         e.videos[0].frames.sort_by_key(|(i, _)| *i);

@@ -2,7 +2,7 @@
 //! one examination named after its path.
 
 use super::plan::{Plan, PlanExam, PlanImage};
-use super::{ImportError, Problems, check_cancel, folder_name, image_files, try_prepare};
+use super::{ImportError, Problems, SourceRoot, check_cancel, folder_name, try_prepare};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::collections::BTreeMap;
@@ -16,8 +16,8 @@ pub fn read(
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let files = image_files(root)?;
-    if files.is_empty() {
+    let files = SourceRoot::new(root)?.image_files(root, problems)?;
+    if files.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(
             root,
             "no image files (png, jpg, bmp, tif) found",

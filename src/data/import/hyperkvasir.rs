@@ -3,7 +3,7 @@
 //! its leaf folder (`class`) and the whole path (`class_path`).
 
 use super::plan::{Plan, PlanExam, PlanImage};
-use super::{ImportError, Problems, check_cancel, folder_name, image_files, try_prepare};
+use super::{ImportError, Problems, SourceRoot, check_cancel, folder_name, try_prepare};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::path::Path;
@@ -16,7 +16,7 @@ pub fn read(
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let files = image_files(root)?;
+    let files = SourceRoot::new(root)?.image_files(root, problems)?;
     let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading images", files.len() as u64);
     for path in files {

@@ -3,7 +3,7 @@
 
 use super::plan::{Plan, PlanExam, PlanImage, PlanPolyp};
 use super::{
-    ImportError, Problems, check_cancel, folder_name, images_in, prepare_mask, try_prepare,
+    ImportError, Problems, SourceRoot, check_cancel, folder_name, prepare_mask, try_prepare,
 };
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
@@ -21,7 +21,8 @@ pub fn read(
             "not a Kvasir-SEG folder: expected images/ and masks/ inside",
         ));
     }
-    let files = images_in(&images_dir)?;
+    let source = SourceRoot::new(root)?;
+    let files = source.images_in(&images_dir, problems)?;
     let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading images", files.len() as u64);
     for path in files {
@@ -39,6 +40,10 @@ pub fn read(
             problems.push(&path, "no mask with this name in masks/");
             continue;
         };
+        if let Err(reason) = source.check(&mask_path) {
+            problems.push(&mask_path, reason);
+            continue;
+        }
         let Some(image) = try_prepare(&path, problems) else {
             continue;
         };

@@ -12,21 +12,26 @@ pub mod folder;
 pub mod hyperkvasir;
 pub mod kvasir;
 pub mod multiview;
+pub mod paths;
 pub mod plan;
 pub mod realcolon;
 
+pub use paths::SourceRoot;
 pub use plan::Plan;
 
 use crate::data::images::{self, ImageError};
 use crate::plumbing::Progress;
-use crate::store::{Store, StoreError};
+use crate::store::{LabelChange, LabelPolicy, Store, StoreError};
 use image::{GrayImage, ImageFormat};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ImportOptions {
     /// Abort the whole import on the first bad item instead of skipping it.
     pub strict: bool,
+    /// Apply labels that differ from the library's (one audit row each) instead of keeping
+    /// the library's and reporting the difference.
+    pub update_labels: bool,
 }
 
 /// One item that could not be imported, and why.
@@ -53,6 +58,11 @@ pub struct ImportReport {
     /// Items whose content was already in the library (same hash).
     pub duplicates: usize,
     pub skipped: Vec<ItemProblem>,
+    /// Labels this source gives differently from the library: kept (reported) or, with
+    /// `update_labels`, applied with an audit row.
+    pub label_changes: Vec<LabelChange>,
+    /// Whether the library changed at all (false for a re-import of the same source).
+    pub changed: bool,
 }
 
 impl ImportReport {
@@ -68,7 +78,24 @@ impl ImportReport {
         if self.videos > 0 {
             s.push_str(&format!(", {} videos, {} boxes", self.videos, self.boxes));
         }
+        let applied = self.label_changes.iter().filter(|c| c.applied).count();
+        let kept = self.label_changes.len() - applied;
+        if kept > 0 {
+            s.push_str(&format!("; {kept} label conflicts (library kept)"));
+        }
+        if applied > 0 {
+            s.push_str(&format!("; {applied} labels updated (audited)"));
+        }
+        if !self.changed {
+            s.push_str("; the library did not change");
+        }
         s
+    }
+
+    /// Nothing new came in, and something was refused or in conflict: the import failed
+    /// in the user's eyes (the CLI exits non-zero).
+    pub fn nothing_imported(&self) -> bool {
+        !self.changed && (!self.skipped.is_empty() || self.label_changes.iter().any(|c| !c.applied))
     }
 }
 
@@ -82,10 +109,27 @@ pub enum ImportError {
         more: String,
         problems: Vec<ItemProblem>,
     },
+    #[error("nothing imported: every item was refused: {}", list(.problems))]
+    NothingImported {
+        first: ItemProblem,
+        more: String,
+        problems: Vec<ItemProblem>,
+    },
+    #[error("nothing imported: the source holds no items of this layout")]
+    Empty,
     #[error("import cancelled, nothing was written")]
     Cancelled,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Up to twenty problems, each naming its item, `; `-separated.
+fn list(problems: &[ItemProblem]) -> String {
+    let mut s: Vec<String> = problems.iter().take(20).map(|p| p.to_string()).collect();
+    if problems.len() > 20 {
+        s.push(format!("and {} more", problems.len() - 20));
+    }
+    s.join("; ")
 }
 
 impl ImportError {
@@ -109,19 +153,29 @@ impl Problems {
         });
     }
 
-    /// Applies the strict/skip policy.
-    pub fn check(&self, options: ImportOptions) -> Result<(), ImportError> {
+    /// Applies the strict/skip policy, and refuses an import with nothing left to write.
+    pub fn check(&self, options: ImportOptions, plan: &Plan) -> Result<(), ImportError> {
         let problems = &self.0;
+        let more = if problems.len() > 1 {
+            format!(" (and {} more)", problems.len() - 1)
+        } else {
+            String::new()
+        };
         if options.strict && !problems.is_empty() {
-            let more = if problems.len() > 1 {
-                format!(" (and {} more)", problems.len() - 1)
-            } else {
-                String::new()
-            };
             return Err(ImportError::Strict {
                 first: problems[0].clone(),
                 more,
                 problems: problems.clone(),
+            });
+        }
+        if plan.is_empty() {
+            return Err(match problems.first() {
+                Some(first) => ImportError::NothingImported {
+                    first: first.clone(),
+                    more,
+                    problems: problems.clone(),
+                },
+                None => ImportError::Empty,
             });
         }
         Ok(())
@@ -183,68 +237,6 @@ pub fn prepare_mask(path: &Path, width: u32, height: u32) -> Result<PreparedImag
         height: h,
         thumbnail: Vec::new(),
     })
-}
-
-/// Resolves a path named in a manifest against the import root. Refuses absolute paths and
-/// paths that climb out of the root (`../`), and names a missing file.
-pub fn resolve_in_root(root: &Path, rel: &str) -> Result<PathBuf, String> {
-    let rel_path = Path::new(rel.trim());
-    if rel_path.is_absolute()
-        || rel_path
-            .components()
-            .any(|c| matches!(c, Component::Prefix(_)))
-    {
-        return Err(format!(
-            "'{rel}' is an absolute path; manifests must name files inside the import folder"
-        ));
-    }
-    let mut depth = 0i32;
-    for c in rel_path.components() {
-        match c {
-            Component::ParentDir => depth -= 1,
-            Component::Normal(_) => depth += 1,
-            _ => {}
-        }
-        if depth < 0 {
-            return Err(format!("'{rel}' escapes the import folder"));
-        }
-    }
-    let full = root.join(rel_path);
-    if !full.is_file() {
-        return Err(format!("'{rel}' is named in the manifest but missing"));
-    }
-    Ok(full)
-}
-
-/// Walks `root` for image files, sorted by path so imports are deterministic.
-pub fn image_files(root: &Path) -> Result<Vec<PathBuf>, ImportError> {
-    let mut out = Vec::new();
-    walk(root, &mut out).map_err(|e| ImportError::source_error(root, e.to_string()))?;
-    out.sort();
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if images::has_image_extension(&path) {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// Image files directly in `dir`, sorted.
-pub fn images_in(dir: &Path) -> Result<Vec<PathBuf>, ImportError> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| ImportError::source_error(dir, e.to_string()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && images::has_image_extension(p))
-        .collect();
-    out.sort();
-    Ok(out)
 }
 
 /// Prepares one image, recording a problem instead of failing.
@@ -317,8 +309,35 @@ pub fn run(
         ImportLayout::RealColon => realcolon::read(path, progress, &mut problems)?,
         ImportLayout::Captiv8 => captiv8::read(path, progress, &mut problems)?,
     };
-    problems.check(options)?;
+    write_checked(
+        store,
+        plan,
+        problems,
+        &format!("import:{layout:?}").to_lowercase(),
+        options,
+        progress,
+    )
+}
+
+/// The shared end of every import: the plan's last check, the strict/empty policy, then one
+/// write under the lock.
+pub fn write_checked(
+    store: &mut Store,
+    mut plan: Plan,
+    mut problems: Problems,
+    who: &str,
+    options: ImportOptions,
+    progress: &Progress,
+) -> Result<ImportReport, ImportError> {
+    plan.check(&mut problems);
+    problems.check(options, &plan)?;
     check_cancel(progress)?;
-    let who = format!("import:{layout:?}").to_lowercase();
-    plan::write(store, &plan, &who, problems.0, progress)
+    let policy = if options.update_labels {
+        LabelPolicy::Update {
+            who: format!("{who} --update-labels"),
+        }
+    } else {
+        LabelPolicy::Keep
+    };
+    plan::write(store, &plan, who, policy, problems.0, progress)
 }

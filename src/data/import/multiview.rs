@@ -1,11 +1,12 @@
 //! Multi-view sets of one polyp: a folder per polyp, or EndoFinder's JSONL manifest.
 
+use super::paths::{csv_reader, read_manifest};
 use super::plan::{Plan, PlanExam, PlanImage, PlanPolyp};
-use super::{
-    ImportError, Problems, check_cancel, folder_name, images_in, resolve_in_root, try_prepare,
-};
+use super::plan::{check_size_mm, check_vienna};
+use super::{ImportError, Problems, SourceRoot, check_cancel, folder_name, try_prepare};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// `root/<polyp>/*.jpg`, with an optional `root/pathology.csv` (`polyp,histology` and
@@ -18,16 +19,13 @@ pub fn read_folders(
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let mut dirs: Vec<_> = std::fs::read_dir(root)
-        .map_err(|e| ImportError::source_error(root, e.to_string()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    if dirs.is_empty() {
+    let source = SourceRoot::new(root)?;
+    let dirs = source.folders_in(root, problems)?;
+    if dirs.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(root, "no polyp folders inside"));
     }
-    let pathology = read_pathology_csv(&root.join("pathology.csv"), problems)?;
+    let csv_path = root.join("pathology.csv");
+    let mut pathology = read_pathology_csv(&csv_path, problems)?;
     let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading views", dirs.len() as u64);
     for dir in dirs {
@@ -37,7 +35,13 @@ pub fn read_folders(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let views: Vec<PlanImage> = images_in(&dir)?
+        if let Some(Err(reason)) = pathology.get(&code) {
+            problems.push(&csv_path, reason.clone());
+            pathology.remove(&code);
+            continue;
+        }
+        let views: Vec<PlanImage> = source
+            .images_in(&dir, problems)?
             .iter()
             .filter_map(|p| try_prepare(p, problems))
             .map(|img| PlanImage::new(img, MediaKind::View))
@@ -51,28 +55,37 @@ pub fn read_folders(
             views,
             ..Default::default()
         };
-        if let Some((h, v, s)) = pathology.get(&code) {
-            polyp.histology = Some(h.clone());
-            polyp.vienna_class = *v;
-            polyp.size_mm = *s;
+        if let Some(Ok((_, (h, v, s)))) = pathology.remove(&code) {
+            polyp.histology = Some(h);
+            polyp.vienna_class = v;
+            polyp.size_mm = s;
         }
         exam.polyps.push(polyp);
+    }
+    let mut unused: Vec<_> = pathology.into_iter().collect();
+    unused.sort_by(|a, b| a.0.cmp(&b.0));
+    for (code, row) in unused {
+        let reason = match row {
+            Ok((n, _)) => format!("row {n} names polyp '{code}', which has no folder here"),
+            Err(reason) => reason,
+        };
+        problems.push(&csv_path, reason);
     }
     Ok(Plan { exams: vec![exam] })
 }
 
 type PathologyRow = (String, Option<i64>, Option<f64>);
 
-fn read_pathology_csv(
-    path: &Path,
-    problems: &mut Problems,
-) -> Result<std::collections::HashMap<String, PathologyRow>, ImportError> {
-    let mut out = std::collections::HashMap::new();
+/// Each polyp's row of `pathology.csv` with its row number, or why the polyp's pathology
+/// cannot be trusted: two rows that disagree (both named) or a value out of range.
+type PathologyRows = HashMap<String, Result<(usize, PathologyRow), String>>;
+
+fn read_pathology_csv(path: &Path, problems: &mut Problems) -> Result<PathologyRows, ImportError> {
+    let mut out = PathologyRows::new();
     if !path.exists() {
         return Ok(out);
     }
-    let mut reader =
-        csv::Reader::from_path(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+    let mut reader = csv_reader(path).map_err(|e| ImportError::source_error(path, e))?;
     let headers = reader
         .headers()
         .map_err(|e| ImportError::source_error(path, format!("malformed CSV header: {e}")))?
@@ -90,101 +103,146 @@ fn read_pathology_csv(
     };
     let (vc, sc) = (col("vienna_class"), col("size_mm"));
     for (i, row) in reader.records().enumerate() {
-        match row {
-            Ok(r) => {
-                let get = |c: Option<usize>| {
-                    c.and_then(|c| r.get(c))
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                };
-                out.insert(
-                    get(Some(pc)).unwrap_or_default().to_string(),
-                    (
-                        get(Some(hc)).unwrap_or("unknown").to_string(),
-                        get(vc).and_then(|v| v.parse().ok()),
-                        get(sc).and_then(|v| v.parse().ok()),
-                    ),
-                );
+        let n = i + 2;
+        let r = match row {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(path, format!("row {n}: malformed CSV: {e}"));
+                continue;
             }
-            Err(e) => problems.push(path, format!("row {}: malformed CSV: {e}", i + 2)),
-        }
+        };
+        let get = |c: Option<usize>| {
+            c.and_then(|c| r.get(c))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        };
+        let Some(polyp) = get(Some(pc)).map(str::to_string) else {
+            problems.push(path, format!("row {n}: no polyp name"));
+            continue;
+        };
+        let parsed = (|| -> Result<PathologyRow, String> {
+            Ok((
+                get(Some(hc)).unwrap_or("unknown").to_string(),
+                get(vc).map(check_vienna).transpose()?,
+                get(sc).map(check_size_mm).transpose()?,
+            ))
+        })()
+        .map_err(|reason| format!("row {n}, polyp '{polyp}': {reason}; the polyp is not imported"));
+        let entry = match (out.remove(&polyp), parsed) {
+            (None, parsed) => parsed.map(|row| (n, row)),
+            (Some(Err(earlier)), _) => Err(earlier),
+            (Some(Ok(_)), Err(reason)) => Err(reason),
+            (Some(Ok((m, first))), Ok(row)) if first == row => Ok((m, first)),
+            (Some(Ok((m, first))), Ok(row)) => Err(format!(
+                "rows {m} and {n} both describe polyp '{polyp}' and disagree ({} vs {}); \
+                 the polyp is not imported",
+                describe(&first),
+                describe(&row)
+            )),
+        };
+        out.insert(polyp, entry);
     }
     Ok(out)
 }
 
+fn describe((histology, vienna, size): &PathologyRow) -> String {
+    let mut s = histology.clone();
+    if let Some(v) = vienna {
+        s.push_str(&format!(", Vienna {v}"));
+    }
+    if let Some(mm) = size {
+        s.push_str(&format!(", {mm} mm"));
+    }
+    s
+}
+
+/// One polyp line of an EndoFinder manifest, parsed but not yet read from disk.
+struct JsonlPolyp {
+    line: usize,
+    code: String,
+    paths: Vec<String>,
+    queries: usize,
+    histology: Option<String>,
+}
+
+impl JsonlPolyp {
+    /// The same polyp told twice (line numbers aside).
+    fn same_as(&self, other: &JsonlPolyp) -> bool {
+        self.code == other.code
+            && self.paths == other.paths
+            && self.queries == other.queries
+            && self.histology == other.histology
+    }
+}
+
 /// EndoFinder JSONL: one polyp a line, `img_paths` (its views) or `query_paths` and
 /// `ref_paths` (both sides are views of the same polyp), and `ground_truth` (its pathology).
-/// Paths are relative to the manifest's folder.
+/// Paths are relative to the manifest's folder. Two lines with one id that disagree are
+/// both refused (named); an exact repeat is read once.
 pub fn read_jsonl(
     path: &Path,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ImportError::source_error(path, e.to_string()))?;
-    let root = path.parent().unwrap_or(Path::new("."));
+    let text = read_manifest(path).map_err(|e| ImportError::source_error(path, e))?;
+    let source = SourceRoot::new(path)?;
+    let root = source.path().to_path_buf();
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut exam = PlanExam::new(stem, "colonoscopy", path);
-    let lines: Vec<&str> = text.lines().collect();
-    progress.stage("reading polyps", lines.len() as u64);
-    for (n, line) in lines.iter().enumerate() {
-        check_cancel(progress)?;
-        progress.inc();
+    let mut entries: Vec<JsonlPolyp> = Vec::new();
+    let mut refused: HashMap<String, Vec<usize>> = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let at = |reason: String| format!("line {}: {reason}", n + 1);
-        let value: serde_json::Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                problems.push(path, at(format!("malformed JSON: {e}")));
-                continue;
-            }
-        };
-        let list = |key: &str| -> Option<Vec<String>> {
-            value.get(key)?.as_array().map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-        };
-        let (paths, roles): (Vec<String>, Vec<&str>) =
-            match (list("img_paths"), list("query_paths"), list("ref_paths")) {
-                (Some(views), _, _) => {
-                    let n = views.len();
-                    (views, vec!["view"; n])
-                }
-                (None, Some(q), Some(r)) => {
-                    let roles = std::iter::repeat_n("query", q.len())
-                        .chain(std::iter::repeat_n("reference", r.len()))
-                        .collect();
-                    (q.into_iter().chain(r).collect(), roles)
-                }
-                _ => {
-                    problems.push(
-                        path,
-                        at("needs img_paths, or query_paths and ref_paths".into()),
-                    );
+        match parse_jsonl_line(line, n + 1) {
+            Ok(entry) => {
+                if let Some(lines) = refused.get_mut(&entry.code) {
+                    lines.push(entry.line);
                     continue;
                 }
-            };
-        if paths.is_empty() {
-            problems.push(path, at("no image paths".into()));
-            continue;
+                match entries.iter().position(|e| e.code == entry.code) {
+                    None => entries.push(entry),
+                    Some(i) if entries[i].same_as(&entry) => {}
+                    Some(i) => {
+                        let first = entries.remove(i);
+                        refused.insert(entry.code, vec![first.line, entry.line]);
+                    }
+                }
+            }
+            Err(reason) => problems.push(path, format!("line {}: {reason}", n + 1)),
         }
+    }
+    let mut refused: Vec<_> = refused.into_iter().collect();
+    refused.sort();
+    for (code, lines) in refused {
+        let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+        problems.push(
+            path,
+            format!(
+                "lines {} all describe polyp '{code}' with different views or pathology; \
+                 the polyp is not imported",
+                lines.join(", ")
+            ),
+        );
+    }
+    progress.stage("reading polyps", entries.len() as u64);
+    for entry in entries {
+        check_cancel(progress)?;
+        progress.inc();
         let mut views = Vec::new();
         let mut ok = true;
-        for p in &paths {
-            match resolve_in_root(root, p) {
+        for p in &entry.paths {
+            match source.resolve(&root, p) {
                 Ok(full) => match try_prepare(&full, problems) {
                     Some(img) => views.push(PlanImage::new(img, MediaKind::View)),
                     None => ok = false,
                 },
                 Err(reason) => {
-                    problems.push(path, at(reason));
+                    problems.push(path, format!("line {}: {reason}", entry.line));
                     ok = false;
                 }
             }
@@ -193,31 +251,20 @@ pub fn read_jsonl(
             // A polyp with some views missing would distort multi-view retrieval: skip it whole.
             continue;
         }
-        let histology = match value.get("ground_truth") {
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(v @ serde_json::Value::Number(_)) => Some(v.to_string()),
-            _ => None,
-        };
-        let code = value
-            .get("id")
-            .or_else(|| value.get("polyp_id"))
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            })
-            .unwrap_or_else(|| format!("line{}", n + 1));
-        let q = roles.iter().filter(|r| **r == "query").count();
         let mut attributes = Vec::new();
-        if q > 0 {
+        if entry.queries > 0 {
             attributes.push((
                 "endofinder roles".into(),
-                format!("{q} query, {} reference views", roles.len() - q),
+                format!(
+                    "{} query, {} reference views",
+                    entry.queries,
+                    entry.paths.len() - entry.queries
+                ),
             ));
         }
         exam.polyps.push(PlanPolyp {
-            code,
-            histology,
+            code: entry.code,
+            histology: entry.histology,
             views,
             attributes,
             ..Default::default()
@@ -227,4 +274,51 @@ pub fn read_jsonl(
         return Err(ImportError::source_error(path, "no polyps in the manifest"));
     }
     Ok(Plan { exams: vec![exam] })
+}
+
+fn parse_jsonl_line(line: &str, n: usize) -> Result<JsonlPolyp, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
+    let list = |key: &str| -> Option<Vec<String>> {
+        value.get(key)?.as_array().map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+    };
+    let (paths, queries) = match (list("img_paths"), list("query_paths"), list("ref_paths")) {
+        (Some(views), _, _) => (views, 0),
+        (None, Some(q), Some(r)) => {
+            let queries = q.len();
+            (q.into_iter().chain(r).collect::<Vec<_>>(), queries)
+        }
+        _ => return Err("needs img_paths, or query_paths and ref_paths".into()),
+    };
+    if paths.is_empty() {
+        return Err("no image paths".into());
+    }
+    let histology = match value.get("ground_truth") {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Some(v @ serde_json::Value::Number(_)) => Some(v.to_string()),
+        _ => None,
+    };
+    let code = value
+        .get("id")
+        .or_else(|| value.get("polyp_id"))
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string())
+        })
+        .unwrap_or_else(|| format!("line{n}"));
+    if code.trim().is_empty() {
+        return Err("an empty polyp id".into());
+    }
+    Ok(JsonlPolyp {
+        line: n,
+        code,
+        paths,
+        queries,
+        histology,
+    })
 }

@@ -1,11 +1,13 @@
 //! What an importer read, ready to write: examinations with frames, polyps with views and
 //! videos with boxes. One writer turns every layout's plan into rows, in one transaction.
 
-use super::{ImportError, ImportReport, ItemProblem, PreparedImage, check_cancel};
+use super::{ImportError, ImportReport, ItemProblem, PreparedImage, Problems, check_cancel};
 use crate::plumbing::Progress;
 use crate::store::{
-    self, BoxRow, MediaKind, NewExamination, NewMedia, NewPolyp, Store, StoreError, TargetKind,
+    self, BoxRow, LabelPolicy, MediaKind, Merge, NewExamination, NewMedia, NewPolyp, Store,
+    StoreError,
 };
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -72,7 +74,9 @@ pub struct PlanVideo {
 #[derive(Debug, Clone)]
 pub struct PlanBox {
     pub frame_index: i64,
-    pub xywh: [f32; 4],
+    /// x, y, width, height in pixels, as the source gave them; [`Plan::check`] refuses or
+    /// clips them.
+    pub xywh: [f64; 4],
     /// Code of the polyp (in this examination's `polyps`) this box shows.
     pub polyp: String,
 }
@@ -100,6 +104,226 @@ impl PlanExam {
     }
 }
 
+/// A Vienna class as a source writes it: an integer category 1 to 5 ("4.1" is category 4).
+pub fn check_vienna(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let whole = t.split('.').next().unwrap_or(t);
+    match whole.parse::<i64>() {
+        Ok(v) if (1..=5).contains(&v) => Ok(v),
+        _ => Err(format!("Vienna class '{t}' is not one of 1 to 5")),
+    }
+}
+
+/// The largest polyp size in millimetres a source may give.
+pub const MAX_SIZE_MM: f64 = 300.0;
+
+/// A polyp size in millimetres: a finite number above 0 and at most [`MAX_SIZE_MM`].
+pub fn check_size_mm(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(mm) => check_mm(mm),
+        Err(_) => Err(format!(
+            "size '{}' is not a number of millimetres",
+            text.trim()
+        )),
+    }
+}
+
+fn check_mm(mm: f64) -> Result<f64, String> {
+    if mm.is_finite() && mm > 0.0 && mm <= MAX_SIZE_MM {
+        Ok(mm)
+    } else {
+        Err(format!(
+            "size {mm} mm is not between 0 and {MAX_SIZE_MM} mm"
+        ))
+    }
+}
+
+/// How far (pixels) a box may reach past the image edge and still be clipped to it rather
+/// than refused: annotation tools often round outward by a pixel or two.
+pub fn clip_tolerance(side: u32) -> f64 {
+    (side as f64 * 0.02).max(2.0)
+}
+
+/// Checks a box `[x, y, w, h]` on a `width` x `height` image: finite, width and height above
+/// zero, inside the image once clipped within [`clip_tolerance`]. Returns the clipped box.
+pub fn check_box(xywh: [f64; 4], width: u32, height: u32) -> Result<[f64; 4], String> {
+    let [x, y, w, h] = xywh;
+    if !xywh.iter().all(|v| v.is_finite()) {
+        return Err(format!(
+            "box {xywh:?} has a coordinate that is not a finite number"
+        ));
+    }
+    if w <= 0.0 || h <= 0.0 {
+        return Err(format!(
+            "box {xywh:?} has no area (width and height must be above 0)"
+        ));
+    }
+    let (tx, ty) = (clip_tolerance(width), clip_tolerance(height));
+    if x < -tx || y < -ty || x + w > width as f64 + tx || y + h > height as f64 + ty {
+        return Err(format!(
+            "box {xywh:?} reaches outside the {width}x{height} image by more than {tx:.0}x{ty:.0} px"
+        ));
+    }
+    let (x0, y0) = (x.max(0.0), y.max(0.0));
+    let (x1, y1) = ((x + w).min(width as f64), (y + h).min(height as f64));
+    if x1 - x0 < 1.0 || y1 - y0 < 1.0 {
+        return Err(format!(
+            "box {xywh:?} is less than a pixel inside the image"
+        ));
+    }
+    Ok([x0, y0, x1 - x0, y1 - y0])
+}
+
+impl Plan {
+    /// Whether nothing is left to import.
+    pub fn is_empty(&self) -> bool {
+        self.exams.is_empty()
+    }
+
+    /// The last check before writing, the same for every layout: two items of one source
+    /// that claim one polyp code or one video frame are both refused; boxes are checked
+    /// against their frame ([`check_box`]); sizes and Vienna classes are range-checked;
+    /// examinations left with nothing are dropped. Each refusal names the item.
+    pub fn check(&mut self, problems: &mut Problems) {
+        for exam in &mut self.exams {
+            let source = std::path::PathBuf::from(&exam.source);
+            let mut count: HashMap<&str, usize> = HashMap::new();
+            for p in &exam.polyps {
+                *count.entry(p.code.as_str()).or_default() += 1;
+            }
+            let twice: Vec<String> = count
+                .into_iter()
+                .filter(|(_, n)| *n > 1)
+                .map(|(c, _)| c.to_string())
+                .collect();
+            for code in &twice {
+                let from: Vec<String> = exam
+                    .polyps
+                    .iter()
+                    .filter(|p| &p.code == code)
+                    .flat_map(|p| p.views.first())
+                    .map(|v| v.image.source.display().to_string())
+                    .collect();
+                problems.push(
+                    &source,
+                    format!(
+                        "{} items all claim polyp '{code}' ({}); none of them is imported",
+                        from.len().max(2),
+                        from.join(", ")
+                    ),
+                );
+            }
+            exam.polyps.retain(|p| !twice.contains(&p.code));
+            for p in &mut exam.polyps {
+                if let Some(Err(reason)) = p.size_mm.map(check_mm) {
+                    problems.push(
+                        &source,
+                        format!("polyp '{}': {reason}; size not imported", p.code),
+                    );
+                    p.size_mm = None;
+                }
+                if let Some(v) = p.vienna_class.filter(|v| !(1..=5).contains(v)) {
+                    problems.push(
+                        &source,
+                        format!(
+                            "polyp '{}': Vienna class {v} is not one of 1 to 5; not imported",
+                            p.code
+                        ),
+                    );
+                    p.vienna_class = None;
+                }
+            }
+            for video in &mut exam.videos {
+                check_video(video, &exam.polyps, &source, problems);
+            }
+            exam.videos.retain(|v| !v.frames.is_empty());
+        }
+        self.exams.retain(|e| {
+            !e.frames.is_empty()
+                || e.polyps.iter().any(|p| !p.views.is_empty())
+                || !e.videos.is_empty()
+        });
+    }
+}
+
+fn check_video(
+    video: &mut PlanVideo,
+    polyps: &[PlanPolyp],
+    source: &std::path::Path,
+    problems: &mut Problems,
+) {
+    let mut by_index: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for (i, f) in &video.frames {
+        by_index
+            .entry(*i)
+            .or_default()
+            .push(f.image.source.display().to_string());
+    }
+    for i in by_index.keys().filter(|i| **i < 0) {
+        problems.push(
+            source,
+            format!(
+                "video {}: frame index {i} is negative; the frame is not imported",
+                video.code
+            ),
+        );
+    }
+    let twice: Vec<i64> = by_index
+        .iter()
+        .filter(|(i, files)| files.len() > 1 || **i < 0)
+        .map(|(i, files)| {
+            if files.len() == 1 {
+                return *i;
+            }
+            problems.push(
+                source,
+                format!(
+                    "video {}: frame {i} is given {} times ({}); none of them is imported",
+                    video.code,
+                    files.len(),
+                    files.join(", ")
+                ),
+            );
+            *i
+        })
+        .collect();
+    video.frames.retain(|(i, _)| !twice.contains(i));
+    let sizes: HashMap<i64, (u32, u32)> = video
+        .frames
+        .iter()
+        .map(|(i, f)| (*i, (f.image.width, f.image.height)))
+        .collect();
+    let code = video.code.clone();
+    video.boxes.retain_mut(|b| {
+        let refuse = |reason: String| {
+            format!(
+                "video {code}, frame {}, polyp '{}': {reason}; box refused",
+                b.frame_index, b.polyp
+            )
+        };
+        let Some(&(w, h)) = sizes.get(&b.frame_index) else {
+            if !twice.contains(&b.frame_index) {
+                problems.push(source, refuse("no such frame was imported".into()));
+            }
+            return false;
+        };
+        if !polyps.iter().any(|p| p.code == b.polyp) {
+            problems.push(source, refuse("its polyp is not imported".into()));
+            return false;
+        }
+        match check_box(b.xywh, w, h) {
+            Ok(clipped) => {
+                b.xywh = clipped;
+                true
+            }
+            Err(reason) => {
+                problems.push(source, refuse(reason));
+                false
+            }
+        }
+    });
+}
+
 /// Every image of the plan in the order the writer inserts them.
 fn each_image(plan: &Plan) -> Vec<&PlanImage> {
     let mut out = Vec::new();
@@ -121,78 +345,86 @@ struct Staged {
     mask: Option<(String, String)>,
 }
 
-/// Writes the plan: media files first (content-addressed, so a rollback leaves at most an
-/// unreferenced file), then every row in one transaction.
+/// Writes a checked plan under the library's write lock: the media files (content-addressed;
+/// removed again if the transaction does not commit), then every row in one transaction.
+/// Labels that differ from the library's are kept or updated by `policy`.
 pub fn write(
     store: &mut Store,
     plan: &Plan,
     who: &str,
+    policy: LabelPolicy,
     skipped: Vec<ItemProblem>,
     progress: &Progress,
 ) -> Result<ImportReport, ImportError> {
     let all = each_image(plan);
-    progress.stage("storing media", all.len() as u64);
-    let mut staged = Vec::with_capacity(all.len());
-    for pi in &all {
-        check_cancel(progress)?;
-        staged.push(Staged {
-            image: store.put_media_file(&pi.image.bytes, pi.image.extension)?,
-            mask: match &pi.mask {
-                Some(m) => Some(store.put_media_file(&m.bytes, m.extension)?),
-                None => None,
-            },
-        });
-        progress.inc();
-    }
-    let mut next = staged.iter();
+    let before = store.row_total()?;
     let mut report = ImportReport {
         skipped,
         ..Default::default()
     };
-    store.write(|tx| -> Result<(), ImportError> {
-        let mut insert =
-            |pi: &PlanImage, exam: i64, report: &mut ImportReport| -> Result<i64, StoreError> {
-                // Same order as `each_image`: the staged files line up with the plan's images.
-                let staged = next.next().expect("one staged entry per plan image");
-                let (hash, rel) = &staged.image;
-                let media = NewMedia {
-                    kind: pi.kind,
-                    source_path: pi.image.source.display().to_string(),
-                    byte_len: pi.image.bytes.len() as u64,
-                    width: pi.image.width,
-                    height: pi.image.height,
-                    examination_id: Some(exam),
-                    thumbnail: Some(pi.image.thumbnail.clone()),
-                    captured_at: pi.captured_at.clone(),
-                };
-                let (id, new) = store::insert_media(tx, hash, rel, &media)?;
-                if new {
-                    report.media_added += 1;
-                } else {
-                    report.duplicates += 1;
-                }
-                if let (Some(m), Some((mh, mr))) = (&pi.mask, &staged.mask) {
-                    let mask = NewMedia {
-                        kind: MediaKind::Mask,
-                        source_path: m.source.display().to_string(),
-                        byte_len: m.bytes.len() as u64,
-                        width: m.width,
-                        height: m.height,
-                        examination_id: Some(exam),
-                        thumbnail: None,
-                        captured_at: None,
-                    };
-                    let (mid, _) = store::insert_media(tx, mh, mr, &mask)?;
-                    store::set_mask(tx, id, mid)?;
-                }
-                if let Some(c) = &pi.caption {
-                    store::set_caption(tx, id, c)?;
-                }
-                for (k, v) in &pi.labels {
-                    store::import_label(tx, TargetKind::Media, id, k, v, who)?;
-                }
-                Ok(id)
+    let mut merge = Merge::new(policy, who);
+    store.write_media(|tx, files| -> Result<(), ImportError> {
+        progress.stage("storing media", all.len() as u64);
+        let mut staged = Vec::with_capacity(all.len());
+        for pi in &all {
+            check_cancel(progress)?;
+            staged.push(Staged {
+                image: files.put(&pi.image.bytes, pi.image.extension)?,
+                mask: match &pi.mask {
+                    Some(m) => Some(files.put(&m.bytes, m.extension)?),
+                    None => None,
+                },
+            });
+            progress.inc();
+        }
+        let mut next = staged.iter();
+        let mut insert = |pi: &PlanImage,
+                          exam: i64,
+                          report: &mut ImportReport,
+                          merge: &mut Merge|
+         -> Result<i64, StoreError> {
+            // Same order as `each_image`: the staged files line up with the plan's images.
+            let staged = next.next().expect("one staged entry per plan image");
+            let (hash, rel) = &staged.image;
+            let media = NewMedia {
+                kind: pi.kind,
+                source_path: pi.image.source.display().to_string(),
+                byte_len: pi.image.bytes.len() as u64,
+                width: pi.image.width,
+                height: pi.image.height,
+                examination_id: Some(exam),
+                thumbnail: Some(pi.image.thumbnail.clone()),
+                captured_at: pi.captured_at.clone(),
             };
+            let (id, new) = store::insert_media(tx, hash, rel, &media)?;
+            if new {
+                report.media_added += 1;
+            } else {
+                report.duplicates += 1;
+            }
+            if let (Some(m), Some((mh, mr))) = (&pi.mask, &staged.mask) {
+                let mask = NewMedia {
+                    kind: MediaKind::Mask,
+                    source_path: m.source.display().to_string(),
+                    byte_len: m.bytes.len() as u64,
+                    width: m.width,
+                    height: m.height,
+                    examination_id: Some(exam),
+                    thumbnail: None,
+                    captured_at: None,
+                };
+                let (mid, _) = store::insert_media(tx, mh, mr, &mask)?;
+                store::set_mask(tx, id, mid)?;
+            }
+            let name = format!("media {id} ({})", pi.image.source.display());
+            if let Some(c) = &pi.caption {
+                store::merge_caption(tx, id, &name, c, merge)?;
+            }
+            for (k, v) in &pi.labels {
+                store::merge_media_label(tx, id, &name, k, v, merge)?;
+            }
+            Ok(id)
+        };
         for e in &plan.exams {
             let exam = store::upsert_examination(
                 tx,
@@ -206,16 +438,16 @@ pub fn write(
             )?;
             report.examinations += 1;
             for f in &e.frames {
-                insert(f, exam, &mut report)?;
+                insert(f, exam, &mut report, &mut merge)?;
             }
-            let mut polyp_ids = std::collections::HashMap::new();
+            let mut polyp_ids = HashMap::new();
             for p in &e.polyps {
                 let code = if p.code.starts_with(&e.code) {
                     p.code.clone()
                 } else {
                     format!("{}-{}", e.code, p.code)
                 };
-                let pid = store::upsert_polyp(
+                let (pid, _) = store::merge_polyp(
                     tx,
                     &NewPolyp {
                         examination_id: exam,
@@ -227,11 +459,12 @@ pub fn write(
                         vienna_class: p.vienna_class,
                         attributes: p.attributes.clone(),
                     },
+                    &mut merge,
                 )?;
                 report.polyps += 1;
                 polyp_ids.insert(p.code.clone(), pid);
                 for (i, v) in p.views.iter().enumerate() {
-                    let mid = insert(v, exam, &mut report)?;
+                    let mid = insert(v, exam, &mut report, &mut merge)?;
                     store::add_polyp_view(tx, pid, mid, i as i64)?;
                 }
             }
@@ -239,57 +472,74 @@ pub fn write(
                 let vid = store::upsert_video(tx, exam, &v.code, v.fps)?;
                 report.videos += 1;
                 for (idx, f) in &v.frames {
-                    let mid = insert(f, exam, &mut report)?;
-                    store::add_video_frame(tx, vid, *idx, mid)?;
+                    let mid = insert(f, exam, &mut report, &mut merge)?;
+                    store::merge_video_frame(tx, (vid, &v.code), *idx, mid, &mut merge)?;
                 }
-                // Tracklets by the METHODS §3 rule, per polyp identity.
-                let codes: Vec<&String> = {
-                    let mut c: Vec<&String> = v.boxes.iter().map(|b| &b.polyp).collect();
-                    c.sort();
-                    c.dedup();
-                    c
-                };
-                let raw: Vec<(usize, usize, [f32; 4])> = v
-                    .boxes
-                    .iter()
-                    .map(|b| {
-                        let p = codes.iter().position(|c| **c == b.polyp).expect("listed");
-                        (b.frame_index as usize, p, b.xywh)
-                    })
-                    .collect();
-                let mut order: Vec<usize> = (0..raw.len()).collect();
-                order.sort_by_key(|&i| (raw[i].0, raw[i].1));
-                let sorted: Vec<(usize, usize, [f32; 4])> = order.iter().map(|&i| raw[i]).collect();
-                let tracklets = crate::data::tracklets::tracklets_from_boxes(&sorted);
-                let mut tracklet_of = vec![None; sorted.len()];
-                for (pi, members) in &tracklets {
-                    let code = codes[*pi];
-                    let tid =
-                        store::insert_tracklet(tx, vid, polyp_ids.get(code).copied(), Some(code))?;
-                    for &m in members {
-                        tracklet_of[m] = Some(tid);
-                    }
-                }
-                for (k, (frame, pi, [x, y, w, h])) in sorted.iter().enumerate() {
-                    store::insert_box(
-                        tx,
-                        vid,
-                        &BoxRow {
-                            frame_index: *frame as i64,
-                            x: *x as f64,
-                            y: *y as f64,
-                            w: *w as f64,
-                            h: *h as f64,
-                            polyp_id: polyp_ids.get(codes[*pi]).copied(),
-                            tracklet_id: tracklet_of[k],
-                        },
-                    )?;
-                    report.boxes += 1;
+                let incoming: Vec<(i64, [f64; 4])> =
+                    v.boxes.iter().map(|b| (b.frame_index, b.xywh)).collect();
+                if store::merge_video_boxes(tx, (vid, &v.code), &incoming, &mut merge)? {
+                    report.boxes += write_boxes(tx, vid, v, &polyp_ids)?;
                 }
             }
         }
         check_cancel(progress)?;
         Ok(())
     })?;
+    report.label_changes = merge.changes;
+    report.changed = store.row_total()? != before;
     Ok(report)
+}
+
+/// A video's boxes and the tracklets the METHODS §3 rule makes of them, per polyp identity.
+fn write_boxes(
+    tx: &rusqlite::Transaction<'_>,
+    vid: i64,
+    v: &PlanVideo,
+    polyp_ids: &HashMap<String, i64>,
+) -> Result<usize, StoreError> {
+    let codes: Vec<&String> = {
+        let mut c: Vec<&String> = v.boxes.iter().map(|b| &b.polyp).collect();
+        c.sort();
+        c.dedup();
+        c
+    };
+    let raw: Vec<(usize, usize, [f32; 4])> = v
+        .boxes
+        .iter()
+        .map(|b| {
+            let p = codes.iter().position(|c| **c == b.polyp).expect("listed");
+            (b.frame_index as usize, p, b.xywh.map(|x| x as f32))
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..raw.len()).collect();
+    order.sort_by_key(|&i| (raw[i].0, raw[i].1));
+    let sorted: Vec<usize> = order;
+    let for_tracklets: Vec<(usize, usize, [f32; 4])> = sorted.iter().map(|&i| raw[i]).collect();
+    let tracklets = crate::data::tracklets::tracklets_from_boxes(&for_tracklets);
+    let mut tracklet_of = vec![None; sorted.len()];
+    for (pi, members) in &tracklets {
+        let code = codes[*pi];
+        let tid = store::insert_tracklet(tx, vid, polyp_ids.get(code).copied(), Some(code))?;
+        for &m in members {
+            tracklet_of[m] = Some(tid);
+        }
+    }
+    for (k, &i) in sorted.iter().enumerate() {
+        let b = &v.boxes[i];
+        let [x, y, w, h] = b.xywh;
+        store::insert_box(
+            tx,
+            vid,
+            &BoxRow {
+                frame_index: b.frame_index,
+                x,
+                y,
+                w,
+                h,
+                polyp_id: polyp_ids.get(&b.polyp).copied(),
+                tracklet_id: tracklet_of[k],
+            },
+        )?;
+    }
+    Ok(sorted.len())
 }

@@ -3,8 +3,10 @@
 //! `unique_id` (`video_lesion`) and a `bndbox`. Each video becomes an examination with one
 //! video; each lesion a polyp with size, site and histology from `lesion_info.csv`.
 
+use super::paths::csv_reader;
 use super::plan::{Plan, PlanBox, PlanExam, PlanImage, PlanVideo};
-use super::{ImportError, Problems, check_cancel, coco::histology_name, images_in, try_prepare};
+use super::plan::{check_box, check_size_mm};
+use super::{ImportError, Problems, SourceRoot, check_cancel, coco::histology_name, try_prepare};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::collections::HashMap;
@@ -14,14 +16,16 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq)]
 pub struct VocObject {
     pub unique_id: String,
-    pub xywh: [f32; 4],
+    pub xywh: [f64; 4],
 }
 
 /// An object being read: unique_id, name, and xmin/ymin/xmax/ymax as they arrive.
-type Partial = (Option<String>, Option<String>, [Option<f32>; 4]);
+type Partial = (Option<String>, Option<String>, [Option<f64>; 4]);
 
-/// Parses a VOC annotation; objects without `unique_id` fall back to `name`.
-pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
+/// Parses a VOC annotation; objects without `unique_id` fall back to `name`. An object
+/// whose box is impossible (xmin not below xmax, ...) comes back as its reason, so the rest
+/// of the file still counts.
+pub fn parse_voc(xml: &str) -> Result<Vec<Result<VocObject, String>>, String> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut stack: Vec<String> = Vec::new();
@@ -47,9 +51,15 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
                 let [Some(x0), Some(y0), Some(x1), Some(y1)] = b else {
                     return Err(format!("object {id} has an incomplete bndbox"));
                 };
-                objects.push(VocObject {
-                    unique_id: id,
-                    xywh: [x0, y0, x1 - x0, y1 - y0],
+                objects.push(if x1 <= x0 || y1 <= y0 {
+                    Err(format!(
+                        "object {id}: xmin {x0} / ymin {y0} are not below xmax {x1} / ymax {y1}; box refused"
+                    ))
+                } else {
+                    Ok(VocObject {
+                        unique_id: id,
+                        xywh: [x0, y0, x1 - x0, y1 - y0],
+                    })
                 });
             }
             Event::End(_) => {}
@@ -62,7 +72,7 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
                             obj.1 = Some(text)
                         }
                         "xmin" | "ymin" | "xmax" | "ymax" => {
-                            let v: f32 = text
+                            let v: f64 = text
                                 .parse()
                                 .map_err(|_| format!("{tag} is not a number: '{text}'"))?;
                             let i = ["xmin", "ymin", "xmax", "ymax"]
@@ -86,8 +96,7 @@ pub fn parse_voc(xml: &str) -> Result<Vec<VocObject>, String> {
 }
 
 fn read_csv(path: &Path) -> Result<Vec<HashMap<String, String>>, ImportError> {
-    let mut reader =
-        csv::Reader::from_path(path).map_err(|e| ImportError::source_error(path, e.to_string()))?;
+    let mut reader = csv_reader(path).map_err(|e| ImportError::source_error(path, e))?;
     let headers: Vec<String> = reader
         .headers()
         .map_err(|e| ImportError::source_error(path, format!("malformed CSV: {e}")))?
@@ -127,6 +136,55 @@ fn frame_number(stem: &str) -> Option<i64> {
     digits.chars().rev().collect::<String>().parse().ok()
 }
 
+/// A lesion's row of `lesion_info.csv`.
+#[derive(Debug, Clone, PartialEq)]
+struct Lesion {
+    size_mm: Option<f64>,
+    site: Option<String>,
+    histology: Option<String>,
+}
+
+/// Lesions by unique id; a lesion given by two rows that disagree, or with a size out of
+/// range, is an error naming its rows.
+fn read_lesions(
+    path: &Path,
+    problems: &mut Problems,
+) -> Result<HashMap<String, Result<Lesion, String>>, ImportError> {
+    let mut out: HashMap<String, (usize, Result<Lesion, String>)> = HashMap::new();
+    for (i, row) in read_csv(path)?.iter().enumerate() {
+        let n = i + 2;
+        let Some(id) = find(row, "unique_object_id").or_else(|| find(row, "unique_id")) else {
+            problems.push(path, format!("row {n}: no unique_object_id"));
+            continue;
+        };
+        let lesion = find(row, "size")
+            .map(|s| check_size_mm(s))
+            .transpose()
+            .map(|size_mm| Lesion {
+                size_mm,
+                site: find(row, "site").cloned(),
+                histology: find(row, "histology").and_then(|h| histology_name(h)),
+            })
+            .map_err(|reason| {
+                format!("row {n}, lesion {id}: {reason}; its pathology is not imported")
+            });
+        let entry = match out.remove(id) {
+            None => (n, lesion),
+            Some((m, Ok(first))) if lesion.as_ref() == Ok(&first) => (m, Ok(first)),
+            Some((m, Ok(_))) => (
+                m,
+                Err(format!(
+                    "rows {m} and {n} both describe lesion {id} and disagree; its pathology is \
+                     not imported (its boxes are)"
+                )),
+            ),
+            Some((m, Err(e))) => (m, Err(e)),
+        };
+        out.insert(id.clone(), entry);
+    }
+    Ok(out.into_iter().map(|(k, (_, v))| (k, v)).collect())
+}
+
 pub fn read(
     root: &Path,
     progress: &Progress,
@@ -139,8 +197,9 @@ pub fn read(
             "not a REAL-Colon folder: expected video_info.csv and lesion_info.csv",
         ));
     }
+    let source = SourceRoot::new(root)?;
     let videos = read_csv(&vpath)?;
-    let lesions = read_csv(&lpath)?;
+    let lesions = read_lesions(&lpath, problems)?;
     let mut plan = Plan::default();
     progress.stage("reading videos", videos.len() as u64);
     for v in &videos {
@@ -150,20 +209,38 @@ pub fn read(
             problems.push(&vpath, "a row without unique_video_name");
             continue;
         };
+        if let Err(reason) = SourceRoot::plain_name(name) {
+            problems.push(&vpath, format!("video {reason}; refused"));
+            continue;
+        }
         let frames_dir = root.join(format!("{name}_frames"));
         let ann_dir = root.join(format!("{name}_annotations"));
         if !frames_dir.is_dir() {
             problems.push(&frames_dir, "frames folder of this video is missing");
             continue;
         }
-        let fps = find(v, "fps").and_then(|f| f.parse().ok()).unwrap_or(25.0);
+        if let Err(reason) = source.check(&frames_dir) {
+            problems.push(&frames_dir, reason);
+            continue;
+        }
+        let fps = match find(v, "fps").map(|f| f.parse::<f64>()) {
+            None => 25.0,
+            Some(Ok(f)) if f.is_finite() && f > 0.0 && f <= 1000.0 => f,
+            Some(_) => {
+                problems.push(
+                    &vpath,
+                    format!("video {name}: fps is not a number between 0 and 1000; refused"),
+                );
+                continue;
+            }
+        };
         let mut exam = PlanExam::new(name.clone(), "colonoscopy", root);
         let mut video = PlanVideo {
             code: name.clone(),
             fps,
             ..Default::default()
         };
-        for frame_path in images_in(&frames_dir)? {
+        for frame_path in source.images_in(&frames_dir, problems)? {
             check_cancel(progress)?;
             let stem = frame_path
                 .file_stem()
@@ -175,8 +252,9 @@ pub fn read(
             };
             let xml_path = ann_dir.join(format!("{stem}.xml"));
             let objects = if xml_path.is_file() {
-                match std::fs::read_to_string(&xml_path)
-                    .map_err(|e| e.to_string())
+                match source
+                    .check(&xml_path)
+                    .and_then(|_| super::paths::read_manifest(&xml_path))
                     .and_then(|x| parse_voc(&x))
                 {
                     Ok(o) => o,
@@ -191,10 +269,25 @@ pub fn read(
             let Some(img) = try_prepare(&frame_path, problems) else {
                 continue;
             };
+            let (w, h) = (img.width, img.height);
             video
                 .frames
                 .push((index, PlanImage::new(img, MediaKind::VideoFrame)));
             for o in objects {
+                let o = match o {
+                    Ok(o) => o,
+                    Err(reason) => {
+                        problems.push(&xml_path, reason);
+                        continue;
+                    }
+                };
+                if let Err(reason) = check_box(o.xywh, w, h) {
+                    problems.push(
+                        &xml_path,
+                        format!("object {}: {reason}; box refused", o.unique_id),
+                    );
+                    continue;
+                }
                 exam.polyp_mut(&o.unique_id);
                 video.boxes.push(PlanBox {
                     frame_index: index,
@@ -203,18 +296,16 @@ pub fn read(
                 });
             }
         }
-        for lesion in &lesions {
-            let Some(id) = find(lesion, "unique_object_id").or_else(|| find(lesion, "unique_id"))
-            else {
-                continue;
-            };
-            if !exam.polyps.iter().any(|p| &p.code == id) {
-                continue;
+        for p in exam.polyps.iter_mut() {
+            match lesions.get(&p.code) {
+                Some(Ok(l)) => {
+                    p.size_mm = l.size_mm;
+                    p.location = l.site.clone();
+                    p.histology = l.histology.clone();
+                }
+                Some(Err(reason)) => problems.push(&lpath, reason.clone()),
+                None => {}
             }
-            let p = exam.polyp_mut(id);
-            p.size_mm = find(lesion, "size").and_then(|s| s.parse().ok());
-            p.location = find(lesion, "site").cloned();
-            p.histology = find(lesion, "histology").and_then(|h| histology_name(h));
         }
         video.frames.sort_by_key(|(i, _)| *i);
         exam.videos.push(video);
@@ -234,10 +325,10 @@ mod tests {
             </object></annotation>";
         assert_eq!(
             parse_voc(xml).unwrap(),
-            vec![VocObject {
+            vec![Ok(VocObject {
                 unique_id: "001-001_1".into(),
                 xywh: [10.0, 20.0, 40.0, 60.0]
-            }]
+            })]
         );
         assert!(parse_voc("<annotation><object><name>x</name>").is_err());
         assert_eq!(frame_number("001-001_1234"), Some(1234));

@@ -7,7 +7,7 @@ use super::{PhantomConfig, PhantomError, PhantomReport, check_cancel};
 use crate::data::tracklets::tracklets_from_boxes;
 use crate::plumbing::Progress;
 use crate::store::{
-    self, BoxRow, MediaKind, NewExamination, NewMedia, NewPolyp, SentenceRow, Store, StoreError,
+    self, BoxRow, MediaKind, NewExamination, NewMedia, NewPolyp, SentenceRow, Store,
 };
 use image::{DynamicImage, GrayImage, ImageFormat, RgbImage};
 
@@ -74,10 +74,6 @@ pub(super) struct CapsulePlan {
     pub(super) caption: String,
 }
 
-fn put(store: &Store, e: &Encoded) -> Result<(String, String), StoreError> {
-    store.put_media_file(&e.bytes, e.ext)
-}
-
 fn new_media(e: &Encoded, kind: MediaKind, exam: Option<i64>, source: String) -> NewMedia {
     NewMedia {
         kind,
@@ -100,7 +96,8 @@ pub(super) fn write_all(
     capsules: &[CapsulePlan],
     progress: &Progress,
 ) -> Result<PhantomReport, PhantomError> {
-    // Files first (by content hash); rows after, in one transaction.
+    // Files first (by content hash), then rows, all under the write lock: an abort removes
+    // the files again.
     let mut staged: Vec<(String, String)> = Vec::new();
     let all: Vec<&Encoded> = exams
         .iter()
@@ -113,15 +110,15 @@ pub(super) fn write_all(
         .chain(videos.iter().flat_map(|v| v.frames.iter()))
         .chain(capsules.iter().map(|c| &c.image))
         .collect();
-    progress.stage("writing media", all.len() as u64);
-    for e in &all {
-        check_cancel(progress)?;
-        staged.push(put(store, e)?);
-        progress.inc();
-    }
     let source = format!("phantom seed {} split {:?}", cfg.seed, cfg.split);
     let mut report = PhantomReport::default();
-    store.write(|tx| -> Result<(), PhantomError> {
+    store.write_media(|tx, files| -> Result<(), PhantomError> {
+        progress.stage("writing media", all.len() as u64);
+        for e in &all {
+            check_cancel(progress)?;
+            staged.push(files.put(&e.bytes, e.ext)?);
+            progress.inc();
+        }
         let mut next = staged.iter();
         let mut exam_ids = Vec::new();
         let mut polyp_ids: Vec<Vec<i64>> = Vec::new();

@@ -1,0 +1,266 @@
+//! Where an import may read: inside the folder the user named, and nowhere else.
+//!
+//! Every path an importer meets (named in a manifest, CSV, JSON or XML, or found while
+//! walking a folder) is resolved through [`SourceRoot`]: symlinks are followed and the result
+//! must lie inside the canonical root; otherwise the item is refused with its name. Walking
+//! keeps the canonical folders it has read, so a symlink loop is reported once instead of
+//! being read forty times.
+
+use super::{ImportError, Problems};
+use crate::data::images;
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
+
+/// The largest manifest (CSV, JSON, JSONL, XML) an import reads into memory.
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// The folder an import was pointed at, canonicalised once.
+#[derive(Debug, Clone)]
+pub struct SourceRoot {
+    named: PathBuf,
+    canonical: PathBuf,
+}
+
+impl SourceRoot {
+    /// `path` is a folder (the root itself) or a manifest file (its folder is the root).
+    pub fn new(path: &Path) -> Result<SourceRoot, ImportError> {
+        let folder = if path.is_dir() {
+            path.to_path_buf()
+        } else {
+            match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            }
+        };
+        let canonical = folder
+            .canonicalize()
+            .map_err(|e| ImportError::source_error(&folder, e.to_string()))?;
+        Ok(SourceRoot {
+            named: folder,
+            canonical,
+        })
+    }
+
+    /// The folder as the user named it.
+    pub fn path(&self) -> &Path {
+        &self.named
+    }
+
+    /// Resolves `path` (symlinks included) and checks it lies inside the root.
+    pub fn check(&self, path: &Path) -> Result<PathBuf, String> {
+        let real = path
+            .canonicalize()
+            .map_err(|e| format!("'{}' cannot be resolved: {e}", path.display()))?;
+        if real.starts_with(&self.canonical) {
+            Ok(real)
+        } else {
+            Err(format!(
+                "'{}' leads outside the import folder (to {}); refused",
+                path.display(),
+                real.display()
+            ))
+        }
+    }
+
+    /// Resolves a path named in a manifest, relative to `base` (a folder inside the root).
+    /// Refuses absolute paths, `../` that climbs out, links that lead outside, and names a
+    /// missing file.
+    pub fn resolve(&self, base: &Path, rel: &str) -> Result<PathBuf, String> {
+        let rel_path = Path::new(rel.trim());
+        if rel.trim().is_empty() {
+            return Err("an empty file name".into());
+        }
+        if rel_path.is_absolute()
+            || rel_path
+                .components()
+                .any(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
+        {
+            return Err(format!(
+                "'{rel}' is an absolute path; manifests must name files inside the import folder"
+            ));
+        }
+        let full = base.join(rel_path);
+        if !full.exists() {
+            return Err(format!("'{rel}' is named in the manifest but missing"));
+        }
+        let real = self
+            .check(&full)
+            .map_err(|_| format!("'{rel}' leads outside the import folder; refused"))?;
+        if !real.is_file() {
+            return Err(format!("'{rel}' is not a file"));
+        }
+        Ok(full)
+    }
+
+    /// A folder name read from a manifest (e.g. a REAL-Colon video name): one plain path
+    /// component, no separators, no `..`.
+    pub fn plain_name(name: &str) -> Result<&str, String> {
+        let mut parts = Path::new(name).components();
+        match (parts.next(), parts.next()) {
+            (Some(Component::Normal(_)), None) if !name.contains(['/', '\\']) => Ok(name),
+            _ => Err(format!(
+                "'{name}' is not a plain name (no folders, '..' or absolute paths allowed)"
+            )),
+        }
+    }
+
+    /// Every image file below `dir` (a folder inside the root), sorted. Links that lead
+    /// outside the root are refused by name; a folder reached twice (a symlink loop) is
+    /// reported once and not read again.
+    pub fn image_files(
+        &self,
+        dir: &Path,
+        problems: &mut Problems,
+    ) -> Result<Vec<PathBuf>, ImportError> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        seen.insert(
+            self.check(dir)
+                .map_err(|r| ImportError::source_error(dir, r))?,
+        );
+        self.walk(dir, &mut seen, &mut out, problems)
+            .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
+        out.sort();
+        Ok(out)
+    }
+
+    fn walk(
+        &self,
+        dir: &Path,
+        seen: &mut HashSet<PathBuf>,
+        out: &mut Vec<PathBuf>,
+        problems: &mut Problems,
+    ) -> std::io::Result<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
+        entries.sort_by_key(|e| e.path());
+        for entry in entries {
+            let path = entry.path();
+            let Some(real) = self.entry_target(&path, problems) else {
+                continue;
+            };
+            if real.is_dir() {
+                if !seen.insert(real.clone()) {
+                    problems.push(
+                        &path,
+                        format!(
+                            "symlink loop: {} was already read; not read again",
+                            real.display()
+                        ),
+                    );
+                    continue;
+                }
+                self.walk(&path, seen, out, problems)?;
+            } else if real.is_file() && images::has_image_extension(&path) {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+
+    /// The real path of a folder entry; one that leads outside the root (through a link in
+    /// it or above it) or cannot be resolved (a dangling link) is reported.
+    fn entry_target(&self, path: &Path, problems: &mut Problems) -> Option<PathBuf> {
+        match self.check(path) {
+            Ok(real) => Some(real),
+            Err(reason) => {
+                problems.push(path, reason);
+                None
+            }
+        }
+    }
+
+    /// Image files directly in `dir`, sorted; links leading outside are refused by name.
+    pub fn images_in(
+        &self,
+        dir: &Path,
+        problems: &mut Problems,
+    ) -> Result<Vec<PathBuf>, ImportError> {
+        Ok(self
+            .entries(dir, problems)?
+            .into_iter()
+            .filter(|(p, real)| real.is_file() && images::has_image_extension(p))
+            .map(|(p, _)| p)
+            .collect())
+    }
+
+    /// Folders directly in `dir`, sorted; links leading outside are refused by name.
+    pub fn folders_in(
+        &self,
+        dir: &Path,
+        problems: &mut Problems,
+    ) -> Result<Vec<PathBuf>, ImportError> {
+        Ok(self
+            .entries(dir, problems)?
+            .into_iter()
+            .filter(|(_, real)| real.is_dir())
+            .map(|(p, _)| p)
+            .collect())
+    }
+
+    /// Files directly in `dir` whose extension is `ext`, sorted.
+    pub fn files_in(
+        &self,
+        dir: &Path,
+        ext: &str,
+        problems: &mut Problems,
+    ) -> Result<Vec<PathBuf>, ImportError> {
+        Ok(self
+            .entries(dir, problems)?
+            .into_iter()
+            .filter(|(p, real)| {
+                real.is_file()
+                    && p.extension()
+                        .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case(ext))
+            })
+            .map(|(p, _)| p)
+            .collect())
+    }
+
+    fn entries(
+        &self,
+        dir: &Path,
+        problems: &mut Problems,
+    ) -> Result<Vec<(PathBuf, PathBuf)>, ImportError> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir)
+            .map_err(|e| ImportError::source_error(dir, e.to_string()))?
+            .filter_map(|e| e.ok())
+        {
+            let path = entry.path();
+            if let Some(real) = self.entry_target(&path, problems) {
+                out.push((path, real));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Reads a manifest as text, refusing files larger than [`MAX_MANIFEST_BYTES`] and text that
+/// is not UTF-8 (a leading byte-order mark is dropped).
+pub fn read_manifest(path: &Path) -> Result<String, String> {
+    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if len > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "manifest is {} MiB, more than the {} MiB a manifest may be",
+            len >> 20,
+            MAX_MANIFEST_BYTES >> 20
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not UTF-8 text (invalid byte at {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    Ok(text.strip_prefix('\u{feff}').unwrap_or(&text).to_string())
+}
+
+/// A CSV reader over a manifest read by [`read_manifest`] (so BOMs and size are handled).
+pub fn csv_reader(path: &Path) -> Result<csv::Reader<std::io::Cursor<Vec<u8>>>, String> {
+    let text = read_manifest(path)?;
+    Ok(csv::Reader::from_reader(std::io::Cursor::new(
+        text.into_bytes(),
+    )))
+}

@@ -1,0 +1,146 @@
+//! Whole-library checks: a change counter, a textual snapshot of every row (to prove that a
+//! refused import changed nothing), and the rows that break the library's rules.
+
+use super::{Result, Store, box_is_valid};
+
+/// The tables a snapshot covers, in order, with the columns that identify a row's content.
+const TABLES: &[&str] = &[
+    "patients",
+    "examinations",
+    "media",
+    "polyps",
+    "polyp_views",
+    "pathology",
+    "attributes",
+    "reports",
+    "report_sentences",
+    "captions",
+    "videos",
+    "video_frames",
+    "tracklets",
+    "boxes",
+    "labels",
+    "label_audit",
+];
+
+impl Store {
+    /// The number of rows in every clinical table together: equal before and after means
+    /// the write added, removed and audited nothing.
+    pub fn row_total(&self) -> Result<i64> {
+        let sql = TABLES
+            .iter()
+            .map(|t| format!("(SELECT count(*) FROM {t})"))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        Ok(self
+            .conn()
+            .query_row(&format!("SELECT {sql}"), [], |r| r.get(0))?)
+    }
+
+    /// Every row of every clinical table as text, table by table in rowid order.
+    pub fn snapshot(&self) -> Result<String> {
+        let mut out = String::new();
+        for table in TABLES {
+            out.push_str(&format!("## {table}\n"));
+            let mut stmt = self
+                .conn()
+                .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
+            let columns = stmt.column_count();
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let cells: Vec<String> = (0..columns)
+                    .map(|i| match row.get_ref(i) {
+                        Ok(v) => format!("{v:?}"),
+                        Err(e) => format!("<{e}>"),
+                    })
+                    .collect();
+                out.push_str(&cells.join("|"));
+                out.push('\n');
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows that break a rule every writer must keep: boxes that cannot exist on their frame,
+    /// sizes and Vienna classes out of range, media without their file, examinations with
+    /// nothing in them. Empty on a healthy library.
+    pub fn invalid_rows(&self) -> Result<Vec<String>> {
+        let mut bad = Vec::new();
+        let mut stmt = self.conn().prepare(
+            "SELECT b.id, b.x, b.y, b.w, b.h, m.width, m.height FROM boxes b
+             LEFT JOIN video_frames f ON f.video_id = b.video_id AND f.frame_index = b.frame_index
+             LEFT JOIN media m ON m.id = f.media_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                super::BoxRow {
+                    frame_index: 0,
+                    x: r.get(1)?,
+                    y: r.get(2)?,
+                    w: r.get(3)?,
+                    h: r.get(4)?,
+                    polyp_id: None,
+                    tracklet_id: None,
+                },
+                r.get::<_, Option<u32>>(5)?,
+                r.get::<_, Option<u32>>(6)?,
+            ))
+        })?;
+        for row in rows {
+            let (id, b, w, h) = row?;
+            match (w, h) {
+                (Some(w), Some(h)) if box_is_valid(&b, w, h) => {}
+                (Some(w), Some(h)) => bad.push(format!(
+                    "box {id} [{}, {}, {}, {}] cannot exist on its {w}x{h} frame",
+                    b.x, b.y, b.w, b.h
+                )),
+                _ => bad.push(format!("box {id} is on a frame the video does not have")),
+            }
+        }
+        let checks: [(&str, &str); 5] = [
+            (
+                "SELECT 'polyp ' || id || ' size ' || size_mm FROM polyps
+                 WHERE size_mm IS NOT NULL AND NOT (size_mm > 0 AND size_mm <= 300)",
+                "size out of range",
+            ),
+            (
+                "SELECT 'pathology of polyp ' || polyp_id || ' size ' || size_mm FROM pathology
+                 WHERE size_mm IS NOT NULL AND NOT (size_mm > 0 AND size_mm <= 300)",
+                "size out of range",
+            ),
+            (
+                "SELECT 'pathology of polyp ' || polyp_id || ' Vienna ' || vienna_class FROM pathology
+                 WHERE vienna_class IS NOT NULL AND vienna_class NOT BETWEEN 1 AND 5",
+                "Vienna class out of range",
+            ),
+            (
+                "SELECT 'examination ' || code FROM examinations e WHERE
+                 NOT EXISTS (SELECT 1 FROM media m WHERE m.examination_id = e.id)
+                 AND NOT EXISTS (SELECT 1 FROM polyps p WHERE p.examination_id = e.id)
+                 AND NOT EXISTS (SELECT 1 FROM videos v WHERE v.examination_id = e.id)
+                 AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.examination_id = e.id)",
+                "empty",
+            ),
+            (
+                "SELECT 'media ' || id || ' ' || width || 'x' || height FROM media
+                 WHERE width <= 0 OR height <= 0",
+                "no pixels",
+            ),
+        ];
+        for (sql, what) in checks {
+            let mut stmt = self.conn().prepare(sql)?;
+            for name in stmt.query_map([], |r| r.get::<_, String>(0))? {
+                bad.push(format!("{}: {what}", name?));
+            }
+        }
+        let mut stmt = self.conn().prepare("SELECT id, rel_path FROM media")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
+            let (id, rel) = row?;
+            if !self.root().join(&rel).is_file() {
+                bad.push(format!("media {id}: its file {rel} is missing"));
+            }
+        }
+        Ok(bad)
+    }
+}

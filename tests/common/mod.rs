@@ -1,0 +1,115 @@
+//! Helpers shared by the hostile-input suite and the manifest property tests.
+#![allow(dead_code)]
+
+use endotwin::store::{OpenMode, Store};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A small distinct PNG (the seed makes its content unique).
+pub fn png(path: &Path, w: u32, h: u32, seed: u8) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let img = image::RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([seed, (x * 7 + y) as u8, (y * 5) as u8 ^ seed])
+    });
+    img.save(path).unwrap();
+}
+
+pub fn endotwin(library: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_endotwin"));
+    c.env("ENDOTWIN_BACKEND", "cpu")
+        .arg("--library")
+        .arg(library);
+    c
+}
+
+/// What a command did, for assertions and failure messages.
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn text(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+    pub fn says(&self, needle: &str) -> bool {
+        self.stdout.contains(needle) || self.stderr.contains(needle)
+    }
+}
+
+pub fn run(mut c: Command) -> Ran {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.output().unwrap();
+    let ran = Ran {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    };
+    assert!(
+        ran.code != Some(101) && !ran.stderr.contains("panicked"),
+        "the command panicked:\n{}",
+        ran.text()
+    );
+    ran
+}
+
+/// `endotwin --library LIB import LAYOUT PATH [extra…]`.
+pub fn import(library: &Path, layout: &str, path: &Path, extra: &[&str]) -> Ran {
+    let mut c = endotwin(library);
+    c.arg("import").arg(layout).arg(path).args(extra);
+    run(c)
+}
+
+/// Every row of the library and every file under its media folder (name, length, bytes'
+/// hash): equal before and after means nothing was added, changed or lost.
+pub fn state(library: &Path) -> String {
+    let mut out = match Store::open(library, OpenMode::Existing) {
+        Ok(store) => store.snapshot().unwrap(),
+        Err(e) => format!("no library: {e}\n"),
+    };
+    let mut files = Vec::new();
+    walk(&library.join("media"), &mut files);
+    files.sort();
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        out.push_str(&format!(
+            "{} {} {}\n",
+            f.strip_prefix(library).unwrap().display(),
+            bytes.len(),
+            endotwin::store::content_hash(&bytes)
+        ));
+    }
+    out
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// Rows that break the library's rules (must be none after any import).
+pub fn invalid_rows(library: &Path) -> Vec<String> {
+    match Store::open(library, OpenMode::Existing) {
+        Ok(store) => store.invalid_rows().unwrap(),
+        Err(_) => Vec::new(),
+    }
+}
