@@ -8,6 +8,7 @@ pub mod engine;
 pub mod eval;
 pub mod model;
 pub mod plumbing;
+pub mod prompts;
 pub mod retrieval;
 pub mod store;
 pub mod train;
