@@ -5,6 +5,7 @@
 pub mod augment;
 pub mod checkpoint;
 pub mod data;
+pub mod dual_losses;
 pub mod image_encoder;
 pub mod losses;
 pub mod recipe;
