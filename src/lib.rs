@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod captions;
 pub mod compute;
 pub mod data;
 pub mod engine;

@@ -312,3 +312,43 @@ fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
     settle(&mut h);
     assert_eq!(h.state().state.selection, Selection::Polyp(first.id));
 }
+
+#[test]
+fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 8,
+        split: Split::Train,
+        polyps: 1,
+        views_per_polyp: 4,
+        videos: 0,
+        frames_per_video: 0,
+        background_frames: 0,
+        capsule_images: 6,
+        image_size: 48,
+        video_size: 48,
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    let exam = store
+        .examinations()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "capsule")
+        .unwrap();
+    let frame = store.loose_frames(exam.id).unwrap().remove(0);
+    let raw = store.caption(frame.id).unwrap().unwrap();
+    let refined = endotwin::captions::Refiner::default().refine(&raw);
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut()
+        .send(Command::Select(Selection::Examination(exam.id)));
+    settle(&mut h);
+    h.state_mut().send(Command::Focus(Some(0)));
+    settle(&mut h);
+    shows(&h, "Finding");
+    shows(&h, &raw);
+    shows(&h, "Category");
+    shows(&h, &refined.category);
+    shows(&h, &refined.caption);
+}

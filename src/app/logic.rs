@@ -563,5 +563,16 @@ fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
         }
         Selection::Nothing | Selection::OpenedFiles => {}
     }
+    let refiner = crate::captions::Refiner::default();
+    d.captions = d
+        .media
+        .iter()
+        .map(|m| {
+            Ok(store
+                .caption(m.id)?
+                .map(|raw| (refiner.refine(&raw), raw))
+                .map(|(refined, raw)| (raw, refined)))
+        })
+        .collect::<store::Result<_>>()?;
     Ok(d)
 }

@@ -89,6 +89,8 @@ pub struct Details {
     /// For videos: frame index of each media item.
     pub frame_indices: Vec<i64>,
     pub boxes: Vec<BoxRow>,
+    /// For each media item, its raw caption (finding) and that caption refined, when it has one.
+    pub captions: Vec<Option<(String, crate::captions::Refined)>>,
 }
 
 /// A label change that can be undone and redone.

@@ -5,3 +5,4 @@ pub mod images;
 pub mod import;
 pub mod phantom;
 pub mod tracklets;
+pub mod vocabulary;

@@ -84,6 +84,10 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                     ui.label(format!("• {}", s.text));
                 }
             }
+            let caption = state
+                .focused
+                .and_then(|i| d.captions.get(i))
+                .and_then(Option::as_ref);
             if let Some(media) = state.focused.and_then(|i| d.media.get(i)) {
                 ui.separator();
                 ui.strong("Image");
@@ -102,6 +106,19 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                     ui.label("SHA-256");
                     ui.monospace(&media.hash[..16]);
                     ui.end_row();
+                    if let Some((raw, refined)) = caption {
+                        ui.label("Finding");
+                        ui.label(raw);
+                        ui.end_row();
+                        ui.label("Caption").on_hover_text(
+                            "The finding refined: its clinical entities in canonical order (assets/capsule_entities.toml); the finding itself is kept as written",
+                        );
+                        ui.label(&refined.caption);
+                        ui.end_row();
+                        ui.label("Category");
+                        ui.label(&refined.category);
+                        ui.end_row();
+                    }
                 });
             }
             if d.polyp.is_some() {

@@ -1,6 +1,8 @@
-//! The clinical attribute vocabulary and its deterministic extractor: a report sentence to a
-//! multi-hot vector over nine aspects (METHODS §1). The rules are documented in
-//! `assets/vocabulary.toml`, which is compiled in as the default and can be replaced.
+//! A clinical vocabulary and its deterministic extractor: a sentence to a multi-hot vector
+//! over terms grouped in aspects. Two vocabularies use it: Endo-CLIP's nine attribute aspects
+//! (METHODS §1, `assets/vocabulary.toml`, the [`Vocabulary::default`]) and the capsule
+//! findings' entities by category (METHODS §2, `assets/capsule_entities.toml`). The reading
+//! rules are documented in `assets/vocabulary.toml`.
 
 use serde::Deserialize;
 
@@ -19,6 +21,10 @@ pub enum VocabularyError {
 struct File {
     #[serde(default)]
     ignore: Vec<String>,
+    /// Accept a word one edit (a typo) away from a one-word phrase of 6 letters or more,
+    /// when that phrase is the only one so near.
+    #[serde(default)]
+    typos: bool,
     aspect: Vec<AspectFile>,
 }
 
@@ -57,6 +63,7 @@ enum Meaning {
 #[derive(Debug, Clone)]
 pub struct Vocabulary {
     terms: Vec<Term>,
+    typos: bool,
     /// Phrases as word lists, longest first.
     phrases: Vec<(Vec<String>, Meaning)>,
 }
@@ -131,7 +138,11 @@ impl Vocabulary {
         }
         phrases.retain(|(w, _)| !w.is_empty());
         phrases.sort_by_key(|(w, _)| std::cmp::Reverse(w.len()));
-        Ok(Vocabulary { terms, phrases })
+        Ok(Vocabulary {
+            terms,
+            typos: file.typos,
+            phrases,
+        })
     }
 
     /// Every term, in vector order.
@@ -194,9 +205,12 @@ impl Vocabulary {
             let mut k = 0;
             while k < clause.len() {
                 let word = clause[k].as_str();
-                if NEGATIONS.contains(&word)
-                    || (word == "free" && clause.get(k + 1).is_some_and(|w| w == "of"))
-                {
+                let starts_phrase = self
+                    .phrases
+                    .iter()
+                    .any(|(p, _)| clause[k..].len() >= p.len() && clause[k..k + p.len()] == p[..]);
+                let free_of = word == "free" && clause.get(k + 1).is_some_and(|w| w == "of");
+                if !starts_phrase && (NEGATIONS.contains(&word) || free_of) {
                     negated = true;
                     k += 1;
                     continue;
@@ -240,11 +254,55 @@ impl Vocabulary {
                         }
                         k += p.len();
                     }
-                    None => k += 1,
+                    None => {
+                        if let (Some(i), false) = (self.typo_of(word), negated || self_negated) {
+                            add(i, &mut found);
+                        }
+                        k += 1;
+                    }
                 }
             }
         }
         found
+    }
+}
+
+impl Vocabulary {
+    /// The term a misspelt word means: the only one-word phrase (6+ letters) one edit away.
+    fn typo_of(&self, word: &str) -> Option<usize> {
+        if !self.typos || word.chars().count() < 5 {
+            return None;
+        }
+        let mut hit: Option<usize> = None;
+        for (p, meaning) in &self.phrases {
+            if p.len() != 1 || p[0].chars().count() < 6 || !one_edit(word, &p[0]) {
+                continue;
+            }
+            match (meaning, hit) {
+                (Meaning::Term(i), None) => hit = Some(*i),
+                (Meaning::Term(i), Some(h)) if *i == h => {}
+                _ => return None,
+            }
+        }
+        hit
+    }
+}
+
+/// Whether `a` becomes `b` by one insertion, deletion, substitution or swap of neighbours.
+fn one_edit(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a == b || a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    let start = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let (ra, rb) = (&a[start..], &b[start..]);
+    match ra.len().cmp(&rb.len()) {
+        std::cmp::Ordering::Less => ra == &rb[1..],
+        std::cmp::Ordering::Greater => &ra[1..] == rb,
+        std::cmp::Ordering::Equal => {
+            ra[1..] == rb[1..]
+                || (ra.len() >= 2 && ra[0] == rb[1] && ra[1] == rb[0] && ra[2..] == rb[2..])
+        }
     }
 }
 
