@@ -563,16 +563,13 @@ fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
         }
         Selection::Nothing | Selection::OpenedFiles => {}
     }
-    let refiner = crate::captions::Refiner::default();
-    d.captions = d
-        .media
+    let ids: Vec<i64> = d.media.iter().map(|m| m.id).collect();
+    let mut captions = store.captions_of(&ids)?;
+    let refiner = crate::captions::Refiner::shipped();
+    d.captions = ids
         .iter()
-        .map(|m| {
-            Ok(store
-                .caption(m.id)?
-                .map(|raw| (refiner.refine(&raw), raw))
-                .map(|(refined, raw)| (raw, refined)))
-        })
-        .collect::<store::Result<_>>()?;
+        .map(|id| captions.remove(id).map(|raw| (refiner.refine(&raw), raw)))
+        .map(|c| c.map(|(refined, raw)| (raw, refined)))
+        .collect();
     Ok(d)
 }

@@ -51,6 +51,12 @@ impl Default for Refiner {
 }
 
 impl Refiner {
+    /// The shipped entity list, parsed once.
+    pub fn shipped() -> &'static Refiner {
+        static SHIPPED: std::sync::OnceLock<Refiner> = std::sync::OnceLock::new();
+        SHIPPED.get_or_init(Refiner::default)
+    }
+
     /// An entity list in the vocabulary format (aspects are categories, terms entities).
     /// Every category must be one of [`CATEGORIES`].
     pub fn from_toml(text: &str) -> Result<Refiner, VocabularyError> {

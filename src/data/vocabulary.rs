@@ -205,12 +205,9 @@ impl Vocabulary {
             let mut k = 0;
             while k < clause.len() {
                 let word = clause[k].as_str();
-                let starts_phrase = self
-                    .phrases
-                    .iter()
-                    .any(|(p, _)| clause[k..].len() >= p.len() && clause[k..k + p.len()] == p[..]);
+                let phrase = self.phrase_at(&clause, k);
                 let free_of = word == "free" && clause.get(k + 1).is_some_and(|w| w == "of");
-                if !starts_phrase && (NEGATIONS.contains(&word) || free_of) {
+                if phrase.is_none() && (NEGATIONS.contains(&word) || free_of) {
                     negated = true;
                     k += 1;
                     continue;
@@ -231,31 +228,15 @@ impl Vocabulary {
                     k += 1;
                     continue;
                 }
-                // A word of its own negation: "non-ulcerated".
-                let (self_negated, rest) = match word.strip_prefix("non-") {
-                    Some(rest) if !rest.is_empty() => (true, Some(rest.to_string())),
-                    _ => (false, None),
-                };
-                let matched = self.phrases.iter().find(|(p, _)| {
-                    let mut candidate: Vec<&str> = clause[k..]
-                        .iter()
-                        .take(p.len())
-                        .map(String::as_str)
-                        .collect();
-                    if let (Some(r), Some(first)) = (rest.as_deref(), candidate.first_mut()) {
-                        *first = r;
-                    }
-                    candidate.len() == p.len() && candidate.iter().zip(p).all(|(a, b)| *a == b)
-                });
-                match matched {
-                    Some((p, meaning)) => {
+                match phrase {
+                    Some((len, meaning, self_negated)) => {
                         if let (Meaning::Term(i), false) = (meaning, negated || self_negated) {
-                            add(*i, &mut found);
+                            add(i, &mut found);
                         }
-                        k += p.len();
+                        k += len;
                     }
                     None => {
-                        if let (Some(i), false) = (self.typo_of(word), negated || self_negated) {
+                        if let (Some(i), false) = (self.typo_of(word), negated) {
                             add(i, &mut found);
                         }
                         k += 1;
@@ -268,6 +249,22 @@ impl Vocabulary {
 }
 
 impl Vocabulary {
+    /// The longest phrase starting at word `k`: its length in words, its meaning, and whether
+    /// the first word negated itself (`non-ulcerated` reads `ulcerated`, negated).
+    fn phrase_at(&self, clause: &[String], k: usize) -> Option<(usize, Meaning, bool)> {
+        let (first, self_negated) = match clause[k].strip_prefix("non-") {
+            Some(rest) if !rest.is_empty() => (rest, true),
+            _ => (clause[k].as_str(), false),
+        };
+        let rest = &clause[k + 1..];
+        self.phrases
+            .iter()
+            .find(|(p, _)| {
+                p[0] == first && p.len() - 1 <= rest.len() && p[1..] == rest[..p.len() - 1]
+            })
+            .map(|(p, meaning)| (p.len(), *meaning, self_negated))
+    }
+
     /// The term a misspelt word means: the only one-word phrase (6+ letters) one edit away.
     fn typo_of(&self, word: &str) -> Option<usize> {
         if !self.typos || word.chars().count() < 5 {

@@ -452,6 +452,23 @@ impl Store {
             .optional()?)
     }
 
+    /// The captions of these media items (those that have one), by media id.
+    pub fn captions_of(&self, media_ids: &[i64]) -> Result<std::collections::HashMap<i64, String>> {
+        let mut out = std::collections::HashMap::new();
+        for chunk in media_ids.chunks(500) {
+            let ids: Vec<String> = chunk.iter().map(i64::to_string).collect();
+            let mut stmt = self.conn().prepare(&format!(
+                "SELECT media_id, text FROM captions WHERE media_id IN ({})",
+                ids.join(",")
+            ))?;
+            for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))? {
+                let (id, text) = row?;
+                out.insert(id, text);
+            }
+        }
+        Ok(out)
+    }
+
     /// Distinct histology values, for the browser's filter.
     pub fn histologies(&self) -> Result<Vec<String>> {
         self.distinct("SELECT DISTINCT histology FROM pathology ORDER BY histology")

@@ -1,7 +1,7 @@
 //! Whole-library checks: a change counter, a textual snapshot of every row (to prove that a
 //! refused import changed nothing), and the rows that break the library's rules.
 
-use super::{Result, Store, box_is_valid};
+use super::{BoxRow, Result, Store};
 
 /// The tables a snapshot covers, in order, with the columns that identify a row's content.
 const TABLES: &[&str] = &[
@@ -74,7 +74,7 @@ impl Store {
         let rows = stmt.query_map([], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
-                super::BoxRow {
+                BoxRow {
                     frame_index: 0,
                     x: r.get(1)?,
                     y: r.get(2)?,
@@ -143,4 +143,17 @@ impl Store {
         }
         Ok(bad)
     }
+}
+
+/// Whether a stored box can exist on a `width` x `height` frame: finite, positive size,
+/// inside the image.
+fn box_is_valid(b: &BoxRow, width: u32, height: u32) -> bool {
+    let v = [b.x, b.y, b.w, b.h];
+    v.iter().all(|x| x.is_finite())
+        && b.w > 0.0
+        && b.h > 0.0
+        && b.x >= 0.0
+        && b.y >= 0.0
+        && b.x + b.w <= width as f64 + 1e-6
+        && b.y + b.h <= height as f64 + 1e-6
 }

@@ -10,7 +10,7 @@
 //! existed. Equal values write nothing, so importing the same source twice is a no-op.
 
 use super::labels::{TargetKind, audit};
-use super::{BoxRow, NewPolyp, Result};
+use super::{NewPolyp, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 /// What an import does with a label that differs from the library's.
@@ -403,17 +403,4 @@ pub fn merge_video_boxes(
         tx.execute("DELETE FROM tracklets WHERE video_id = ?1", [video.0])?;
     }
     Ok(applied)
-}
-
-/// Whether a stored box can exist on a `width` x `height` frame: finite, positive size,
-/// inside the image.
-pub fn box_is_valid(b: &BoxRow, width: u32, height: u32) -> bool {
-    let v = [b.x, b.y, b.w, b.h];
-    v.iter().all(|x| x.is_finite())
-        && b.w > 0.0
-        && b.h > 0.0
-        && b.x >= 0.0
-        && b.y >= 0.0
-        && b.x + b.w <= width as f64 + 1e-6
-        && b.y + b.h <= height as f64 + 1e-6
 }

@@ -19,7 +19,7 @@ pub use media::{
     set_thumbnail,
 };
 pub use merge::{
-    LabelChange, LabelPolicy, Merge, box_is_valid, merge_caption, merge_media_label, merge_polyp,
+    LabelChange, LabelPolicy, Merge, merge_caption, merge_media_label, merge_polyp,
     merge_video_boxes, merge_video_frame,
 };
 pub use models::{

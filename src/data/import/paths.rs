@@ -175,12 +175,9 @@ impl SourceRoot {
         dir: &Path,
         problems: &mut Problems,
     ) -> Result<Vec<PathBuf>, ImportError> {
-        Ok(self
-            .entries(dir, problems)?
-            .into_iter()
-            .filter(|(p, real)| real.is_file() && images::has_image_extension(p))
-            .map(|(p, _)| p)
-            .collect())
+        self.entries_where(dir, problems, |p, real| {
+            real.is_file() && images::has_image_extension(p)
+        })
     }
 
     /// Folders directly in `dir`, sorted; links leading outside are refused by name.
@@ -189,12 +186,7 @@ impl SourceRoot {
         dir: &Path,
         problems: &mut Problems,
     ) -> Result<Vec<PathBuf>, ImportError> {
-        Ok(self
-            .entries(dir, problems)?
-            .into_iter()
-            .filter(|(_, real)| real.is_dir())
-            .map(|(p, _)| p)
-            .collect())
+        self.entries_where(dir, problems, |_, real| real.is_dir())
     }
 
     /// Files directly in `dir` whose extension is `ext`, sorted.
@@ -204,31 +196,32 @@ impl SourceRoot {
         ext: &str,
         problems: &mut Problems,
     ) -> Result<Vec<PathBuf>, ImportError> {
-        Ok(self
-            .entries(dir, problems)?
-            .into_iter()
-            .filter(|(p, real)| {
-                real.is_file()
-                    && p.extension()
-                        .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case(ext))
-            })
-            .map(|(p, _)| p)
-            .collect())
+        self.entries_where(dir, problems, |p, real| {
+            real.is_file()
+                && p.extension()
+                    .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case(ext))
+        })
     }
 
-    fn entries(
+    /// The entries directly in `dir` that resolve inside the root and that `keep` (given the
+    /// entry and its real path) accepts, sorted.
+    fn entries_where(
         &self,
         dir: &Path,
         problems: &mut Problems,
-    ) -> Result<Vec<(PathBuf, PathBuf)>, ImportError> {
+        keep: impl Fn(&Path, &Path) -> bool,
+    ) -> Result<Vec<PathBuf>, ImportError> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(dir)
             .map_err(|e| ImportError::source_error(dir, e.to_string()))?
             .filter_map(|e| e.ok())
         {
             let path = entry.path();
-            if let Some(real) = self.entry_target(&path, problems) {
-                out.push((path, real));
+            if self
+                .entry_target(&path, problems)
+                .is_some_and(|real| keep(&path, &real))
+            {
+                out.push(path);
             }
         }
         out.sort();

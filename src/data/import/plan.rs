@@ -511,9 +511,8 @@ fn write_boxes(
             (b.frame_index as usize, p, b.xywh.map(|x| x as f32))
         })
         .collect();
-    let mut order: Vec<usize> = (0..raw.len()).collect();
-    order.sort_by_key(|&i| (raw[i].0, raw[i].1));
-    let sorted: Vec<usize> = order;
+    let mut sorted: Vec<usize> = (0..raw.len()).collect();
+    sorted.sort_by_key(|&i| (raw[i].0, raw[i].1));
     let for_tracklets: Vec<(usize, usize, [f32; 4])> = sorted.iter().map(|&i| raw[i]).collect();
     let tracklets = crate::data::tracklets::tracklets_from_boxes(&for_tracklets);
     let mut tracklet_of = vec![None; sorted.len()];
