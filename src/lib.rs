@@ -12,6 +12,7 @@ pub mod plumbing;
 pub mod prompts;
 pub mod retrieval;
 pub mod store;
+pub mod tracklets;
 pub mod train;
 pub mod twins;
 

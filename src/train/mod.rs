@@ -10,6 +10,7 @@ pub mod image_encoder;
 pub mod losses;
 pub mod recipe;
 pub mod scene_encoder;
+pub mod tracklet_losses;
 
 pub use checkpoint::Checkpoint;
 pub use recipe::{Recipe, RecipeContext, RecipeError, Settings, TrainObserver, Trained};
