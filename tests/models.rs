@@ -84,7 +84,7 @@ fn a_saved_record_loads_into_a_fresh_model_with_the_same_outputs() {
 #[test]
 fn any_image_becomes_a_normalised_batch_and_sign_codes_pack() {
     use endotwin::model::hash::{hamming, pack_signs, sign_codes};
-    use endotwin::model::preprocess::{Preprocess, enlarged_crop};
+    use endotwin::model::preprocess::{Preprocess, tracklet_crop};
     let device = Device::flex();
     let grey16 = image::DynamicImage::ImageLuma16(image::ImageBuffer::from_pixel(
         50,
@@ -104,11 +104,12 @@ fn any_image_becomes_a_normalised_batch_and_sign_codes_pack() {
     // Black on the second image.
     assert!((v[3 * 32 * 32] - (0.0 - 0.481_454_66) / 0.268_629_54).abs() < 1e-4);
     let frame = image::DynamicImage::ImageRgb8(image::RgbImage::new(100, 80));
-    let crop = enlarged_crop(&frame, [90.0, 10.0, 8.0, 8.0], 5.0);
+    // Five diagonals of an 8 x 8 box near the corner: a 57 px square moved inside the frame.
+    let crop = tracklet_crop(&frame, [90.0, 10.0, 8.0, 8.0]);
     assert_eq!(
         (crop.width(), crop.height()),
-        (26, 34),
-        "clamped to the frame"
+        (57, 57),
+        "kept inside the frame"
     );
 
     let codes = sign_codes(Tensor::from_floats(

@@ -2,11 +2,12 @@
 //! the noise-aware loss against values worked out by hand.
 
 use burn::tensor::{Device, Tensor, TensorData};
+use endotwin::model::preprocess::tracklet_crop_rect as crop_square;
 use endotwin::plumbing::Rng;
 use endotwin::tracklets::bags::{
     self, Curriculum, FragmentTime, RankSampling, T_MAX, T_MIN, draw_ranks, rank_probabilities,
 };
-use endotwin::tracklets::fragments::{crop_square, fragments};
+use endotwin::tracklets::fragments::fragments;
 use endotwin::train::tracklet_losses::{noise_aware, noise_aware_frames};
 
 #[test]

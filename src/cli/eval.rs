@@ -51,6 +51,33 @@ pub enum EvalWhat {
         #[arg(long)]
         record: bool,
     },
+    /// Tracklet re-identification on held-out phantom videos: retrieval (mAP, HR@1, HR@5),
+    /// pair re-identification (AUROC, AUPR; all pairs and within one video), the polyp count
+    /// per video, against an untrained encoder and a colour histogram.
+    Tracklets {
+        /// A held-out library with videos; default: generate the test split of --seed.
+        #[arg(long)]
+        held_out: Option<PathBuf>,
+        /// Seed of the held-out split and of the bootstrap.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value_t = 12)]
+        videos: usize,
+        #[arg(long, default_value_t = 600)]
+        frames_per_video: usize,
+        /// The models folder holding the tracklet encoder (`tracklets.json`).
+        #[arg(long)]
+        models: Option<PathBuf>,
+        /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
+        #[arg(long = "compare", value_name = "LABEL=FOLDER")]
+        compare: Vec<String>,
+        /// Similarity at which tracklets are grouped into one polyp for the count.
+        #[arg(long, default_value_t = 0.5)]
+        threshold: f32,
+        /// Also write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
@@ -62,6 +89,28 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             views,
             size,
         } => phantom(held_out, seed, polyps, views, size),
+        EvalWhat::Tracklets {
+            held_out,
+            seed,
+            videos,
+            frames_per_video,
+            models,
+            compare,
+            threshold,
+            json,
+        } => super::tracklets::eval(
+            pref,
+            super::tracklets::EvalArgs {
+                held_out,
+                seed,
+                videos,
+                frames_per_video,
+                models,
+                compare,
+                threshold,
+                json,
+            },
+        ),
         EvalWhat::Twins {
             held_out,
             seed,

@@ -8,6 +8,7 @@ pub mod gui;
 pub mod import;
 pub mod info;
 pub mod model;
+pub mod tracklets;
 pub mod train;
 pub mod twins;
 

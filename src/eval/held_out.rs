@@ -56,6 +56,47 @@ impl HeldOut {
     }
 }
 
+impl HeldOut {
+    /// `path` when given, else the test split of `seed` with `videos` procedure videos of
+    /// `frames` frames (and their examinations' polyps; no capsule images).
+    pub fn open_videos(
+        path: Option<&Path>,
+        seed: u64,
+        videos: usize,
+        frames: usize,
+    ) -> Result<HeldOut, PhantomError> {
+        if let Some(path) = path {
+            return HeldOut::open(Some(path), seed, 0, 0, 0);
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "endotwin-heldout-videos-{seed}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = PhantomConfig {
+            seed,
+            split: Split::Test,
+            polyps: videos * 3,
+            views_per_polyp: 4,
+            videos,
+            frames_per_video: frames,
+            capsule_images: 0,
+            background_frames: 0,
+            image_size: 64,
+            ..PhantomConfig::default()
+        };
+        let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
+        phantom::generate(&mut store, &cfg, &Progress::new())?;
+        Ok(HeldOut {
+            store,
+            described: format!(
+                "phantom test split of seed {seed}, {videos} videos x {frames} frames"
+            ),
+            generated: Some(dir),
+        })
+    }
+}
+
 impl Drop for HeldOut {
     fn drop(&mut self) {
         if let Some(dir) = &self.generated {

@@ -3,4 +3,5 @@
 pub mod baselines;
 pub mod held_out;
 pub mod metrics;
+pub mod tracklets;
 pub mod twins;

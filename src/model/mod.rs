@@ -3,6 +3,7 @@
 
 pub mod block;
 pub mod clip;
+pub mod frame_cnn;
 pub mod hash;
 pub mod hf_clip;
 pub mod preprocess;

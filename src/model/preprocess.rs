@@ -88,17 +88,30 @@ impl Preprocess {
     }
 }
 
-/// Crop around a box enlarged `factor` times about its centre, clamped to the image
-/// (METHODS §3 uses 5x). `xywh` in pixels.
-pub fn enlarged_crop(image: &DynamicImage, xywh: [f32; 4], factor: f32) -> DynamicImage {
-    let [x, y, w, h] = xywh;
-    let (cx, cy) = (x + w / 2.0, y + h / 2.0);
-    let (hw, hh) = (w * factor / 2.0, h * factor / 2.0);
-    let x0 = (cx - hw).max(0.0) as u32;
-    let y0 = (cy - hh).max(0.0) as u32;
-    let x1 = ((cx + hw) as u32).min(image.width()).max(x0 + 1);
-    let y1 = ((cy + hh) as u32).min(image.height()).max(y0 + 1);
-    image.crop_imm(x0, y0, x1 - x0, y1 - y0)
+/// The side of a tracklet frame's crop, in box diagonals (METHODS §3).
+pub const TRACKLET_CROP_DIAGONALS: f32 = 5.0;
+
+/// The square crop `[x, y, side, side]` around `bbox` (`[x, y, w, h]`, pixels) in an image of
+/// `width` x `height`: [`TRACKLET_CROP_DIAGONALS`] box diagonals about the box centre, moved
+/// (not cut) to stay inside the image, and no larger than the image's shorter side.
+pub fn tracklet_crop_rect(bbox: [f32; 4], width: u32, height: u32) -> [f32; 4] {
+    let (w, h) = (width as f32, height as f32);
+    let diagonal = (bbox[2] * bbox[2] + bbox[3] * bbox[3]).sqrt();
+    let side = (TRACKLET_CROP_DIAGONALS * diagonal).clamp(1.0, w.min(h));
+    let (cx, cy) = (bbox[0] + bbox[2] / 2.0, bbox[1] + bbox[3] / 2.0);
+    let x = (cx - side / 2.0).clamp(0.0, w - side);
+    let y = (cy - side / 2.0).clamp(0.0, h - side);
+    [x, y, side, side]
+}
+
+/// The pixels of [`tracklet_crop_rect`] (a square, whole pixels, inside the image).
+pub fn tracklet_crop(image: &DynamicImage, bbox: [f32; 4]) -> DynamicImage {
+    let (w, h) = (image.width(), image.height());
+    let [x, y, side, _] = tracklet_crop_rect(bbox, w, h);
+    let side = (side.round() as u32).clamp(1, w.min(h).max(1));
+    let x0 = (x.round() as u32).min(w.saturating_sub(side));
+    let y0 = (y.round() as u32).min(h.saturating_sub(side));
+    image.crop_imm(x0, y0, side, side)
 }
 
 /// The twin encoders' input, one function for training, indexing and queries: black out the

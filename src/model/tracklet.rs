@@ -3,6 +3,7 @@
 //! the CLS output; a projector 256 -> 256 -> ReLU -> 128 exists only for the loss.
 
 use super::block::{Block, BlockConfig};
+use super::frame_cnn::{FrameCnn, FrameCnnConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
@@ -95,5 +96,66 @@ impl crate::model::weights::CheckConfig for TrackletEncoderConfig {
             return Err(format!("dropout is {}; it must be in [0, 1)", self.dropout));
         }
         Ok(())
+    }
+}
+
+/// The whole tracklet model: the per-frame CNN on each crop, then the tracklet encoder.
+#[derive(Config, Debug)]
+pub struct TrackletModelConfig {
+    pub backbone: FrameCnnConfig,
+    pub encoder: TrackletEncoderConfig,
+}
+
+impl TrackletModelConfig {
+    /// The shipped geometry: crops of `image_size` px, the default CNN and encoder.
+    pub fn with_image_size(image_size: usize) -> TrackletModelConfig {
+        let backbone = FrameCnnConfig::new().with_image_size(image_size);
+        let encoder = TrackletEncoderConfig::new(backbone.output_dim());
+        TrackletModelConfig::new(backbone, encoder)
+    }
+
+    pub fn init(&self, device: &Device) -> TrackletModel {
+        TrackletModel {
+            backbone: self.backbone.init(device),
+            encoder: self.encoder.init(device),
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct TrackletModel {
+    pub backbone: FrameCnn,
+    pub encoder: TrackletEncoder,
+}
+
+impl TrackletModel {
+    /// `frames`: [batch, n_frames, 3, size, size] normalised crops -> (tracklet embedding
+    /// [batch, dim], frame tokens [batch, n_frames, dim]).
+    pub fn forward(&self, frames: Tensor<5>) -> (Tensor<2>, Tensor<3>) {
+        let [b, n, c, h, w] = frames.dims();
+        let features = self.backbone.forward(frames.reshape([b * n, c, h, w])); // [b*n, f]
+        let f = features.dims()[1];
+        self.encoder.forward(features.reshape([b, n, f]))
+    }
+}
+
+impl crate::model::weights::CheckConfig for TrackletModelConfig {
+    fn check(&self) -> Result<(), String> {
+        use crate::model::weights::check_size;
+        check_size("image_size", self.backbone.image_size, 1024)?;
+        if self.backbone.channels.is_empty() || self.backbone.channels.len() > 8 {
+            return Err("the frame CNN needs 1 to 8 stages".into());
+        }
+        for &c in &self.backbone.channels {
+            check_size("channels", c, 4096)?;
+        }
+        if self.encoder.frame_dim != self.backbone.output_dim() {
+            return Err(format!(
+                "the encoder takes {}-d frames, the CNN gives {}",
+                self.encoder.frame_dim,
+                self.backbone.output_dim()
+            ));
+        }
+        self.encoder.check()
     }
 }

@@ -2,8 +2,7 @@
 //! dropped. A fragment is [`FRAGMENT_FRAMES`] frames taken every [`FRAGMENT_STRIDE`]th frame,
 //! so one fragment spans 29 frames; a tracklet's fragments start every 32 frames (each takes
 //! every 4th frame of its own 32-frame window), so fragments of one tracklet never share a
-//! frame. Each frame is cropped to a square of [`CROP_DIAGONALS`] box diagonals about the box
-//! centre, kept inside the image.
+//! frame. Each frame is cropped by `model::preprocess::tracklet_crop` (5 box diagonals).
 
 /// Tracklets with fewer detections are not used.
 pub const MIN_TRACKLET_FRAMES: usize = 30;
@@ -13,8 +12,6 @@ pub const FRAGMENT_FRAMES: usize = 8;
 pub const FRAGMENT_STRIDE: usize = 4;
 /// Frames between the starts of two fragments of one tracklet.
 pub const FRAGMENT_WINDOW: usize = FRAGMENT_FRAMES * FRAGMENT_STRIDE;
-/// The crop's side, in box diagonals.
-pub const CROP_DIAGONALS: f32 = 5.0;
 
 /// One fragment of a tracklet: positions (0-based, within the tracklet's detections) of its
 /// [`FRAGMENT_FRAMES`] frames.
@@ -48,17 +45,4 @@ pub fn fragments(len: usize) -> Vec<Fragment> {
                 .collect(),
         })
         .collect()
-}
-
-/// The square crop `[x, y, side, side]` around `bbox` (`[x, y, w, h]`, pixels) in an image of
-/// `width` x `height`: [`CROP_DIAGONALS`] box diagonals about the box centre, moved (not cut)
-/// to stay inside the image, and no larger than the image's shorter side.
-pub fn crop_square(bbox: [f32; 4], width: u32, height: u32) -> [f32; 4] {
-    let (w, h) = (width as f32, height as f32);
-    let diagonal = (bbox[2] * bbox[2] + bbox[3] * bbox[3]).sqrt();
-    let side = (CROP_DIAGONALS * diagonal).clamp(1.0, w.min(h));
-    let (cx, cy) = (bbox[0] + bbox[2] / 2.0, bbox[1] + bbox[3] / 2.0);
-    let x = (cx - side / 2.0).clamp(0.0, w - side);
-    let y = (cy - side / 2.0).clamp(0.0, h - side);
-    [x, y, side, side]
 }

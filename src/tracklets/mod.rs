@@ -8,6 +8,85 @@
 //!   box.
 //! - [`bags`]: the temporal bag sampler with its exponential rank distribution and cosine
 //!   temperature curriculum, and bag purity (from ground truth, for the log only).
+//! - [`grouping`]: tracklets into polyps (agglomerative on similarity), the polyp count.
+//! - [`dataset`]: a library's usable tracklets with their fragment crops in memory.
 
 pub mod bags;
+pub mod dataset;
 pub mod fragments;
+pub mod grouping;
+
+use crate::model::tracklet::TrackletModel;
+use burn::tensor::Device;
+use dataset::TrackletSet;
+
+/// One unit embedding per tracklet: the mean of its fragments' CLS embeddings, normalised.
+/// Fragments go through `model` `batch` at a time.
+pub fn embed(
+    model: &TrackletModel,
+    set: &TrackletSet,
+    batch: usize,
+    device: &Device,
+) -> Vec<Vec<f32>> {
+    let n = set.fragments.len();
+    let mut per_fragment: Vec<Vec<f32>> = Vec::with_capacity(n);
+    let ids: Vec<usize> = (0..n).collect();
+    for chunk in ids.chunks(batch.max(1)) {
+        let (cls, _) = model.forward(set.batch(chunk, &[], device));
+        let d = cls.dims()[1];
+        let v = cls.into_data().try_to_vec::<f32>().expect("f32 embeddings");
+        per_fragment.extend(v.chunks_exact(d).map(<[f32]>::to_vec));
+    }
+    set.tracklets
+        .iter()
+        .map(|t| {
+            let mut mean = vec![0.0f32; per_fragment.first().map_or(0, Vec::len)];
+            for f in t.fragments.clone() {
+                let mut e = per_fragment[f].clone();
+                normalise(&mut e);
+                mean.iter_mut().zip(&e).for_each(|(m, x)| *m += x);
+            }
+            normalise(&mut mean);
+            mean
+        })
+        .collect()
+}
+
+/// Scales `v` to unit length (left as is when it is zero).
+pub fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// The card name of the shipped tracklet encoder.
+pub const MODEL_NAME: &str = "tracklets";
+
+/// A tracklet encoder loaded from a models folder, with its card and config.
+pub struct LoadedTracklets {
+    pub model: TrackletModel,
+    pub card: crate::model::weights::ModelCard,
+    pub config: crate::model::tracklet::TrackletModelConfig,
+}
+
+/// Loads `<dir>/tracklets.json` and its weights.
+pub fn load_model(
+    dir: &std::path::Path,
+    device: &Device,
+) -> Result<LoadedTracklets, crate::model::weights::WeightsError> {
+    use crate::model::tracklet::TrackletModelConfig;
+    use crate::model::weights::{self, ModelKind};
+    let path = dir.join(format!("{MODEL_NAME}.json"));
+    let (model, card) = weights::load(
+        &path,
+        ModelKind::TrackletEncoder,
+        |c: &TrackletModelConfig| c.init(device),
+    )?;
+    let config = card.config(&path)?;
+    Ok(LoadedTracklets {
+        model,
+        card,
+        config,
+    })
+}

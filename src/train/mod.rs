@@ -11,6 +11,7 @@ pub mod losses;
 pub mod recipe;
 pub mod scene_encoder;
 pub mod tracklet_losses;
+pub mod tracklets;
 
 pub use checkpoint::Checkpoint;
 pub use recipe::{Recipe, RecipeContext, RecipeError, Settings, TrainObserver, Trained};
@@ -21,6 +22,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
     vec![
         &image_encoder::ImageEncoderRecipe,
         &scene_encoder::SceneEncoderRecipe,
+        &tracklets::TrackletRecipe,
     ]
 }
 

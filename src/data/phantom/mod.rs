@@ -22,7 +22,7 @@ use capsule::render_capsule;
 use geometry::{Colon, PlacedPolyp, v3};
 use render::{Camera, Look, Scene};
 use video::render_video;
-use write::{ExamPlan, encode_jpeg, encode_mask, write_all};
+use write::{ExamPlan, VideoPlan, encode_jpeg, encode_mask, write_all};
 
 /// Which part of the phantom: `Test` draws from a disjoint stream and codes, for held-out
 /// evaluation.
@@ -239,23 +239,42 @@ pub fn generate(
             .collect::<Result<_, _>>()
     })?;
 
-    let mut videos = Vec::new();
     let with_polyps: Vec<usize> = (0..exams.len())
         .filter(|&i| !exams[i].polyps.is_empty())
         .collect();
-    for vi in 0..cfg.videos.min(with_polyps.len()) {
-        let exam = with_polyps[(vi * 7) % with_polyps.len()];
-        let mut r = root.fork(5000 + vi as u64);
-        videos.push(render_video(
-            &exams[exam],
-            exam,
-            vi,
-            cfg,
-            &prefix,
-            &mut r,
-            progress,
-        )?);
-    }
+    // Videos are independent too (each draws from its own stream): render them on every core.
+    let n_videos = cfg.videos.min(with_polyps.len());
+    let video_threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, n_videos.max(1));
+    let videos: Vec<VideoPlan> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..video_threads)
+            .map(|t| {
+                let (exams, with_polyps, root, prefix) = (&exams, &with_polyps, &root, &prefix);
+                scope.spawn(move || {
+                    (0..n_videos)
+                        .skip(t)
+                        .step_by(video_threads)
+                        .map(|vi| {
+                            let exam = with_polyps[(vi * 7) % with_polyps.len()];
+                            let mut r = root.fork(5000 + vi as u64);
+                            let plan =
+                                render_video(&exams[exam], exam, vi, cfg, prefix, &mut r, progress);
+                            (vi, plan)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut done: Vec<(usize, Result<VideoPlan, PhantomError>)> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a render thread panicked"))
+            .collect();
+        done.sort_by_key(|(v, _)| *v);
+        done.into_iter()
+            .map(|(_, plan)| plan)
+            .collect::<Result<_, _>>()
+    })?;
 
     let mut capsules = Vec::new();
     for c in 0..cfg.capsule_images {

@@ -7,7 +7,8 @@ use super::{PhantomConfig, PhantomError, check_cancel};
 use crate::plumbing::{Progress, Rng};
 
 /// A withdrawal through the examination's colon: the scope backs out, slows down and steers
-/// towards polyps, and once goes back in to look again (a revisit after a gap).
+/// towards polyps, and goes back in to each polyp once it is lost from view, looking at it
+/// again (a revisit after a gap: a second tracklet of the same polyp).
 pub(super) fn render_video(
     exam: &ExamPlan,
     exam_index: usize,
@@ -20,20 +21,19 @@ pub(super) fn render_video(
     let n = cfg.frames_per_video;
     let z_start = exam.polyps.iter().map(|p| p.z).fold(0.0f32, f32::max) + 2.5;
     let z_end = 0.0;
-    let revisit_at = r.range(0.45, 0.7);
     let mut z = z_start;
+    let polyps = exam.polyps.len();
+    let (mut seen, mut revisited) = (vec![false; polyps], vec![false; polyps]);
+    let mut unseen_for = vec![0usize; polyps];
+    // While going back in: the depth at which the polyp is just ahead again.
+    let mut going_back: Option<f32> = None;
     let mut frames = Vec::with_capacity(n);
     let mut boxes = Vec::new();
     let mut lateral = (0.0f32, 0.0f32);
     let mut roll = r.range(0.0, std::f32::consts::TAU);
     let base_speed = (z_start - z_end) / n as f32 * 1.35;
-    let mut revisit_left = 0usize;
     for f in 0..n {
         check_cancel(progress)?;
-        let t = f as f32 / n as f32;
-        if revisit_left == 0 && (t - revisit_at).abs() < 0.5 / n as f32 {
-            revisit_left = n / 10;
-        }
         // Near a polyp ahead the endoscopist slows down and looks at it.
         let near = exam
             .polyps
@@ -45,11 +45,12 @@ pub(super) fn render_video(
         } else {
             base_speed
         };
-        if revisit_left > 0 {
-            z += speed * 0.8;
-            revisit_left -= 1;
-        } else {
-            z = (z - speed).max(z_end);
+        match going_back {
+            Some(target) if z < target => z += speed * 0.9,
+            _ => {
+                going_back = None;
+                z = (z - speed).max(z_end);
+            }
         }
         lateral.0 = (lateral.0 * 0.95 + r.normal() * 0.02).clamp(-0.35, 0.35);
         lateral.1 = (lateral.1 * 0.95 + r.normal() * 0.02).clamp(-0.35, 0.35);
@@ -109,6 +110,27 @@ pub(super) fn render_video(
                         (y1 - y0 + 1) as f32,
                     ],
                 ));
+            }
+        }
+        // A polyp lost from view for a moment after being seen: go back in to it (once).
+        for pi in 0..polyps {
+            let visible = boxes
+                .last()
+                .is_some_and(|b: &(usize, usize, [f32; 4])| b.0 == f)
+                && boxes
+                    .iter()
+                    .rev()
+                    .take_while(|b| b.0 == f)
+                    .any(|b| b.1 == pi);
+            if visible {
+                seen[pi] = true;
+                unseen_for[pi] = 0;
+            } else if seen[pi] {
+                unseen_for[pi] += 1;
+                if unseen_for[pi] == 12 && !revisited[pi] && going_back.is_none() {
+                    revisited[pi] = true;
+                    going_back = Some(exam.polyps[pi].z - 0.8);
+                }
             }
         }
         frames.push(encode_jpeg(&frame.image));

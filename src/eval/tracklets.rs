@@ -1,0 +1,360 @@
+//! Tracklet re-identification on held-out videos (METHODS §3, "Evaluation"), one embedding per
+//! tracklet: retrieval (each tracklet queries all others; mAP, HR@1, HR@5, the query
+//! excluded), re-identification over every pair and over pairs within one video (AUROC, AUPR),
+//! and the polyp count per video from grouping. Intervals resample videos (a cluster
+//! bootstrap: tracklets of one video are not independent).
+
+use crate::plumbing::Rng;
+use crate::tracklets::dataset::TrackletSet;
+use crate::tracklets::fragments::FRAGMENT_FRAMES;
+use crate::tracklets::grouping::{agglomerate, cosine};
+use serde::Serialize;
+
+pub const BOOTSTRAP: usize = 1000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RetrievalRow {
+    pub method: String,
+    pub map: f64,
+    pub map_ci: [f64; 2],
+    pub hr1: f64,
+    pub hr1_ci: [f64; 2],
+    pub hr5: f64,
+    pub hr5_ci: [f64; 2],
+    /// Tracklets with at least one other tracklet of their polyp.
+    pub queries: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReidRow {
+    pub method: String,
+    /// "all" or "within_video".
+    pub scope: String,
+    pub auroc: f64,
+    pub auroc_ci: [f64; 2],
+    pub aupr: f64,
+    pub aupr_ci: [f64; 2],
+    pub pairs: usize,
+    pub positives: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CountRow {
+    pub method: String,
+    pub threshold: f32,
+    pub exact_share: f64,
+    pub within_one_share: f64,
+    pub videos: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TrackletEval {
+    pub retrieval: Vec<RetrievalRow>,
+    pub reid: Vec<ReidRow>,
+    /// The first method's count (the shipped model's).
+    pub count: CountRow,
+    pub counts: Vec<CountRow>,
+    pub videos: usize,
+    pub tracklets: usize,
+    pub seed: u64,
+    pub bootstrap: usize,
+}
+
+/// A method: its label and one unit embedding per tracklet of the set.
+pub struct Method {
+    pub label: String,
+    pub embeddings: Vec<Vec<f32>>,
+}
+
+/// The colour-histogram baseline: 8x8x8 RGB histogram over every crop of a tracklet's
+/// fragments (near-black pixels left out), unit length.
+pub fn colour_histograms(set: &TrackletSet) -> Vec<Vec<f32>> {
+    const BINS: usize = 8;
+    let plane = set.size * set.size;
+    set.tracklets
+        .iter()
+        .map(|t| {
+            let mut h = vec![0.0f32; BINS * BINS * BINS];
+            for f in t.fragments.clone() {
+                let rgb = set.fragment_rgb(f);
+                for frame in 0..FRAGMENT_FRAMES {
+                    let base = frame * 3 * plane;
+                    for p in 0..plane {
+                        let c = |k: usize| rgb[base + k * plane + p].clamp(0.0, 0.999);
+                        let (r, g, b) = (c(0), c(1), c(2));
+                        if r + g + b < 30.0 / 255.0 {
+                            continue;
+                        }
+                        let q = |v: f32| (v * BINS as f32) as usize;
+                        h[(q(r) * BINS + q(g)) * BINS + q(b)] += 1.0;
+                    }
+                }
+            }
+            h.iter_mut().for_each(|x| *x = x.sqrt());
+            crate::tracklets::normalise(&mut h);
+            h
+        })
+        .collect()
+}
+
+/// Per query: (video, AP, hit@1, hit@5).
+fn retrieval(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, f64, f64, f64)> {
+    let n = set.tracklets.len();
+    let mut out = Vec::new();
+    for q in 0..n {
+        let Some(id) = set.tracklets[q].identity else {
+            continue;
+        };
+        let mut others: Vec<(f32, bool)> = (0..n)
+            .filter(|&j| j != q && set.tracklets[j].identity.is_some())
+            .map(|j| (cosine(&e[q], &e[j]), set.tracklets[j].identity == Some(id)))
+            .collect();
+        let relevant = others.iter().filter(|o| o.1).count();
+        if relevant == 0 {
+            continue;
+        }
+        // Highest first; ties: wrong ones first (pessimistic).
+        others.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let ranked: Vec<bool> = others.iter().map(|o| o.1).collect();
+        let ap = super::metrics::average_precision(&ranked, relevant);
+        let hit = |k: usize| ranked.iter().take(k).any(|&r| r) as u8 as f64;
+        out.push((set.tracklets[q].video, ap, hit(1), hit(5)));
+    }
+    out
+}
+
+/// Every unordered pair with known identities: (video of i, video of j, score, same polyp).
+fn pairs(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, usize, f64, bool)> {
+    let t = &set.tracklets;
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        for j in i + 1..t.len() {
+            if let (Some(a), Some(b)) = (t[i].identity, t[j].identity) {
+                out.push((t[i].video, t[j].video, cosine(&e[i], &e[j]) as f64, a == b));
+            }
+        }
+    }
+    out
+}
+
+/// Weighted AUROC: the weight of (positive, negative) pairs ranked right, ties half.
+pub fn weighted_auroc(items: &[(f64, bool, f64)]) -> f64 {
+    let mut sorted: Vec<&(f64, bool, f64)> = items.iter().filter(|x| x.2 > 0.0).collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut neg_below, mut total_pos, mut total_neg, mut right) = (0.0, 0.0, 0.0, 0.0);
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        let (mut pos_tie, mut neg_tie) = (0.0, 0.0);
+        while j < sorted.len() && sorted[j].0 == sorted[i].0 {
+            if sorted[j].1 {
+                pos_tie += sorted[j].2;
+            } else {
+                neg_tie += sorted[j].2;
+            }
+            j += 1;
+        }
+        right += pos_tie * (neg_below + 0.5 * neg_tie);
+        neg_below += neg_tie;
+        total_pos += pos_tie;
+        total_neg += neg_tie;
+        i = j;
+    }
+    if total_pos == 0.0 || total_neg == 0.0 {
+        return f64::NAN;
+    }
+    right / (total_pos * total_neg)
+}
+
+/// Weighted average precision (highest score first, ties pessimistic).
+pub fn weighted_ap(items: &[(f64, bool, f64)]) -> f64 {
+    let mut sorted: Vec<&(f64, bool, f64)> = items.iter().filter(|x| x.2 > 0.0).collect();
+    sorted.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let total_pos: f64 = sorted.iter().filter(|x| x.1).map(|x| x.2).sum();
+    if total_pos == 0.0 {
+        return f64::NAN;
+    }
+    let (mut seen, mut seen_pos, mut sum) = (0.0, 0.0, 0.0);
+    for x in sorted {
+        seen += x.2;
+        if x.1 {
+            seen_pos += x.2;
+            sum += x.2 * seen_pos / seen;
+        }
+    }
+    sum / total_pos
+}
+
+fn interval(mut v: Vec<f64>) -> [f64; 2] {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return [f64::NAN, f64::NAN];
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    [at(0.025), at(0.975)]
+}
+
+/// Video weights of each bootstrap resample (multiplicities), the first all ones.
+fn resamples(videos: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = Rng::new(seed).fork(0x7ac1e7);
+    (0..BOOTSTRAP)
+        .map(|_| {
+            let mut w = vec![0.0; videos];
+            for _ in 0..videos {
+                w[rng.below(videos)] += 1.0;
+            }
+            w
+        })
+        .collect()
+}
+
+/// The polyp count of each video (groups at `threshold`) against its true count.
+fn count(set: &TrackletSet, e: &[Vec<f32>], label: &str, threshold: f32) -> CountRow {
+    let (mut exact, mut within, mut videos) = (0, 0, 0);
+    for v in 0..set.videos.len() {
+        let members: Vec<usize> = (0..set.tracklets.len())
+            .filter(|&t| set.tracklets[t].video == v)
+            .collect();
+        let mut truth: Vec<i64> = members
+            .iter()
+            .filter_map(|&t| set.tracklets[t].identity)
+            .collect();
+        if truth.len() != members.len() || members.is_empty() {
+            continue;
+        }
+        truth.sort_unstable();
+        truth.dedup();
+        let groups = agglomerate(
+            members.len(),
+            |i, j| cosine(&e[members[i]], &e[members[j]]),
+            threshold,
+        );
+        let diff = groups.len().abs_diff(truth.len());
+        videos += 1;
+        exact += (diff == 0) as usize;
+        within += (diff <= 1) as usize;
+    }
+    let share = |k: usize| k as f64 / videos.max(1) as f64;
+    CountRow {
+        method: label.to_string(),
+        threshold,
+        exact_share: share(exact),
+        within_one_share: share(within),
+        videos,
+    }
+}
+
+/// Scores every method on `set`; `threshold` groups tracklets for the polyp count.
+pub fn evaluate(set: &TrackletSet, methods: &[Method], seed: u64, threshold: f32) -> TrackletEval {
+    let weights = resamples(set.videos.len(), seed);
+    let ones = vec![1.0; set.videos.len()];
+    let mut out = TrackletEval {
+        retrieval: Vec::new(),
+        reid: Vec::new(),
+        count: CountRow {
+            method: String::new(),
+            threshold,
+            exact_share: f64::NAN,
+            within_one_share: f64::NAN,
+            videos: 0,
+        },
+        counts: Vec::new(),
+        videos: set.videos.len(),
+        tracklets: set.tracklets.len(),
+        seed,
+        bootstrap: BOOTSTRAP,
+    };
+    for m in methods {
+        let q = retrieval(set, &m.embeddings);
+        let mean = |w: &[f64], k: usize| {
+            let (mut s, mut n) = (0.0, 0.0);
+            for r in &q {
+                let v = [r.1, r.2, r.3][k];
+                s += w[r.0] * v;
+                n += w[r.0];
+            }
+            if n > 0.0 { s / n } else { f64::NAN }
+        };
+        let ci = |k: usize| interval(weights.iter().map(|w| mean(w, k)).collect());
+        out.retrieval.push(RetrievalRow {
+            method: m.label.clone(),
+            map: mean(&ones, 0),
+            map_ci: ci(0),
+            hr1: mean(&ones, 1),
+            hr1_ci: ci(1),
+            hr5: mean(&ones, 2),
+            hr5_ci: ci(2),
+            queries: q.len(),
+        });
+        let p = pairs(set, &m.embeddings);
+        for scope in ["all", "within_video"] {
+            let chosen: Vec<&(usize, usize, f64, bool)> =
+                p.iter().filter(|x| scope == "all" || x.0 == x.1).collect();
+            let items = |w: &[f64]| -> Vec<(f64, bool, f64)> {
+                chosen
+                    .iter()
+                    .map(|x| {
+                        let weight = if x.0 == x.1 { w[x.0] } else { w[x.0] * w[x.1] };
+                        (x.2, x.3, weight)
+                    })
+                    .collect()
+            };
+            let all = items(&ones);
+            out.reid.push(ReidRow {
+                method: m.label.clone(),
+                scope: scope.to_string(),
+                auroc: weighted_auroc(&all),
+                auroc_ci: interval(weights.iter().map(|w| weighted_auroc(&items(w))).collect()),
+                aupr: weighted_ap(&all),
+                aupr_ci: interval(weights.iter().map(|w| weighted_ap(&items(w))).collect()),
+                pairs: chosen.len(),
+                positives: chosen.iter().filter(|x| x.3).count(),
+            });
+        }
+        out.counts
+            .push(count(set, &m.embeddings, &m.label, threshold));
+    }
+    if let Some(first) = out.counts.first() {
+        out.count = first.clone();
+    }
+    out
+}
+
+/// A trained tracklet encoder to score.
+pub struct Candidate<'a> {
+    pub label: String,
+    pub model: &'a crate::model::tracklet::TrackletModel,
+}
+
+/// Loads the held-out tracklets at `size` px, embeds them with every candidate, the same
+/// architecture at random initialisation (seeded) and the colour histogram, and scores all.
+pub fn run(
+    store: &crate::store::Store,
+    candidates: &[Candidate<'_>],
+    untrained: &crate::model::tracklet::TrackletModelConfig,
+    seed: u64,
+    threshold: f32,
+    device: &burn::tensor::Device,
+) -> Result<TrackletEval, crate::tracklets::dataset::TrackletDataError> {
+    let progress = crate::plumbing::Progress::new();
+    let set = TrackletSet::load(store, &[], untrained.backbone.image_size, &progress)?;
+    let mut methods: Vec<Method> = candidates
+        .iter()
+        .map(|c| Method {
+            label: c.label.clone(),
+            embeddings: crate::tracklets::embed(c.model, &set, 16, device),
+        })
+        .collect();
+    device.seed(seed);
+    let random = untrained.init(device);
+    methods.push(Method {
+        label: "untrained encoder (baseline)".into(),
+        embeddings: crate::tracklets::embed(&random, &set, 16, device),
+    });
+    methods.push(Method {
+        label: "colour histogram 8x8x8 of the crops (baseline)".into(),
+        embeddings: colour_histograms(&set),
+    });
+    Ok(evaluate(&set, &methods, seed, threshold))
+}

@@ -1,0 +1,195 @@
+//! Tracklets of a library's videos as the tracklet model sees them: each usable tracklet
+//! (METHODS §3: at least 30 frames) cut into fragments, every fragment frame cropped around its
+//! box (5 diagonals, from the full frame with the on-screen display blacked out, since the
+//! display shows the frame number, a shortcut to "near in time"), resized and normalised.
+
+use super::bags::FragmentTime;
+use super::fragments::{FRAGMENT_FRAMES, fragments};
+use crate::data::images::decode_file;
+use crate::model::preprocess::{Preprocess, blackout_outside_field_stop, tracklet_crop};
+use crate::plumbing::Progress;
+use crate::store::{BoxRow, Store, StoreError};
+use burn::tensor::{Device, Tensor, TensorData};
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrackletDataError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {reason}")]
+    Image { path: String, reason: String },
+    #[error("video {video}: frame {frame} has a box but no image")]
+    MissingFrame { video: String, frame: i64 },
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// One usable tracklet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackletInfo {
+    /// Index into [`TrackletSet::videos`].
+    pub video: usize,
+    pub tracklet_id: i64,
+    /// The polyp it shows, when ground truth exists (evaluation and the purity log only).
+    pub identity: Option<i64>,
+    pub first_frame: i64,
+    pub frames: usize,
+    /// Its fragments: indices into [`TrackletSet::fragments`].
+    pub fragments: std::ops::Range<usize>,
+}
+
+/// Every usable tracklet of a library, with the crops of its fragments in memory.
+pub struct TrackletSet {
+    pub size: usize,
+    /// Video codes.
+    pub videos: Vec<String>,
+    pub tracklets: Vec<TrackletInfo>,
+    /// Per fragment: its video, centre frame and identity (what the bag sampler needs).
+    pub fragments: Vec<FragmentTime>,
+    /// Per fragment: its tracklet.
+    pub fragment_tracklet: Vec<usize>,
+    /// [fragments, FRAGMENT_FRAMES, 3, size, size], normalised.
+    pixels: Vec<f32>,
+}
+
+impl TrackletSet {
+    /// Loads the tracklets of `videos` (codes; all videos when empty) at `size` px crops.
+    pub fn load(
+        store: &Store,
+        videos: &[String],
+        size: usize,
+        progress: &Progress,
+    ) -> Result<TrackletSet, TrackletDataError> {
+        let preprocess = Preprocess {
+            size: size as u32,
+            ..Preprocess::tracklet()
+        };
+        let mut set = TrackletSet {
+            size,
+            videos: Vec::new(),
+            tracklets: Vec::new(),
+            fragments: Vec::new(),
+            fragment_tracklet: Vec::new(),
+            pixels: Vec::new(),
+        };
+        let rows: Vec<_> = store
+            .videos()?
+            .into_iter()
+            .filter(|v| videos.is_empty() || videos.contains(&v.code))
+            .collect();
+        // Which frames each video needs, per tracklet, before decoding anything.
+        let mut plans = Vec::new();
+        let mut total = 0;
+        for v in &rows {
+            let mut by_tracklet: BTreeMap<i64, Vec<BoxRow>> = BTreeMap::new();
+            for b in store.video_boxes(v.id)? {
+                if let Some(t) = b.tracklet_id {
+                    by_tracklet.entry(t).or_default().push(b);
+                }
+            }
+            by_tracklet.retain(|_, boxes| !fragments(boxes.len()).is_empty());
+            total += by_tracklet
+                .values()
+                .map(|b| fragments(b.len()).len() * FRAGMENT_FRAMES)
+                .sum::<usize>();
+            plans.push(by_tracklet);
+        }
+        progress.stage("cropping tracklet frames", total as u64);
+        for (v, by_tracklet) in rows.iter().zip(plans) {
+            if by_tracklet.is_empty() {
+                continue;
+            }
+            let video = set.videos.len();
+            set.videos.push(v.code.clone());
+            let frames: BTreeMap<i64, _> = store.video_frames(v.id)?.into_iter().collect();
+            for (tracklet_id, boxes) in by_tracklet {
+                let start = set.fragments.len();
+                let tracklet = set.tracklets.len();
+                let identity = boxes[0].polyp_id;
+                for fragment in fragments(boxes.len()) {
+                    for &p in &fragment.positions {
+                        if progress.is_cancelled() {
+                            return Err(TrackletDataError::Cancelled);
+                        }
+                        let b = &boxes[p];
+                        let media = frames.get(&b.frame_index).ok_or_else(|| {
+                            TrackletDataError::MissingFrame {
+                                video: v.code.clone(),
+                                frame: b.frame_index,
+                            }
+                        })?;
+                        let path = store.media_path(media);
+                        let image = decode_file(&path)
+                            .map_err(|e| TrackletDataError::Image {
+                                path: path.display().to_string(),
+                                reason: e.to_string(),
+                            })?
+                            .image;
+                        let mut rgb = image.to_rgb8();
+                        blackout_outside_field_stop(&mut rgb);
+                        let bbox = [b.x as f32, b.y as f32, b.w as f32, b.h as f32];
+                        let crop = tracklet_crop(&image::DynamicImage::ImageRgb8(rgb), bbox);
+                        let rgb = preprocess.resize(&crop);
+                        for c in 0..3 {
+                            set.pixels.extend(rgb.pixels().map(|px| {
+                                (px.0[c] as f32 / 255.0 - preprocess.mean[c]) / preprocess.std[c]
+                            }));
+                        }
+                        progress.inc();
+                    }
+                    set.fragments.push(FragmentTime {
+                        video,
+                        centre: boxes[0].frame_index as f32 + fragment.centre(),
+                        identity: identity.map(|i| i as usize),
+                    });
+                    set.fragment_tracklet.push(tracklet);
+                }
+                set.tracklets.push(TrackletInfo {
+                    video,
+                    tracklet_id,
+                    identity,
+                    first_frame: boxes[0].frame_index,
+                    frames: boxes.len(),
+                    fragments: start..set.fragments.len(),
+                });
+            }
+        }
+        Ok(set)
+    }
+
+    /// The crops of fragment `f` back in [0, 1] RGB, [FRAGMENT_FRAMES, 3, size, size].
+    pub fn fragment_rgb(&self, f: usize) -> Vec<f32> {
+        let len = self.fragment_len();
+        let p = Preprocess::tracklet();
+        self.pixels[f * len..(f + 1) * len]
+            .iter()
+            .map(|v| v * p.std[0] + p.mean[0])
+            .collect()
+    }
+
+    fn fragment_len(&self) -> usize {
+        FRAGMENT_FRAMES * 3 * self.size * self.size
+    }
+
+    /// The crops of `fragments`, each mirrored left-right where `flip` says so:
+    /// [fragments.len(), FRAGMENT_FRAMES, 3, size, size].
+    pub fn batch(&self, fragments: &[usize], flip: &[bool], device: &Device) -> Tensor<5> {
+        let s = self.size;
+        let len = self.fragment_len();
+        let mut data = Vec::with_capacity(fragments.len() * len);
+        for (i, &f) in fragments.iter().enumerate() {
+            let pixels = &self.pixels[f * len..(f + 1) * len];
+            if flip.get(i).copied().unwrap_or(false) {
+                for row in pixels.chunks_exact(s) {
+                    data.extend(row.iter().rev());
+                }
+            } else {
+                data.extend_from_slice(pixels);
+            }
+        }
+        Tensor::from_data(
+            TensorData::new(data, [fragments.len(), FRAGMENT_FRAMES, 3, s, s]),
+            device,
+        )
+    }
+}

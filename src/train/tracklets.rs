@@ -1,0 +1,365 @@
+//! `train tracklets` (METHODS §3): the tracklet model learns from time alone. Each step takes
+//! [`TrackletTrainingConfig::anchors`] anchor fragments, draws each a bag of fragments near it
+//! in time (exponential ranks, the cosine temperature curriculum), and applies the noise-aware
+//! loss at the tracklet level, the frame level, or both. Polyp identities are never used for
+//! training; when the library has them, the share of bag members showing the anchor's polyp
+//! (bag purity) is logged per epoch.
+
+use super::recipe::{
+    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
+    checkpoint_dir, recorded, resume_from,
+};
+use super::tracklet_losses::{noise_aware, noise_aware_frames};
+use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use crate::model::clip::l2_normalize;
+use crate::model::tracklet::{TrackletModel, TrackletModelConfig};
+use crate::model::weights::{self, ModelCard, ModelKind, Training};
+use crate::plumbing::{Progress, Rng};
+use crate::store::{OpenMode, Store};
+use crate::tracklets::bags::{self, BAG_SIZE, Curriculum, RankSampling, T_MAX, T_MIN};
+use crate::tracklets::dataset::TrackletSet;
+use burn::config::Config;
+use burn::module::Module;
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{Device, Tensor};
+use std::time::Instant;
+
+/// Which levels the loss is applied at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Levels {
+    Tracklet,
+    Frame,
+    Both,
+}
+
+#[derive(Config, Debug)]
+pub struct TrackletTrainingConfig {
+    pub model: TrackletModelConfig,
+    #[config(default = 20)]
+    pub epochs: usize,
+    /// Anchors per step; each brings a bag of [`BAG_SIZE`] (12 x 5 = 60 fragments).
+    #[config(default = 12)]
+    pub anchors: usize,
+    #[config(default = 0.07)]
+    pub tau: f64,
+    #[config(default = 3e-4)]
+    pub lr: f64,
+    #[config(default = 1e-4)]
+    pub weight_decay: f64,
+    #[config(default = "RankSampling::Exponential")]
+    pub sampling: RankSampling,
+    #[config(default = "Curriculum::Cosine")]
+    pub curriculum: Curriculum,
+    #[config(default = "Levels::Both")]
+    pub levels: Levels,
+    #[config(default = 17)]
+    pub seed: u64,
+}
+
+/// Trains on `set`; `start` continues a checkpoint.
+pub fn train(
+    config: &TrackletTrainingConfig,
+    set: &TrackletSet,
+    device: &Device,
+    start: Option<Checkpoint<TrackletModel>>,
+    events: &mut dyn TrainEvents<TrackletModel>,
+) -> Result<TrackletModel, TrainError> {
+    // Anchors need at least one other fragment in their video.
+    let usable: Vec<usize> = (0..set.fragments.len())
+        .filter(|&a| !bags::ranked_neighbours(a, &set.fragments).is_empty())
+        .collect();
+    let anchors = config.anchors.max(2);
+    if usable.len() < anchors {
+        return Err(TrainError::NotEnoughData(format!(
+            "tracklet training needs at least {anchors} fragments with a neighbour in their \
+             video; the library has {} (tracklets of 30 frames or more make fragments)",
+            usable.len()
+        )));
+    }
+    let steps_per_epoch = usable.len() / anchors;
+    let total_steps = steps_per_epoch * config.epochs;
+    let (mut model, mut optimizer, first_epoch) = match start {
+        Some(c) => (c.model, c.optimizer, c.epoch),
+        None => {
+            device.seed(config.seed);
+            let optimizer = AdamWConfig::new()
+                .with_weight_decay(config.weight_decay as f32)
+                .init();
+            (config.model.init(device), optimizer, 0)
+        }
+    };
+    for epoch in first_epoch..config.epochs {
+        let started = Instant::now();
+        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
+        let mut order = usable.clone();
+        super::augment::shuffle(&mut order, &mut rng);
+        let mut sums = [0.0f64; 3];
+        let (mut purity, mut purity_n) = (0.0, 0usize);
+        for step in 0..steps_per_epoch {
+            if events.cancelled() {
+                return Err(TrainError::Cancelled { epoch });
+            }
+            let global = epoch * steps_per_epoch + step;
+            let t = config
+                .curriculum
+                .temperature(global as f64 / total_steps.max(1) as f64);
+            let chosen = &order[step * anchors..(step + 1) * anchors];
+            let mut members = Vec::with_capacity(anchors * BAG_SIZE);
+            for &a in chosen {
+                let mut bag = bags::bag(&mut rng, a, &set.fragments, t, config.sampling);
+                if let Some(p) = bags::purity(a, &bag, &set.fragments) {
+                    purity += p;
+                    purity_n += 1;
+                }
+                // A video with fewer than K other fragments: its members repeat.
+                let drawn = bag.len();
+                while bag.len() < BAG_SIZE {
+                    bag.push(bag[bag.len() % drawn]);
+                }
+                members.extend(bag);
+            }
+            let all: Vec<usize> = chosen.iter().copied().chain(members).collect();
+            let flip: Vec<bool> = all.iter().map(|_| rng.chance(0.5)).collect();
+            let frames = set.batch(&all, &flip, device); // [n(1+K), F, 3, s, s]
+            let (tracklet, tokens) = model.forward(frames);
+            let [rows, n_frames, dim] = tokens.dims();
+            let z = l2_normalize(model.encoder.project(tracklet)); // [rows, p]
+            let p = z.dims()[1];
+            let zt = l2_normalize(
+                model
+                    .encoder
+                    .project(tokens.reshape([rows * n_frames, dim])),
+            )
+            .reshape([rows, n_frames, p]);
+            let a = anchors;
+            let l_tracklet = noise_aware(
+                z.clone().slice([0..a, 0..p]),
+                z.slice([a..rows, 0..p]).reshape([a, BAG_SIZE, p]),
+                config.tau,
+            );
+            let l_frame = noise_aware_frames(
+                zt.clone().slice([0..a, 0..n_frames, 0..p]),
+                zt.slice([a..rows, 0..n_frames, 0..p])
+                    .reshape([a, BAG_SIZE, n_frames, p]),
+                config.tau,
+            );
+            let loss: Tensor<1> = match config.levels {
+                Levels::Tracklet => l_tracklet.clone(),
+                Levels::Frame => l_frame.clone(),
+                Levels::Both => l_tracklet.clone() + l_frame.clone(),
+            };
+            let values = [loss.clone(), l_tracklet, l_frame].map(|t| t.into_scalar::<f32>() as f64);
+            if !values[0].is_finite() {
+                return Err(TrainError::Diverged { epoch, step });
+            }
+            sums.iter_mut().zip(values).for_each(|(s, v)| *s += v);
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
+            events.step(epoch, step, steps_per_epoch, values[0]);
+        }
+        let steps = steps_per_epoch.max(1) as f64;
+        let mut metrics: Vec<(String, f64)> = ["loss", "tracklet level", "frame level"]
+            .iter()
+            .zip(sums)
+            .map(|(n, s)| (n.to_string(), s / steps))
+            .collect();
+        let c = ((epoch + 1) * steps_per_epoch) as f64 / total_steps.max(1) as f64;
+        metrics.push(("temperature".into(), config.curriculum.temperature(c)));
+        if purity_n > 0 {
+            metrics.push(("bag purity".into(), purity / purity_n as f64));
+        }
+        let report = EpochReport {
+            epoch: epoch + 1,
+            seconds: started.elapsed().as_secs_f64(),
+            metrics,
+        };
+        events.epoch(
+            &report,
+            &Checkpoint {
+                model: model.clone(),
+                optimizer: optimizer.clone(),
+                epoch: epoch + 1,
+            },
+        )?;
+    }
+    Ok(model)
+}
+
+/// `endotwin train tracklets`.
+pub struct TrackletRecipe;
+
+impl Recipe for TrackletRecipe {
+    fn name(&self) -> &'static str {
+        "tracklets"
+    }
+
+    fn description(&self) -> &'static str {
+        "The tracklet encoder on the library's video tracklets, supervised by time alone \
+         (noise-aware loss over temporal bags)"
+    }
+
+    fn options(&self) -> Vec<RecipeOption> {
+        use OptionKind::*;
+        vec![
+            RecipeOption::new(
+                "out",
+                Path,
+                None,
+                "Models folder (default: the shipped one)",
+            ),
+            RecipeOption::new("name", Text, Some("tracklets"), "Name of the model"),
+            RecipeOption::new(
+                "epochs",
+                Count,
+                Some("20"),
+                "Passes over the anchor fragments",
+            ),
+            RecipeOption::new(
+                "anchors",
+                Count,
+                Some("12"),
+                "Anchors per step (each with a bag of 4)",
+            ),
+            RecipeOption::new("size", Count, Some("64"), "Side of the frame crops, pixels"),
+            RecipeOption::new("seed", Count, Some("17"), "Seed of every random draw"),
+            RecipeOption::new("lr", Number, Some("3e-4"), "Peak learning rate"),
+            RecipeOption::new(
+                "uniform-ranks",
+                Flag,
+                None,
+                "Ablation: draw bag ranks uniformly instead of P(r) ∝ exp(-r/T)",
+            ),
+            RecipeOption::new(
+                "no-curriculum",
+                Flag,
+                None,
+                "Ablation: one temperature, (T_min + T_max) / 2, throughout",
+            ),
+            RecipeOption::new(
+                "level",
+                Text,
+                Some("both"),
+                "Where the loss applies: tracklet, frame or both",
+            ),
+            RecipeOption::new(
+                "resume",
+                Flag,
+                None,
+                "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
+            ),
+        ]
+    }
+
+    fn run(
+        &self,
+        settings: &Settings,
+        ctx: &mut RecipeContext<'_>,
+    ) -> Result<Trained, RecipeError> {
+        let o = self.options();
+        let seed = settings.count(&o, "seed")? as u64;
+        let name = settings.text(&o, "name")?;
+        let out = settings
+            .path(&o, "out")
+            .unwrap_or_else(|| ctx.models.clone());
+        let levels = match settings.text(&o, "level")?.as_str() {
+            "tracklet" => Levels::Tracklet,
+            "frame" => Levels::Frame,
+            "both" => Levels::Both,
+            other => {
+                return Err(RecipeError::Setting(format!(
+                    "--level: `{other}` is not tracklet, frame or both"
+                )));
+            }
+        };
+        let size = settings.count(&o, "size")?;
+        if !(16..=256).contains(&size) {
+            return Err(RecipeError::Setting(format!(
+                "--size {size}: crops of 16 to 256 px"
+            )));
+        }
+        let config = TrackletTrainingConfig::new(TrackletModelConfig::with_image_size(size))
+            .with_epochs(settings.count(&o, "epochs")?)
+            .with_anchors(settings.count(&o, "anchors")?)
+            .with_lr(settings.number(&o, "lr")?)
+            .with_sampling(if settings.flag(&o, "uniform-ranks") {
+                RankSampling::Uniform
+            } else {
+                RankSampling::Exponential
+            })
+            .with_curriculum(if settings.flag(&o, "no-curriculum") {
+                Curriculum::Fixed((T_MIN + T_MAX) / 2.0)
+            } else {
+                Curriculum::Cosine
+            })
+            .with_levels(levels)
+            .with_seed(seed);
+        let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
+        ctx.observer
+            .message("cropping the fragments of every tracklet...");
+        let set = TrackletSet::load(&store, &[], size, &Progress::new())
+            .map_err(|e| RecipeError::Setting(format!("tracklet data: {e}")))?;
+        ctx.observer.message(&format!(
+            "{} tracklets, {} fragments in {} videos",
+            set.tracklets.len(),
+            set.fragments.len(),
+            set.videos.len()
+        ));
+        let device = ctx.device.clone().autodiff();
+        let checkpoints = checkpoint_dir(&out, &name)?;
+        let start = resume_from(
+            settings.flag(&o, "resume"),
+            &checkpoints,
+            &config,
+            config.model.init(&device),
+            config.weight_decay,
+            &mut *ctx.observer,
+        )?;
+        let Recorded {
+            model,
+            run_id,
+            last,
+            seconds,
+        } = recorded(
+            &mut store,
+            "tracklets",
+            &config,
+            config.epochs,
+            checkpoints,
+            &mut *ctx.observer,
+            |events| train(&config, &set, &device, start, events),
+        )?;
+        let mut card = ModelCard::new(
+            &name,
+            ModelKind::TrackletEncoder,
+            &super::recipe::version_of(run_id),
+            &format!(
+                "Tracklet encoder (METHODS §3): a per-frame CNN on {size} px crops (5 box \
+                 diagonals, on-screen display blacked out, 0.45 / 0.225) -> Linear 256 -> CLS + \
+                 3 transformer layers; input 8 frames every 4th; output the 256-d CLS \
+                 embedding (L2-normalise it). Trained from random initialisation with the \
+                 noise-aware loss on temporal bags, no identity labels."
+            ),
+            &config.model,
+        );
+        card.training = Some(Training {
+            command: ctx.command_line.clone(),
+            seed,
+            data: format!(
+                "{} tracklets ({} fragments) in {} videos of {}",
+                set.tracklets.len(),
+                set.fragments.len(),
+                set.videos.len(),
+                ctx.library.display()
+            ),
+            epochs: config.epochs,
+            wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
+            metrics: last,
+        });
+        let card = weights::save(&model.valid(), &card, &out)?;
+        Ok(Trained {
+            card,
+            seconds,
+            run_id,
+        })
+    }
+}

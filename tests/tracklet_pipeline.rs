@@ -1,0 +1,174 @@
+//! Tracklets end to end on a small phantom: a withdrawal that goes back to a polyp gives it a
+//! second tracklet; the fragments are cropped; a few training steps run and the evaluation
+//! scores the model beside its baselines.
+
+use burn::tensor::Device;
+use endotwin::data::phantom::{self, PhantomConfig};
+use endotwin::eval::tracklets::{Candidate, Method, evaluate, weighted_ap, weighted_auroc};
+use endotwin::model::tracklet::{TrackletModel, TrackletModelConfig};
+use endotwin::plumbing::Progress;
+use endotwin::store::{OpenMode, Store};
+use endotwin::tracklets::dataset::TrackletSet;
+use endotwin::tracklets::grouping::agglomerate;
+use endotwin::train::tracklets::{TrackletTrainingConfig, train};
+use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents};
+
+struct Reports(Vec<EpochReport>);
+
+impl TrainEvents<TrackletModel> for Reports {
+    fn step(&mut self, _: usize, _: usize, _: usize, _: f64) {}
+
+    fn epoch(&mut self, r: &EpochReport, _: &Checkpoint<TrackletModel>) -> Result<(), TrainError> {
+        self.0.push(r.clone());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 5,
+        polyps: 4,
+        views_per_polyp: 4,
+        videos: 2,
+        frames_per_video: 600,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 64,
+        video_size: 96,
+        ..PhantomConfig::default()
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    let set = TrackletSet::load(&store, &[], 24, &Progress::new()).unwrap();
+    assert!(!set.videos.is_empty());
+    // The withdrawal goes back to a polyp once it is lost: two usable tracklets of one polyp
+    // in one video, apart in time.
+    let revisited = set.tracklets.iter().enumerate().any(|(i, a)| {
+        set.tracklets[i + 1..].iter().any(|b| {
+            a.identity.is_some()
+                && a.identity == b.identity
+                && a.video == b.video
+                && b.first_frame > a.first_frame + a.frames as i64
+        })
+    });
+    assert!(revisited, "{:?}", set.tracklets);
+    for t in &set.tracklets {
+        assert!(t.frames >= 30, "short tracklets are dropped");
+        assert!(!t.fragments.is_empty());
+    }
+
+    let device = Device::flex();
+    let config = TrackletTrainingConfig::new(TrackletModelConfig::with_image_size(24))
+        .with_epochs(1)
+        .with_anchors(4);
+    let mut reports = Reports(Vec::new());
+    let model = train(
+        &config,
+        &set,
+        &device.clone().autodiff(),
+        None,
+        &mut reports,
+    )
+    .unwrap();
+    let report = &reports.0[0];
+    assert!(report.get("loss").unwrap().is_finite());
+    assert!(report.get("bag purity").unwrap() > 0.0);
+
+    let model = burn::module::Module::valid(&model);
+    let e = endotwin::eval::tracklets::run(
+        &store,
+        &[Candidate {
+            label: "trained".into(),
+            model: &model,
+        }],
+        &config.model,
+        3,
+        0.5,
+        &device,
+    )
+    .unwrap();
+    let methods: Vec<&str> = e.retrieval.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods.len(), 3);
+    assert!(methods[1].contains("untrained") && methods[2].contains("colour histogram"));
+    assert!(
+        e.reid
+            .iter()
+            .any(|r| r.scope == "within_video" && r.positives > 0)
+    );
+    assert!(
+        e.retrieval
+            .iter()
+            .all(|r| r.queries > 0 && (0.0..=1.0).contains(&r.map))
+    );
+
+    // An embedding that is the polyp's identity separates every pair: the metrics say so.
+    let ids: Vec<i64> = set.tracklets.iter().map(|t| t.identity.unwrap()).collect();
+    let one_hot = ids
+        .iter()
+        .map(|&i| (0..8).map(|k| (k == i as usize % 8) as u8 as f32).collect())
+        .collect();
+    let perfect = evaluate(
+        &set,
+        &[Method {
+            label: "identity".into(),
+            embeddings: one_hot,
+        }],
+        3,
+        0.5,
+    );
+    assert_eq!(perfect.retrieval[0].map, 1.0);
+    assert_eq!(perfect.retrieval[0].hr1, 1.0);
+    // (Within one video AUROC is undefined when every pair there shows one polyp.)
+    assert!(
+        perfect
+            .reid
+            .iter()
+            .all(|r| (r.auroc == 1.0 || r.auroc.is_nan()) && r.aupr == 1.0),
+        "{:?}",
+        perfect.reid
+    );
+    assert_eq!(perfect.reid[0].auroc, 1.0, "over all pairs");
+    assert_eq!(perfect.count.exact_share, 1.0);
+}
+
+#[test]
+fn grouping_merges_tracklets_that_are_alike_and_keeps_others_apart() {
+    // Tracklets 0 and 2 show one polyp, 1 another, 3 a third.
+    let s = [
+        [1.0, 0.1, 0.9, 0.2],
+        [0.1, 1.0, 0.2, 0.3],
+        [0.9, 0.2, 1.0, 0.1],
+        [0.2, 0.3, 0.1, 1.0],
+    ];
+    let groups = agglomerate(4, |i, j| s[i][j], 0.5);
+    assert_eq!(groups, vec![vec![0, 2], vec![1], vec![3]]);
+    // Average linkage: 1 joins {0, 2} only when its mean similarity to both is high enough.
+    assert_eq!(agglomerate(4, |i, j| s[i][j], 0.05).len(), 1);
+    assert_eq!(agglomerate(4, |i, j| s[i][j], 0.95).len(), 4);
+}
+
+#[test]
+fn weighted_pair_metrics_match_the_plain_ones_and_weights_act_as_copies() {
+    let items = [
+        (0.9, true, 1.0),
+        (0.8, false, 1.0),
+        (0.7, true, 1.0),
+        (0.3, false, 1.0),
+        (0.3, true, 1.0),
+    ];
+    let scores: Vec<f64> = items.iter().map(|x| x.0).collect();
+    let truth: Vec<bool> = items.iter().map(|x| x.1).collect();
+    let plain = endotwin::eval::metrics::auroc(&scores, &truth);
+    assert!((weighted_auroc(&items) - plain).abs() < 1e-12);
+    // Ranked: + - + then the tie (negative first): - +. AP = (1 + 2/3 + 3/5) / 3.
+    assert!((weighted_ap(&items) - (1.0 + 2.0 / 3.0 + 0.6) / 3.0).abs() < 1e-12);
+    // Weight 2 on an item is the same as the item twice.
+    let mut doubled = items.to_vec();
+    doubled[1].2 = 2.0;
+    let mut copied = items.to_vec();
+    copied.push(items[1]);
+    assert!((weighted_auroc(&doubled) - weighted_auroc(&copied)).abs() < 1e-12);
+    assert!((weighted_ap(&doubled) - weighted_ap(&copied)).abs() < 1e-12);
+}
