@@ -194,7 +194,11 @@ fn train_list_names_every_recipe_one_a_line() {
         .lines()
         .map(|l| l.split('\t').next().unwrap())
         .collect();
-    assert_eq!(names, ["image-encoder", "scene-encoder"], "{text}");
+    assert_eq!(
+        names,
+        ["image-encoder", "scene-encoder", "tracklets"],
+        "{text}"
+    );
     assert!(
         text.lines()
             .all(|l| l.split('\t').nth(1).is_some_and(|d| !d.is_empty())),

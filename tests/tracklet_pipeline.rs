@@ -79,6 +79,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     let model = burn::module::Module::valid(&model);
     let e = endotwin::eval::tracklets::run(
         &store,
+        None,
         &[Candidate {
             label: "trained".into(),
             model: &model,
@@ -116,7 +117,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
             embeddings: one_hot,
         }],
         3,
-        0.5,
+        &[0.5],
     );
     assert_eq!(perfect.retrieval[0].map, 1.0);
     assert_eq!(perfect.retrieval[0].hr1, 1.0);

@@ -54,30 +54,7 @@ pub enum EvalWhat {
     /// Tracklet re-identification on held-out phantom videos: retrieval (mAP, HR@1, HR@5),
     /// pair re-identification (AUROC, AUPR; all pairs and within one video), the polyp count
     /// per video, against an untrained encoder and a colour histogram.
-    Tracklets {
-        /// A held-out library with videos; default: generate the test split of --seed.
-        #[arg(long)]
-        held_out: Option<PathBuf>,
-        /// Seed of the held-out split and of the bootstrap.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        #[arg(long, default_value_t = 12)]
-        videos: usize,
-        #[arg(long, default_value_t = 600)]
-        frames_per_video: usize,
-        /// The models folder holding the tracklet encoder (`tracklets.json`).
-        #[arg(long)]
-        models: Option<PathBuf>,
-        /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
-        #[arg(long = "compare", value_name = "LABEL=FOLDER")]
-        compare: Vec<String>,
-        /// Similarity at which tracklets are grouped into one polyp for the count.
-        #[arg(long, default_value_t = 0.5)]
-        threshold: f32,
-        /// Also write the figures as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
+    Tracklets(super::tracklets::EvalArgs),
 }
 
 pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
@@ -89,28 +66,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             views,
             size,
         } => phantom(held_out, seed, polyps, views, size),
-        EvalWhat::Tracklets {
-            held_out,
-            seed,
-            videos,
-            frames_per_video,
-            models,
-            compare,
-            threshold,
-            json,
-        } => super::tracklets::eval(
-            pref,
-            super::tracklets::EvalArgs {
-                held_out,
-                seed,
-                videos,
-                frames_per_video,
-                models,
-                compare,
-                threshold,
-                json,
-            },
-        ),
+        EvalWhat::Tracklets(args) => super::tracklets::eval(pref, args),
         EvalWhat::Twins {
             held_out,
             seed,
@@ -129,10 +85,8 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             let models = TwinModels::load(&dir, &compute.device)?;
             let mut others = Vec::new();
             for c in &compare {
-                let Some((label, folder)) = c.split_once('=') else {
-                    anyhow::bail!("--compare {c}: write LABEL=FOLDER");
-                };
-                let loaded = TwinModels::load(Path::new(folder), &compute.device)
+                let (label, folder) = compare_arg(c)?;
+                let loaded = TwinModels::load(folder, &compute.device)
                     .with_context(|| format!("--compare {c}"))?;
                 others.push((label.to_string(), loaded));
             }
@@ -165,6 +119,16 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// One `--compare LABEL=FOLDER` argument.
+pub fn compare_arg(c: &str) -> Result<(&str, &Path)> {
+    match c.split_once('=') {
+        Some((label, folder)) if !label.is_empty() && !folder.is_empty() => {
+            Ok((label, Path::new(folder)))
+        }
+        _ => anyhow::bail!("--compare {c}: write LABEL=FOLDER"),
     }
 }
 

@@ -4,16 +4,35 @@ use anyhow::{Context, Result};
 use endotwin::compute::{self, BackendPref};
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::tracklets::{Candidate, TrackletEval};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+#[derive(clap::Args)]
 pub struct EvalArgs {
+    /// A held-out library with videos; default: generate the test split of --seed.
+    #[arg(long)]
     pub held_out: Option<PathBuf>,
+    /// A validation library with videos: each method's grouping threshold for the polyp
+    /// count is chosen there (else --threshold for every method).
+    #[arg(long)]
+    pub validation: Option<PathBuf>,
+    /// Seed of the held-out split and of the bootstrap.
+    #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    #[arg(long, default_value_t = 12)]
     pub videos: usize,
+    #[arg(long, default_value_t = 600)]
     pub frames_per_video: usize,
+    /// The models folder holding the tracklet encoder (`tracklets.json`).
+    #[arg(long)]
     pub models: Option<PathBuf>,
+    /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
+    #[arg(long = "compare", value_name = "LABEL=FOLDER")]
     pub compare: Vec<String>,
+    /// Similarity at which tracklets are grouped into one polyp, without --validation.
+    #[arg(long, default_value_t = 0.5)]
     pub threshold: f32,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
     pub json: Option<PathBuf>,
 }
 
@@ -24,10 +43,8 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         .with_context(|| format!("the tracklet encoder in {}", dir.display()))?;
     let mut others = Vec::new();
     for c in &a.compare {
-        let Some((label, folder)) = c.split_once('=') else {
-            anyhow::bail!("--compare {c}: write LABEL=FOLDER");
-        };
-        let loaded = endotwin::tracklets::load_model(Path::new(folder), &compute.device)
+        let (label, folder) = super::eval::compare_arg(c)?;
+        let loaded = endotwin::tracklets::load_model(folder, &compute.device)
             .with_context(|| format!("--compare {c}"))?;
         others.push((label.to_string(), loaded));
     }
@@ -46,9 +63,17 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         );
     }
     let held = HeldOut::open_videos(a.held_out.as_deref(), a.seed, a.videos, a.frames_per_video)?;
+    let validation = match &a.validation {
+        Some(p) => Some(endotwin::store::Store::open(
+            p,
+            endotwin::store::OpenMode::Existing,
+        )?),
+        None => None,
+    };
     let started = std::time::Instant::now();
     let e = endotwin::eval::tracklets::run(
         &held.store,
+        validation.as_ref(),
         &candidates,
         &main.config,
         a.seed,
@@ -103,7 +128,14 @@ fn print(e: &TrackletEval, described: &str) {
             ci(r.aupr_ci)
         );
     }
-    println!("\npolyp count per video (groups at similarity >= threshold)");
+    println!(
+        "\npolyp count per video (groups at similarity >= threshold; thresholds {})",
+        if e.thresholds_from_validation {
+            "chosen per method on the validation library"
+        } else {
+            "as given"
+        }
+    );
     println!("| method | threshold | exact | within one | videos |");
     println!("| --- | --- | --- | --- | --- |");
     for c in &e.counts {

@@ -30,9 +30,6 @@ impl HeldOut {
                 generated: None,
             });
         }
-        let dir =
-            std::env::temp_dir().join(format!("endotwin-heldout-{seed}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
         let cfg = PhantomConfig {
             seed,
             split: Split::Test,
@@ -44,13 +41,27 @@ impl HeldOut {
             image_size: size,
             ..PhantomConfig::default()
         };
-        let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
-        phantom::generate(&mut store, &cfg, &Progress::new())?;
-        Ok(HeldOut {
-            store,
-            described: format!(
+        HeldOut::generate(
+            &cfg,
+            format!(
                 "phantom test split of seed {seed}, {polyps} polyps x {views} views, {size} px"
             ),
+        )
+    }
+
+    /// Generates `cfg` into a temporary folder, removed on drop.
+    fn generate(cfg: &PhantomConfig, described: String) -> Result<HeldOut, PhantomError> {
+        let dir = std::env::temp_dir().join(format!(
+            "endotwin-heldout-{}-{}",
+            cfg.seed,
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
+        phantom::generate(&mut store, cfg, &Progress::new())?;
+        Ok(HeldOut {
+            store,
+            described,
             generated: Some(dir),
         })
     }
@@ -68,11 +79,6 @@ impl HeldOut {
         if let Some(path) = path {
             return HeldOut::open(Some(path), seed, 0, 0, 0);
         }
-        let dir = std::env::temp_dir().join(format!(
-            "endotwin-heldout-videos-{seed}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
         let cfg = PhantomConfig {
             seed,
             split: Split::Test,
@@ -85,15 +91,10 @@ impl HeldOut {
             image_size: 64,
             ..PhantomConfig::default()
         };
-        let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
-        phantom::generate(&mut store, &cfg, &Progress::new())?;
-        Ok(HeldOut {
-            store,
-            described: format!(
-                "phantom test split of seed {seed}, {videos} videos x {frames} frames"
-            ),
-            generated: Some(dir),
-        })
+        HeldOut::generate(
+            &cfg,
+            format!("phantom test split of seed {seed}, {videos} videos x {frames} frames"),
+        )
     }
 }
 

@@ -54,6 +54,8 @@ pub struct TrackletEval {
     /// The first method's count (the shipped model's).
     pub count: CountRow,
     pub counts: Vec<CountRow>,
+    /// Whether each method's grouping threshold was chosen on a validation library.
+    pub thresholds_from_validation: bool,
     pub videos: usize,
     pub tracklets: usize,
     pub seed: u64,
@@ -245,8 +247,29 @@ fn count(set: &TrackletSet, e: &[Vec<f32>], label: &str, threshold: f32) -> Coun
     }
 }
 
-/// Scores every method on `set`; `threshold` groups tracklets for the polyp count.
-pub fn evaluate(set: &TrackletSet, methods: &[Method], seed: u64, threshold: f32) -> TrackletEval {
+/// The grouping threshold, out of 0.05, 0.10 .. 0.95, whose polyp counts on `set` are most
+/// often exact (then most often within one; then the lowest).
+pub fn choose_threshold(set: &TrackletSet, embeddings: &[Vec<f32>]) -> f32 {
+    let mut best = (0.05f32, -1.0f64, -1.0f64);
+    for k in 1..20 {
+        let t = k as f32 * 0.05;
+        let c = count(set, embeddings, "", t);
+        if (c.exact_share, c.within_one_share) > (best.1, best.2) {
+            best = (t, c.exact_share, c.within_one_share);
+        }
+    }
+    best.0
+}
+
+/// Scores every method on `set`; `thresholds[m]` groups tracklets for method m's polyp
+/// count (the last one for methods past its end).
+pub fn evaluate(
+    set: &TrackletSet,
+    methods: &[Method],
+    seed: u64,
+    thresholds: &[f32],
+) -> TrackletEval {
+    let threshold = thresholds.first().copied().unwrap_or(0.5);
     let weights = resamples(set.videos.len(), seed);
     let ones = vec![1.0; set.videos.len()];
     let mut out = TrackletEval {
@@ -260,12 +283,13 @@ pub fn evaluate(set: &TrackletSet, methods: &[Method], seed: u64, threshold: f32
             videos: 0,
         },
         counts: Vec::new(),
+        thresholds_from_validation: false,
         videos: set.videos.len(),
         tracklets: set.tracklets.len(),
         seed,
         bootstrap: BOOTSTRAP,
     };
-    for m in methods {
+    for (mi, m) in methods.iter().enumerate() {
         let q = retrieval(set, &m.embeddings);
         let mean = |w: &[f64], k: usize| {
             let (mut s, mut n) = (0.0, 0.0);
@@ -312,8 +336,12 @@ pub fn evaluate(set: &TrackletSet, methods: &[Method], seed: u64, threshold: f32
                 positives: chosen.iter().filter(|x| x.3).count(),
             });
         }
-        out.counts
-            .push(count(set, &m.embeddings, &m.label, threshold));
+        let t = thresholds
+            .get(mi)
+            .or(thresholds.last())
+            .copied()
+            .unwrap_or(threshold);
+        out.counts.push(count(set, &m.embeddings, &m.label, t));
     }
     if let Some(first) = out.counts.first() {
         out.count = first.clone();
@@ -329,8 +357,11 @@ pub struct Candidate<'a> {
 
 /// Loads the held-out tracklets at `size` px, embeds them with every candidate, the same
 /// architecture at random initialisation (seeded) and the colour histogram, and scores all.
+/// With a `validation` library each method's grouping threshold is chosen there; else
+/// `threshold` serves every method.
 pub fn run(
     store: &crate::store::Store,
+    validation: Option<&crate::store::Store>,
     candidates: &[Candidate<'_>],
     untrained: &crate::model::tracklet::TrackletModelConfig,
     seed: u64,
@@ -338,23 +369,39 @@ pub fn run(
     device: &burn::tensor::Device,
 ) -> Result<TrackletEval, crate::tracklets::dataset::TrackletDataError> {
     let progress = crate::plumbing::Progress::new();
-    let set = TrackletSet::load(store, &[], untrained.backbone.image_size, &progress)?;
-    let mut methods: Vec<Method> = candidates
-        .iter()
-        .map(|c| Method {
-            label: c.label.clone(),
-            embeddings: crate::tracklets::embed(c.model, &set, 16, device),
-        })
-        .collect();
+    let size = untrained.backbone.image_size;
     device.seed(seed);
     let random = untrained.init(device);
-    methods.push(Method {
-        label: "untrained encoder (baseline)".into(),
-        embeddings: crate::tracklets::embed(&random, &set, 16, device),
-    });
-    methods.push(Method {
-        label: "colour histogram 8x8x8 of the crops (baseline)".into(),
-        embeddings: colour_histograms(&set),
-    });
-    Ok(evaluate(&set, &methods, seed, threshold))
+    let methods_on = |set: &TrackletSet| -> Vec<Method> {
+        let mut methods: Vec<Method> = candidates
+            .iter()
+            .map(|c| Method {
+                label: c.label.clone(),
+                embeddings: crate::tracklets::embed(c.model, set, 16, device),
+            })
+            .collect();
+        methods.push(Method {
+            label: "untrained encoder (baseline)".into(),
+            embeddings: crate::tracklets::embed(&random, set, 16, device),
+        });
+        methods.push(Method {
+            label: "colour histogram 8x8x8 of the crops (baseline)".into(),
+            embeddings: colour_histograms(set),
+        });
+        methods
+    };
+    let thresholds = match validation {
+        Some(v) => {
+            let vset = TrackletSet::load(v, &[], size, &progress)?;
+            methods_on(&vset)
+                .iter()
+                .map(|m| choose_threshold(&vset, &m.embeddings))
+                .collect()
+        }
+        None => vec![threshold],
+    };
+    let set = TrackletSet::load(store, &[], size, &progress)?;
+    let mut e = evaluate(&set, &methods_on(&set), seed, &thresholds);
+    e.thresholds_from_validation = validation.is_some();
+    Ok(e)
 }
