@@ -215,6 +215,44 @@ fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
 }
 
 #[test]
+fn the_tracklet_model_gives_the_same_embedding_on_wgpu_and_the_cpu() {
+    use endotwin::compute::{self, BackendPref};
+    use endotwin::model::frame_cnn::FrameCnnConfig;
+    use endotwin::model::tracklet::{TrackletEncoderConfig, TrackletModelConfig};
+    let gpu = match compute::select(BackendPref::Gpu) {
+        Ok(c) => c.device,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("CI must have a wgpu adapter (mesa-vulkan-drivers): {e}"),
+    };
+    let cpu = Device::flex();
+    cpu.seed(12);
+    // The shipped geometry, smaller: a two-stage CNN on 16 px crops, one 32-d layer.
+    let config = TrackletModelConfig::new(
+        FrameCnnConfig::new()
+            .with_image_size(16)
+            .with_channels(vec![4, 8]),
+        TrackletEncoderConfig::new(8)
+            .with_dim(32)
+            .with_layers(1)
+            .with_heads(4)
+            .with_feed_forward(64),
+    );
+    let model = config.init(&cpu);
+    let x = Tensor::<5>::random([2, 8, 3, 16, 16], Distribution::Normal(0.0, 1.0), &cpu);
+    let (expected, _) = model.forward(x.clone());
+    let expected = expected.into_data().try_to_vec::<f32>().unwrap();
+    let (got, _) = model.to_device(&gpu).forward(x.to_device(&gpu));
+    let got = got.into_data().try_to_vec::<f32>().unwrap();
+    assert_eq!(got.len(), 2 * 32);
+    for (a, b) in got.iter().zip(&expected) {
+        assert!((a - b).abs() < 1e-4, "{got:?} vs {expected:?}");
+    }
+}
+
+#[test]
 fn clip_tokenizer_matches_the_reference_ids_and_fits_the_context() {
     use endotwin::model::text::ClipTokenizer;
     let tok = ClipTokenizer::default();

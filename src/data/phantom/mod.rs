@@ -239,9 +239,12 @@ pub fn generate(
             .collect::<Result<_, _>>()
     })?;
 
-    let with_polyps: Vec<usize> = (0..exams.len())
+    // Videos go through the examinations with the most polyps first (polyps in sequence,
+    // some close together), the others after.
+    let mut with_polyps: Vec<usize> = (0..exams.len())
         .filter(|&i| !exams[i].polyps.is_empty())
         .collect();
+    with_polyps.sort_by_key(|&i| std::cmp::Reverse(exams[i].polyps.len()));
     // Videos are independent too (each draws from its own stream): render them on every core.
     let n_videos = cfg.videos.min(with_polyps.len());
     let video_threads = std::thread::available_parallelism()
@@ -256,7 +259,7 @@ pub fn generate(
                         .skip(t)
                         .step_by(video_threads)
                         .map(|vi| {
-                            let exam = with_polyps[(vi * 7) % with_polyps.len()];
+                            let exam = with_polyps[vi % with_polyps.len()];
                             let mut r = root.fork(5000 + vi as u64);
                             let plan =
                                 render_video(&exams[exam], exam, vi, cfg, prefix, &mut r, progress);
