@@ -54,6 +54,13 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
         })
     });
     assert!(revisited, "{:?}", set.tracklets);
+    // Glimpses shorter than a fragment are left out, and said so.
+    assert!(set.short_tracklets > 0);
+    assert!(
+        set.left_out().contains("shorter than 30 frames"),
+        "{}",
+        set.left_out()
+    );
     for t in &set.tracklets {
         assert!(t.frames >= 30, "short tracklets are dropped");
         assert!(!t.fragments.is_empty());

@@ -96,6 +96,9 @@ fn print(e: &TrackletEval, described: &str) {
         "held-out: {described}: {} tracklets of 30+ frames in {} videos; intervals: {} resamples of videos, seed {}",
         e.tracklets, e.videos, e.bootstrap, e.seed
     );
+    if !e.left_out.is_empty() {
+        println!("left out: {}", e.left_out);
+    }
     println!("\nretrieval (each tracklet queries all others)");
     println!("| method | queries | mAP [95% CI] | HR@1 [95% CI] | HR@5 [95% CI] |");
     println!("| --- | --- | --- | --- | --- |");

@@ -58,6 +58,8 @@ pub struct TrackletEval {
     pub thresholds_from_validation: bool,
     pub videos: usize,
     pub tracklets: usize,
+    /// What the held-out set left out (short tracklets, boxes in no tracklet).
+    pub left_out: String,
     pub seed: u64,
     pub bootstrap: usize,
 }
@@ -286,6 +288,7 @@ pub fn evaluate(
         thresholds_from_validation: false,
         videos: set.videos.len(),
         tracklets: set.tracklets.len(),
+        left_out: set.left_out(),
         seed,
         bootstrap: BOOTSTRAP,
     };

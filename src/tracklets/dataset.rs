@@ -48,6 +48,12 @@ pub struct TrackletSet {
     pub fragments: Vec<FragmentTime>,
     /// Per fragment: its tracklet.
     pub fragment_tracklet: Vec<usize>,
+    /// Tracklets left out for being shorter than 30 frames (said, never dropped silently).
+    pub short_tracklets: usize,
+    /// Boxes that belong to no tracklet (left out).
+    pub unassigned_boxes: usize,
+    /// Boxes with no area (left out of their tracklet's frames would break it: counted).
+    pub empty_boxes: usize,
     /// [fragments, FRAGMENT_FRAMES, 3, size, size], normalised.
     pixels: Vec<f32>,
 }
@@ -70,6 +76,9 @@ impl TrackletSet {
             tracklets: Vec::new(),
             fragments: Vec::new(),
             fragment_tracklet: Vec::new(),
+            short_tracklets: 0,
+            unassigned_boxes: 0,
+            empty_boxes: 0,
             pixels: Vec::new(),
         };
         let rows: Vec<_> = store
@@ -83,11 +92,17 @@ impl TrackletSet {
         for v in &rows {
             let mut by_tracklet: BTreeMap<i64, Vec<BoxRow>> = BTreeMap::new();
             for b in store.video_boxes(v.id)? {
-                if let Some(t) = b.tracklet_id {
-                    by_tracklet.entry(t).or_default().push(b);
+                if b.w <= 0.0 || b.h <= 0.0 {
+                    set.empty_boxes += 1;
+                }
+                match b.tracklet_id {
+                    Some(t) => by_tracklet.entry(t).or_default().push(b),
+                    None => set.unassigned_boxes += 1,
                 }
             }
+            let before = by_tracklet.len();
             by_tracklet.retain(|_, boxes| !fragments(boxes.len()).is_empty());
+            set.short_tracklets += before - by_tracklet.len();
             total += by_tracklet
                 .values()
                 .map(|b| fragments(b.len()).len() * FRAGMENT_FRAMES)
@@ -165,6 +180,28 @@ impl TrackletSet {
             .iter()
             .map(|v| v * p.std[0] + p.mean[0])
             .collect()
+    }
+
+    /// What was left out, in words ("" when nothing was).
+    pub fn left_out(&self) -> String {
+        let mut parts = Vec::new();
+        if self.short_tracklets > 0 {
+            parts.push(format!(
+                "{} tracklets shorter than {} frames",
+                self.short_tracklets,
+                super::fragments::MIN_TRACKLET_FRAMES
+            ));
+        }
+        if self.unassigned_boxes > 0 {
+            parts.push(format!("{} boxes in no tracklet", self.unassigned_boxes));
+        }
+        if self.empty_boxes > 0 {
+            parts.push(format!(
+                "{} boxes of zero area (cropped as 1 px)",
+                self.empty_boxes
+            ));
+        }
+        parts.join(", ")
     }
 
     fn fragment_len(&self) -> usize {

@@ -304,6 +304,10 @@ impl Recipe for TrackletRecipe {
             set.fragments.len(),
             set.videos.len()
         ));
+        let left_out = set.left_out();
+        if !left_out.is_empty() {
+            ctx.observer.message(&format!("left out: {left_out}"));
+        }
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
