@@ -52,6 +52,11 @@ pub struct TrackletTrainingConfig {
     pub curriculum: Curriculum,
     #[config(default = "Levels::Both")]
     pub levels: Levels,
+    /// Anchors of a step come from videos in runs of this many (fragments of different
+    /// tracklets first), so some negatives share the anchor's colon and the loss cannot be
+    /// met by telling videos apart; 1: anchors drawn at random over all videos (the paper).
+    #[config(default = 1)]
+    pub anchors_per_video: usize,
     #[config(default = 17)]
     pub seed: u64,
 }
@@ -91,8 +96,7 @@ pub fn train(
     for epoch in first_epoch..config.epochs {
         let started = Instant::now();
         let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
-        let mut order = usable.clone();
-        super::augment::shuffle(&mut order, &mut rng);
+        let order = anchor_order(&usable, set, config.anchors_per_video, &mut rng);
         let mut sums = [0.0f64; 3];
         let (mut purity, mut purity_n) = (0.0, 0usize);
         for step in 0..steps_per_epoch {
@@ -185,6 +189,44 @@ pub fn train(
     Ok(model)
 }
 
+/// The epoch's anchor order: a shuffle of `usable`, or with `per_video` > 1, runs of
+/// `per_video` fragments of one video (taking its tracklets in turn) in shuffled order.
+fn anchor_order(
+    usable: &[usize],
+    set: &TrackletSet,
+    per_video: usize,
+    rng: &mut Rng,
+) -> Vec<usize> {
+    let mut order = usable.to_vec();
+    super::augment::shuffle(&mut order, rng);
+    if per_video <= 1 {
+        return order;
+    }
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    for v in 0..set.videos.len() {
+        // This video's fragments, one tracklet after another in turn.
+        let mut by_tracklet: Vec<Vec<usize>> = Vec::new();
+        for &f in order.iter().filter(|&&f| set.fragments[f].video == v) {
+            let t = set.fragment_tracklet[f];
+            match by_tracklet
+                .iter_mut()
+                .find(|l| set.fragment_tracklet[l[0]] == t)
+            {
+                Some(l) => l.push(f),
+                None => by_tracklet.push(vec![f]),
+            }
+        }
+        let mut interleaved = Vec::new();
+        let longest = by_tracklet.iter().map(Vec::len).max().unwrap_or(0);
+        for i in 0..longest {
+            interleaved.extend(by_tracklet.iter().filter_map(|l| l.get(i)));
+        }
+        runs.extend(interleaved.chunks(per_video).map(<[usize]>::to_vec));
+    }
+    super::augment::shuffle(&mut runs, rng);
+    runs.concat()
+}
+
 /// `endotwin train tracklets`.
 pub struct TrackletRecipe;
 
@@ -234,6 +276,12 @@ impl Recipe for TrackletRecipe {
                 Flag,
                 None,
                 "Ablation: one temperature, (T_min + T_max) / 2, throughout",
+            ),
+            RecipeOption::new(
+                "anchors-per-video",
+                Count,
+                Some("1"),
+                "Anchors of a step come from videos in runs of this many (1: at random)",
             ),
             RecipeOption::new(
                 "level",
@@ -292,6 +340,7 @@ impl Recipe for TrackletRecipe {
                 Curriculum::Cosine
             })
             .with_levels(levels)
+            .with_anchors_per_video(settings.count(&o, "anchors-per-video")?.max(1))
             .with_seed(seed);
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer

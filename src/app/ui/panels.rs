@@ -43,7 +43,7 @@ static PANELS: [PanelSpec; 6] = [
     PanelSpec {
         tab: Tab("tracklets"),
         title: "Tracklets",
-        about: "Tracklet re-identification links across a video (not built yet)",
+        about: "Tracklet re-identification links across a video (timeline not built yet)",
         draw: placeholders::tracklets,
     },
     PanelSpec {

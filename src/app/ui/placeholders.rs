@@ -16,8 +16,8 @@ pub fn prompts(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Co
 pub fn tracklets(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
     say(
         ui,
-        "Tracklet re-identification — not built yet",
-        "Filled by the tracklet capability: tracklets of a procedure video, their re-identification links, and tools to merge, split and accept or reject links.",
+        "Tracklet re-identification — timeline not built yet",
+        "The tracklet model trains and is evaluated from the command line (endotwin train tracklets; endotwin eval tracklets). This tab will show a video's tracklets on a timeline, their re-identification links and polyp count, and tools to merge, split and accept or reject links.",
     );
 }
 
