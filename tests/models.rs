@@ -181,17 +181,23 @@ fn a_tracklet_of_frames_gives_one_embedding_and_frame_tokens() {
     assert_eq!(enc.project(tokens).dims(), [2, 8, 128]);
 }
 
-#[test]
-fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
+/// The wgpu device; `None` (skip, said on stderr) off CI when there is no adapter. CI installs
+/// lavapipe, so there one must exist.
+fn wgpu_device() -> Option<Device> {
     use endotwin::compute::{self, BackendPref};
-    let gpu = match compute::select(BackendPref::Gpu) {
-        Ok(c) => c.device,
+    match compute::select(BackendPref::Gpu) {
+        Ok(c) => Some(c.device),
         Err(e) if std::env::var_os("CI").is_none() => {
             eprintln!("skipping: {e}");
-            return;
+            None
         }
         Err(e) => panic!("CI must have a wgpu adapter (mesa-vulkan-drivers): {e}"),
-    };
+    }
+}
+
+#[test]
+fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
+    let Some(gpu) = wgpu_device() else { return };
     let cpu = Device::flex();
     cpu.seed(11);
     let vit = VitConfig::new(16, 8, 16, 1, 2)
@@ -216,17 +222,9 @@ fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
 
 #[test]
 fn the_tracklet_model_gives_the_same_embedding_on_wgpu_and_the_cpu() {
-    use endotwin::compute::{self, BackendPref};
     use endotwin::model::frame_cnn::FrameCnnConfig;
     use endotwin::model::tracklet::{TrackletEncoderConfig, TrackletModelConfig};
-    let gpu = match compute::select(BackendPref::Gpu) {
-        Ok(c) => c.device,
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipping: {e}");
-            return;
-        }
-        Err(e) => panic!("CI must have a wgpu adapter (mesa-vulkan-drivers): {e}"),
-    };
+    let Some(gpu) = wgpu_device() else { return };
     let cpu = Device::flex();
     cpu.seed(12);
     // The shipped geometry, smaller: a two-stage CNN on 16 px crops, one 32-d layer.
