@@ -28,17 +28,19 @@ impl BackendPref {
 
     /// The flag when given, else the environment variable, else `Auto`.
     pub fn resolve(flag: Option<BackendPref>) -> Result<BackendPref, ComputeError> {
-        if let Some(flag) = flag {
-            return Ok(flag);
+        match flag {
+            Some(flag) => Ok(flag),
+            None => Self::parse(std::env::var(Self::ENV).ok().as_deref()),
         }
-        match std::env::var(Self::ENV) {
-            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "" | "auto" => Ok(BackendPref::Auto),
-                "gpu" | "wgpu" => Ok(BackendPref::Gpu),
-                "cpu" | "flex" => Ok(BackendPref::Cpu),
-                other => Err(ComputeError::BadPreference(other.to_string())),
-            },
-            Err(_) => Ok(BackendPref::Auto),
+    }
+
+    /// The preference an `ENDOTWIN_BACKEND` value names (`None`: unset, so `Auto`).
+    pub fn parse(value: Option<&str>) -> Result<BackendPref, ComputeError> {
+        match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("" | "auto") => Ok(BackendPref::Auto),
+            Some("gpu" | "wgpu") => Ok(BackendPref::Gpu),
+            Some("cpu" | "flex") => Ok(BackendPref::Cpu),
+            Some(other) => Err(ComputeError::BadPreference(other.to_string())),
         }
     }
 }

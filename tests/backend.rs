@@ -32,11 +32,10 @@ fn wgpu_and_cpu_agree() {
 
 #[test]
 fn a_bad_backend_preference_is_reported() {
-    // SAFETY: this test binary sets the variable only here.
-    unsafe { std::env::set_var(BackendPref::ENV, "quantum") };
-    let err = BackendPref::resolve(None).unwrap_err();
-    unsafe { std::env::remove_var(BackendPref::ENV) };
+    let err = BackendPref::parse(Some("quantum")).unwrap_err();
     assert!(err.to_string().contains("auto, gpu or cpu"), "{err}");
+    assert_eq!(BackendPref::parse(Some(" CPU ")).unwrap(), BackendPref::Cpu);
+    assert_eq!(BackendPref::parse(None).unwrap(), BackendPref::Auto);
     assert_eq!(
         BackendPref::resolve(Some(BackendPref::Cpu)).unwrap(),
         BackendPref::Cpu

@@ -2,7 +2,7 @@
 //! command line as a user meets them. For each: the exit status, a message naming the item,
 //! and the library (rows and media files) unchanged wherever nothing should have changed.
 
-mod common;
+use crate::common;
 
 use common::{import, invalid_rows, png, run, state};
 use endotwin::store::{OpenMode, Store, TargetKind};

@@ -2,7 +2,7 @@
 //! panic an import and never write a row that breaks the library's rules
 //! (`Store::invalid_rows`).
 
-mod common;
+use crate::common;
 
 use common::png;
 use endotwin::data::import::{self, ImportLayout, ImportOptions};

@@ -1,0 +1,30 @@
+//! The integration suite as one test binary.
+//!
+//! Every file beside this one is a module of it. One binary links the burn/wgpu/egui stack
+//! once instead of once per file: a fresh-clone `cargo test` writes about 0.5 GB of test
+//! executables instead of about 12 GB, and links in a fraction of the time.
+
+mod common;
+
+mod backend;
+mod captions;
+mod cli;
+mod clip_import;
+mod dual_losses;
+mod gui;
+mod hostile;
+mod import;
+mod importers;
+mod losses;
+mod manifest_props;
+mod models;
+mod phantom;
+mod preprocess;
+mod retrieval;
+mod store;
+mod tracklet_pipeline;
+mod tracklets;
+mod train;
+mod twins;
+mod vocabulary;
+mod weights;
