@@ -26,5 +26,6 @@ mod tracklet_pipeline;
 mod tracklets;
 mod train;
 mod twins;
+mod video;
 mod vocabulary;
 mod weights;

@@ -1,6 +1,7 @@
 //! What the UI asks for. The UI pushes these; [`super::logic`] applies them between frames.
 
 use super::state::{Selection, Tab};
+use crate::data::import::ImportLayout;
 use crate::store::CaseFilter;
 use std::path::PathBuf;
 
@@ -10,10 +11,10 @@ pub enum Command {
     OpenLibrary(PathBuf),
     /// Ask for a library with the file dialog.
     PickLibrary,
-    /// Import a folder of images into the open library (background job).
-    ImportFolder(PathBuf),
-    /// Ask for a folder to import with the file dialog.
-    PickImportFolder,
+    /// Import a folder of images, or a video file, into the open library (background job).
+    Import(ImportLayout, PathBuf),
+    /// Ask for what to import (a folder of images, a video file) with the file dialog.
+    PickImport(ImportLayout),
     /// Ask for image files to view with the file dialog.
     PickImages,
     /// Files or folders dropped on the window.

@@ -3,6 +3,7 @@
 use super::state::{Details, LabelEdit, Library, Selection, Tab, ToastLevel};
 use super::{App, Command};
 use crate::data::images;
+use crate::data::import::video::{VIDEO_EXTENSIONS, is_video_file};
 use crate::data::import::{ImportLayout, ImportOptions};
 use crate::engine::loader::{ImageKey, Source};
 use crate::engine::{Job, JobDone, JobOutput};
@@ -73,13 +74,19 @@ impl App {
                     self.open_library(&path);
                 }
             }
-            Command::ImportFolder(path) => self.import_folder(path),
-            Command::PickImportFolder => {
-                if let Some(path) = rfd::FileDialog::new()
-                    .set_title("Import a folder of images")
-                    .pick_folder()
-                {
-                    self.import_folder(path);
+            Command::Import(layout, path) => self.import(layout, path),
+            Command::PickImport(layout) => {
+                let dialog = rfd::FileDialog::new();
+                let picked = if layout == ImportLayout::Video {
+                    dialog
+                        .set_title("Import a video file")
+                        .add_filter("videos", VIDEO_EXTENSIONS)
+                        .pick_file()
+                } else {
+                    dialog.set_title("Import a folder of images").pick_folder()
+                };
+                if let Some(path) = picked {
+                    self.import(layout, path);
                 }
             }
             Command::PickImages => {
@@ -261,7 +268,7 @@ impl App {
         }
     }
 
-    fn import_folder(&mut self, path: PathBuf) {
+    fn import(&mut self, layout: ImportLayout, path: PathBuf) {
         let Some(lib) = &self.state.library else {
             self.state
                 .toast(ToastLevel::Error, "open a library before importing");
@@ -282,7 +289,7 @@ impl App {
             &format!("import {}", path.display()),
             db,
             Job::Import {
-                layout: ImportLayout::Images,
+                layout,
                 path,
                 options: ImportOptions::default(),
             },
@@ -315,14 +322,16 @@ impl App {
             if is_library {
                 self.open_library(&path);
             } else if path.is_dir() {
-                self.import_folder(path);
+                self.import(ImportLayout::Images, path);
+            } else if is_video_file(&path) {
+                self.import(ImportLayout::Video, path);
             } else if images::has_image_extension(&path) {
                 images_in.push(path);
             } else {
                 self.state.toast(
                     ToastLevel::Error,
                     format!(
-                        "{}: not an image (png, jpg, bmp, tif), a folder or a library",
+                        "{}: not an image (png, jpg, bmp, tif), a video (mp4, mov, ...), a folder or a library",
                         path.display()
                     ),
                 );

@@ -12,6 +12,7 @@ mod viewer;
 use super::Command;
 use super::state::AppState;
 use super::textures::Textures;
+use crate::data::import::ImportLayout;
 use crate::engine::JobHandle;
 
 pub fn draw(
@@ -67,7 +68,14 @@ fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 .add_enabled(writable, egui::Button::new("Import image folder…"))
                 .clicked()
             {
-                out.push(Command::PickImportFolder);
+                out.push(Command::PickImport(ImportLayout::Images));
+            }
+            if ui
+                .add_enabled(writable, egui::Button::new("Import video file…"))
+                .on_hover_text("MP4/H.264 or anything else ffmpeg reads (needs ffmpeg on PATH)")
+                .clicked()
+            {
+                out.push(Command::PickImport(ImportLayout::Video));
             }
         });
         ui.menu_button("Edit", |ui| {

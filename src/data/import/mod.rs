@@ -15,6 +15,7 @@ pub mod multiview;
 pub mod paths;
 pub mod plan;
 pub mod realcolon;
+pub mod video;
 
 pub use paths::SourceRoot;
 pub use plan::Plan;
@@ -53,6 +54,8 @@ pub struct ImportReport {
     pub examinations: usize,
     pub polyps: usize,
     pub videos: usize,
+    /// Frames of those videos (identical frames count once in `media_added`).
+    pub video_frames: usize,
     pub boxes: usize,
     pub media_added: usize,
     /// Items whose content was already in the library (same hash).
@@ -76,7 +79,10 @@ impl ImportReport {
             self.polyps
         );
         if self.videos > 0 {
-            s.push_str(&format!(", {} videos, {} boxes", self.videos, self.boxes));
+            s.push_str(&format!(
+                ", {} videos ({} frames), {} boxes",
+                self.videos, self.video_frames, self.boxes
+            ));
         }
         let applied = self.label_changes.iter().filter(|c| c.applied).count();
         let kept = self.label_changes.len() - applied;
@@ -285,6 +291,9 @@ pub enum ImportLayout {
     RealColon,
     /// CAPTIV8 capsule data: per-patient CSVs (Patient ID, name, capture_time, image_path, video_path, image_label).
     Captiv8,
+    /// A video file (MP4/H.264 or anything else ffmpeg reads): its frames at its frame rate.
+    /// Needs the ffmpeg program on PATH (or ENDOTWIN_FFMPEG).
+    Video,
 }
 
 /// Runs the importer for `layout`.
@@ -308,6 +317,7 @@ pub fn run(
         ImportLayout::Coco => coco::read(path, progress, &mut problems)?,
         ImportLayout::RealColon => realcolon::read(path, progress, &mut problems)?,
         ImportLayout::Captiv8 => captiv8::read(path, progress, &mut problems)?,
+        ImportLayout::Video => video::read(path, progress)?,
     };
     write_checked(
         store,

@@ -471,6 +471,7 @@ pub fn write(
             for v in &e.videos {
                 let vid = store::upsert_video(tx, exam, &v.code, v.fps)?;
                 report.videos += 1;
+                report.video_frames += v.frames.len();
                 for (idx, f) in &v.frames {
                     let mid = insert(f, exam, &mut report, &mut merge)?;
                     store::merge_video_frame(tx, (vid, &v.code), *idx, mid, &mut merge)?;

@@ -1,0 +1,344 @@
+//! Video files: a procedure recording (MP4/H.264 as endoscopy recorders write it, and anything
+//! else ffmpeg reads) becomes one examination with one video, its frames in decoding order at
+//! the file's frame rate.
+//!
+//! Decoding runs the `ffmpeg` executable found on PATH (or named by `ENDOTWIN_FFMPEG`), the
+//! way rerun does: a plain `cargo build` links no codec library, H.264 High profile with
+//! B-frames and CABAC decodes exactly as ffmpeg decodes it, and ffmpeg flushes its decoder at
+//! the end of the stream, so every frame comes out. Frames arrive as raw RGB on a pipe and are
+//! stored as JPEG (quality 92), so a 20-minute 720p recording is a few GB, not tens.
+//!
+//! Like every importer it reads everything before writing anything: a file that is not a
+//! video, is truncated (no `moov` atom) or decodes to fewer frames than its index lists is
+//! refused with ffmpeg's own words and nothing is written.
+
+use super::plan::{Plan, PlanExam, PlanImage, PlanVideo};
+use super::{ImportError, PreparedImage, check_cancel};
+use crate::data::images::{THUMBNAIL_SIDE, thumbnail_jpeg};
+use crate::plumbing::Progress;
+use crate::store::MediaKind;
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Environment variable naming the ffmpeg executable when it is not on PATH.
+pub const FFMPEG_ENV: &str = "ENDOTWIN_FFMPEG";
+
+/// File extensions taken for video files (the GUI's file dialog and drops).
+pub const VIDEO_EXTENSIONS: &[&str] = &[
+    "mp4", "m4v", "mov", "mkv", "avi", "webm", "mpg", "mpeg", "ts", "mts",
+];
+
+/// Whether `path` is named like a video file.
+pub fn is_video_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| VIDEO_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// JPEG quality of the stored frames: visually lossless for review and training crops.
+const JPEG_QUALITY: u8 = 92;
+
+/// The ffmpeg and ffprobe executables.
+#[derive(Debug, Clone)]
+pub struct Ffmpeg {
+    pub ffmpeg: PathBuf,
+    pub ffprobe: PathBuf,
+}
+
+/// What ffprobe says about a file's first video stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoInfo {
+    pub codec: String,
+    pub width: u32,
+    pub height: u32,
+    pub fps: f64,
+    /// The frame count the container's index lists, when it lists one.
+    pub frames: Option<u64>,
+}
+
+fn executable_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Finds ffmpeg (`ENDOTWIN_FFMPEG`, else PATH) and the ffprobe beside it (else on PATH).
+pub fn find_ffmpeg() -> Result<Ffmpeg, String> {
+    let ffmpeg = match std::env::var_os(FFMPEG_ENV) {
+        Some(p) if !p.is_empty() => {
+            let p = PathBuf::from(p);
+            if !p.is_file() {
+                return Err(format!(
+                    "{FFMPEG_ENV} names {}, which is not a file",
+                    p.display()
+                ));
+            }
+            p
+        }
+        _ => executable_on_path("ffmpeg").ok_or_else(|| {
+            "importing a video file needs the ffmpeg program, and none was found on PATH; \
+             install ffmpeg (e.g. `apt install ffmpeg`, `brew install ffmpeg`, or ffmpeg.org \
+             builds on Windows) or name it with ENDOTWIN_FFMPEG"
+                .to_string()
+        })?,
+    };
+    let beside = ffmpeg.with_file_name(format!("ffprobe{}", std::env::consts::EXE_SUFFIX));
+    let ffprobe = if beside.is_file() {
+        beside
+    } else {
+        executable_on_path("ffprobe").ok_or_else(|| {
+            format!(
+                "found {} but no ffprobe beside it or on PATH (ffmpeg installs both)",
+                ffmpeg.display()
+            )
+        })?
+    };
+    Ok(Ffmpeg { ffmpeg, ffprobe })
+}
+
+/// What a tool wrote to stderr, for a message: its first distinct lines without ffmpeg's
+/// `[demuxer @ 0x...]` prefixes, with a plain-words reading of the commonest failure.
+fn tail(stderr: &str) -> String {
+    let mut lines: Vec<&str> = Vec::new();
+    for line in stderr.lines() {
+        let line = match line.strip_prefix('[').and_then(|l| l.split_once("] ")) {
+            Some((_, rest)) => rest.trim(),
+            None => line.trim(),
+        };
+        // "stream 0, offset 0x14b0: partial file" repeats with other offsets.
+        let gist = line.rsplit(": ").next().unwrap_or(line);
+        if !line.is_empty() && !lines.iter().any(|l| l.rsplit(": ").next() == Some(gist)) {
+            lines.push(line);
+        }
+    }
+    let mut text = lines.into_iter().take(3).collect::<Vec<_>>().join("; ");
+    if stderr.contains("moov atom not found") {
+        text.push_str(
+            "; the file has no index (moov atom): it is not an MP4, or the recording was \
+             cut off before the recorder finished writing it",
+        );
+    }
+    text
+}
+
+/// `num/den` (ffprobe's rational) as a number.
+fn rational(text: &str) -> Option<f64> {
+    let (n, d) = text.split_once('/').unwrap_or((text, "1"));
+    let (n, d): (f64, f64) = (n.trim().parse().ok()?, d.trim().parse().ok()?);
+    (d != 0.0 && n > 0.0).then_some(n / d)
+}
+
+/// Reads the first video stream's codec, size, frame rate and frame count.
+pub fn probe(tools: &Ffmpeg, path: &Path) -> Result<VideoInfo, String> {
+    let out = Command::new(&tools.ffprobe)
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
+        .arg("stream=codec_name,width,height,avg_frame_rate,r_frame_rate,nb_frames")
+        .args(["-of", "json"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", tools.ffprobe.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(format!("not a readable video ({})", tail(&stderr)));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("ffprobe printed something unexpected: {e}"))?;
+    let Some(stream) = json["streams"].get(0) else {
+        return Err("the file holds no video stream".into());
+    };
+    let dim = |k: &str| stream[k].as_u64().filter(|&v| v > 0 && v <= 16_384);
+    let (Some(width), Some(height)) = (dim("width"), dim("height")) else {
+        return Err("the video stream has no usable frame size".into());
+    };
+    let fps = ["avg_frame_rate", "r_frame_rate"]
+        .iter()
+        .find_map(|k| stream[*k].as_str().and_then(rational))
+        .filter(|f| *f <= 1000.0)
+        .unwrap_or(25.0);
+    Ok(VideoInfo {
+        codec: stream["codec_name"].as_str().unwrap_or("?").to_string(),
+        width: width as u32,
+        height: height as u32,
+        fps,
+        frames: stream["nb_frames"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .filter(|&n| n > 0),
+    })
+}
+
+/// The first 8 hex digits of the file's SHA-256: two recordings with one file name stay two
+/// videos, and re-importing one file changes nothing.
+fn file_tag(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Kills the decoder when the import stops early (cancel, error).
+struct Decoder(Child);
+
+impl Drop for Decoder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn prepare_frame(source: &Path, index: u64, rgb: image::RgbImage) -> PreparedImage {
+    let (width, height) = rgb.dimensions();
+    let image = image::DynamicImage::ImageRgb8(rgb);
+    let mut bytes = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, JPEG_QUALITY)
+        .encode_image(&image)
+        .expect("JPEG encoding into memory cannot fail");
+    PreparedImage {
+        source: source.join(format!("frame {index}")),
+        thumbnail: thumbnail_jpeg(&image, THUMBNAIL_SIDE),
+        bytes,
+        extension: "jpg",
+        width,
+        height,
+    }
+}
+
+/// Decodes every frame of `path` into a plan: one examination, one video.
+pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
+    let fail = |reason: String| ImportError::source_error(path, reason);
+    if !path.is_file() {
+        return Err(fail("a video import takes one file".into()));
+    }
+    let tools = find_ffmpeg().map_err(fail)?;
+    progress.stage("probing the video", 1);
+    let info = probe(&tools, path).map_err(fail)?;
+    let tag = file_tag(path).map_err(|e| fail(format!("cannot read the file: {e}")))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "video".into());
+    let code = format!("{stem}-{tag}");
+    progress.stage("decoding frames", info.frames.unwrap_or(0));
+
+    let mut child = Command::new(&tools.ffmpeg)
+        .args(["-nostdin", "-v", "error", "-noautorotate", "-i"])
+        .arg(path)
+        .args(["-map", "0:v:0", "-vsync", "passthrough"])
+        .args(["-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("could not run {}: {e}", tools.ffmpeg.display())))?;
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut decoder = Decoder(child);
+
+    let frame_bytes = info.width as usize * info.height as usize * 3;
+    let mut buf = vec![0u8; frame_bytes];
+    let mut frames = Vec::new();
+    loop {
+        check_cancel(progress)?;
+        match read_full(&mut stdout, &mut buf) {
+            Ok(0) => break,
+            Ok(n) if n == frame_bytes => {}
+            Ok(n) => {
+                return Err(fail(format!(
+                    "ffmpeg stopped in the middle of frame {} ({n} of {frame_bytes} bytes)",
+                    frames.len()
+                )));
+            }
+            Err(e) => return Err(fail(format!("reading ffmpeg's output: {e}"))),
+        }
+        let rgb = image::RgbImage::from_raw(info.width, info.height, buf.clone())
+            .expect("buffer holds one frame");
+        let index = frames.len() as u64;
+        frames.push((
+            index as i64,
+            PlanImage::new(prepare_frame(path, index, rgb), MediaKind::VideoFrame),
+        ));
+        progress.inc();
+    }
+    let status = decoder
+        .0
+        .wait()
+        .map_err(|e| fail(format!("waiting for ffmpeg: {e}")))?;
+    let stderr = errors.join().unwrap_or_default();
+    if !status.success() {
+        return Err(fail(format!(
+            "ffmpeg could not decode it ({})",
+            tail(&stderr)
+        )));
+    }
+    if frames.is_empty() {
+        return Err(fail("the video holds no frames".into()));
+    }
+    if let Some(listed) = info.frames
+        && (frames.len() as u64) < listed
+    {
+        let why = tail(&stderr);
+        return Err(fail(format!(
+            "truncated or damaged: its index lists {listed} frames but only {} decode{}",
+            frames.len(),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        )));
+    }
+    let mut exam = PlanExam::new(code.clone(), "colonoscopy", path);
+    exam.videos.push(PlanVideo {
+        code,
+        fps: info.fps,
+        frames,
+        boxes: Vec::new(),
+    });
+    Ok(Plan { exams: vec![exam] })
+}
+
+/// Fills `buf` unless the stream ends first; returns how many bytes were read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rational;
+
+    #[test]
+    fn frame_rates_read_as_ffprobe_prints_them() {
+        assert_eq!(rational("25/1"), Some(25.0));
+        assert!((rational("30000/1001").unwrap() - 29.97).abs() < 0.01);
+        assert_eq!(rational("0/0"), None);
+        assert_eq!(rational("50"), Some(50.0));
+    }
+}
