@@ -27,7 +27,7 @@ fn tiny_library(dir: &Path) {
     phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
 }
 
-fn harness(library: &Path) -> Harness<'static, App> {
+pub(crate) fn harness(library: &Path) -> Harness<'static, App> {
     let library = library.to_path_buf();
     Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
@@ -35,7 +35,7 @@ fn harness(library: &Path) -> Harness<'static, App> {
 }
 
 /// At least one widget shows exactly `text`.
-fn shows(h: &Harness<'static, App>, text: &str) {
+pub(crate) fn shows(h: &Harness<'static, App>, text: &str) {
     assert!(
         h.query_all_by_label(text).next().is_some(),
         "nothing shows {text:?}"
@@ -43,14 +43,14 @@ fn shows(h: &Harness<'static, App>, text: &str) {
 }
 
 /// At least one widget's text contains `text`.
-fn shows_part(h: &Harness<'static, App>, text: &str) {
+pub(crate) fn shows_part(h: &Harness<'static, App>, text: &str) {
     assert!(
         h.query_all_by_label_contains(text).next().is_some(),
         "nothing shows a text containing {text:?}"
     );
 }
 
-fn settle(h: &mut Harness<'static, App>) {
+pub(crate) fn settle(h: &mut Harness<'static, App>) {
     for _ in 0..6 {
         h.step();
         let ctx = h.ctx.clone();

@@ -2,7 +2,7 @@
 
 use super::state::{Selection, Tab};
 use crate::data::import::ImportLayout;
-use crate::store::CaseFilter;
+use crate::store::{CaseFilter, LinkDecision};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +54,33 @@ pub enum Command {
     /// Pin a twin (by polyp id) for side-by-side comparison, or unpin.
     PinTwin(Option<i64>),
     DismissToast(usize),
+    /// Tracklets panel: links at least this similar are drawn and grouped.
+    SetLinkThreshold(f32),
+    /// Show a tracklet's details and links, and move the frame slider to its first frame.
+    SelectTracklet(i64),
+    /// Label a tracklet with a polyp of its examination, or with none.
+    AssignTracklet {
+        tracklet: i64,
+        polyp: Option<i64>,
+    },
+    /// Label a tracklet with a new polyp of its examination.
+    NewPolypForTracklet(i64),
+    /// Label `other` with `keep`'s polyp (a new polyp for both when `keep` has none).
+    MergeTracklets {
+        keep: i64,
+        other: i64,
+    },
+    /// Split a tracklet before `frame`: its later frames become a tracklet of their own.
+    SplitTracklet {
+        tracklet: i64,
+        frame: i64,
+    },
+    /// Accept, reject or (with `None`) clear the decision on the link between two tracklets.
+    DecideLink {
+        a: i64,
+        b: i64,
+        decision: Option<LinkDecision>,
+    },
     /// Draw (or clear) the polyp box on an opened image; twin queries crop around it.
     SetPolypBox {
         path: PathBuf,

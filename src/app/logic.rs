@@ -1,6 +1,6 @@
 //! Applies commands to the state and drains the engine and loader channels.
 
-use super::state::{Details, LabelEdit, Library, Selection, Tab, ToastLevel};
+use super::state::{Details, Edit, Library, Selection, Tab, ToastLevel};
 use super::{App, Command};
 use crate::data::images;
 use crate::data::import::video::{VIDEO_EXTENSIONS, is_video_file};
@@ -133,6 +133,7 @@ impl App {
                 if opened && self.state.twins.auto {
                     self.retrieve_twins();
                 }
+                self.ensure_timeline();
             }
             Command::RetrieveTwins => self.retrieve_twins(),
             Command::IndexTwins => self.index_twins(),
@@ -175,34 +176,26 @@ impl App {
                 value,
             } => {
                 if let Some(old) = self.set_label(polyp_id, &key, value.clone()) {
-                    self.state.undo.push(LabelEdit {
+                    self.record_edit(Edit::PolypLabel {
                         polyp_id,
                         key,
                         old,
                         new: value,
                     });
-                    self.state.redo.clear();
                 }
             }
             Command::SetReviewer(name) => self.state.reviewer = name,
-            Command::Undo => {
-                if let Some(edit) = self.state.undo.pop()
-                    && self
-                        .set_label(edit.polyp_id, &edit.key, edit.old.clone())
-                        .is_some()
-                {
-                    self.state.redo.push(edit);
-                }
+            Command::Undo => self.undo(),
+            Command::Redo => self.redo(),
+            Command::SetLinkThreshold(t) => {
+                self.state.tracklets.threshold = Some(t.clamp(-1.0, 1.0))
             }
-            Command::Redo => {
-                if let Some(edit) = self.state.redo.pop()
-                    && self
-                        .set_label(edit.polyp_id, &edit.key, edit.new.clone())
-                        .is_some()
-                {
-                    self.state.undo.push(edit);
-                }
-            }
+            Command::SelectTracklet(t) => self.select_tracklet(t),
+            c @ (Command::AssignTracklet { .. }
+            | Command::NewPolypForTracklet(_)
+            | Command::MergeTracklets { .. }
+            | Command::SplitTracklet { .. }
+            | Command::DecideLink { .. }) => self.tracklet_edit(c),
             Command::CancelJob(id) => {
                 if let Some(job) = self.engine.active().iter().find(|j| j.id == id) {
                     job.progress.cancel();
@@ -247,6 +240,7 @@ impl App {
                 self.textures.clear();
                 self.state.undo.clear();
                 self.state.redo.clear();
+                self.state.tracklets = Default::default();
                 // Open on the first polyp so the viewer shows a case straight away.
                 let first = self
                     .state
@@ -345,7 +339,7 @@ impl App {
 
     /// Sets a polyp label through the store (one transaction plus an audit row). Returns the
     /// previous value, or `None` when the change failed (the toast says why).
-    fn set_label(
+    pub(super) fn set_label(
         &mut self,
         polyp_id: i64,
         key: &str,
@@ -379,10 +373,12 @@ impl App {
         self.load_details();
         if changed {
             self.selection_changed_for_twins();
+            self.state.tracklets.selected = None;
+            self.ensure_timeline();
         }
     }
 
-    fn refresh_tree(&mut self) {
+    pub(super) fn refresh_tree(&mut self) {
         let Some(lib) = &mut self.state.library else {
             return;
         };
@@ -396,7 +392,7 @@ impl App {
         }
     }
 
-    fn load_details(&mut self) {
+    pub(super) fn load_details(&mut self) {
         let selection = self.state.selection;
         let details = match (&self.state.library, selection) {
             (_, Selection::Nothing) => Ok(Details::default()),
@@ -418,7 +414,9 @@ impl App {
     }
 
     fn job_finished(&mut self, done: JobDone) {
-        if self.twin_job_finished(done.id, &done.result) {
+        if self.twin_job_finished(done.id, &done.result)
+            || self.timeline_job_finished(done.id, &done.result)
+        {
             return;
         }
         match done.result {
@@ -457,7 +455,7 @@ impl App {
             Ok(JobOutput::DeviceCheck { values }) => self
                 .state
                 .toast(ToastLevel::Info, format!("device check: {values:?}")),
-            Ok(JobOutput::Indexed { .. } | JobOutput::Twins(_)) => {}
+            Ok(JobOutput::Indexed { .. } | JobOutput::Twins(_) | JobOutput::Timeline(_)) => {}
             Err(e) => self
                 .state
                 .toast(ToastLevel::Error, format!("{} failed: {e}", done.name)),

@@ -3,14 +3,16 @@
 //! read the library (they draw state that the engine and the loader thread filled).
 
 mod command;
+mod edits;
 mod logic;
 mod state;
 mod textures;
+mod tracklets;
 mod twins;
 mod ui;
 
 pub use command::Command;
-pub use state::{AppState, Selection, Tab, ToastLevel};
+pub use state::{AppState, Edit, Selection, Tab, ToastLevel};
 pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};
 
 use crate::compute::{self, BackendPref, Compute};
@@ -120,6 +122,8 @@ pub struct StartView {
     pub tab: Tab,
     /// A polyp code to select.
     pub polyp: Option<String>,
+    /// A video code to select (after the polyp, so it wins when both are given).
+    pub video: Option<String>,
 }
 
 impl App {
@@ -139,6 +143,19 @@ impl App {
                 None => self.state.toast(
                     ToastLevel::Warning,
                     format!("no polyp {code} in the library"),
+                ),
+            }
+        }
+        if let Some(code) = &start.video {
+            let id = self.state.library.as_ref().and_then(|lib| {
+                let videos = lib.store.videos().ok()?;
+                videos.into_iter().find(|v| &v.code == code).map(|v| v.id)
+            });
+            match id {
+                Some(id) => self.send(Command::Select(Selection::Video(id))),
+                None => self.state.toast(
+                    ToastLevel::Warning,
+                    format!("no video {code} in the library"),
                 ),
             }
         }

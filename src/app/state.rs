@@ -1,7 +1,7 @@
 //! Everything the UI draws from. The UI reads it and emits [`Command`](super::Command)s; only
 //! [`logic`](super::logic) changes it.
 
-use crate::store::Store;
+use crate::store::{LinkDecision, Store};
 // The library's rows as logic loaded them: what the panels draw (they never query the store).
 pub use crate::store::{
     AuditEntry, BoxRow, CaseFilter, ExamNode, LibraryStats, MediaRow, PolypRow, SentenceRow,
@@ -93,13 +93,73 @@ pub struct Details {
     pub captions: Vec<Option<(String, crate::captions::Refined)>>,
 }
 
-/// A label change that can be undone and redone.
+/// A reviewer's change that can be undone and redone: each one went through the store's
+/// audited path, and so does its undo.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LabelEdit {
-    pub polyp_id: i64,
-    pub key: String,
-    pub old: Option<String>,
-    pub new: Option<String>,
+pub enum Edit {
+    /// A polyp label (pathology, location, ...).
+    PolypLabel {
+        polyp_id: i64,
+        key: String,
+        old: Option<String>,
+        new: Option<String>,
+    },
+    /// Which polyp a tracklet shows.
+    TrackletPolyp {
+        tracklet: i64,
+        old: Option<i64>,
+        new: Option<i64>,
+    },
+    /// A tracklet split at `frame`; `part` is the tracklet its later frames became.
+    Split {
+        tracklet: i64,
+        frame: i64,
+        part: i64,
+    },
+    /// A decision on the link between two tracklets.
+    Link {
+        a: i64,
+        b: i64,
+        old: Option<LinkDecision>,
+        new: Option<LinkDecision>,
+    },
+    /// Several edits made by one action (undone last first).
+    Several(Vec<Edit>),
+}
+
+/// The Tracklets panel: the selected video's timeline and the link threshold.
+pub struct TrackletPanel {
+    pub models_dir: PathBuf,
+    /// Links at least this similar are drawn and the grouping merges at this level; `None`
+    /// until the reviewer moves the slider: the method's suggested threshold.
+    pub threshold: Option<f32>,
+    pub timeline: Option<crate::tracklets::timeline::Timeline>,
+    /// The tracklet (id) whose details and links are shown.
+    pub selected: Option<i64>,
+    /// The timeline job running now, if any.
+    pub running: Option<u64>,
+    /// Why the last timeline could not be built.
+    pub problem: Option<String>,
+}
+
+impl TrackletPanel {
+    /// The link threshold in use for `timeline`.
+    pub fn threshold_for(&self, timeline: &crate::tracklets::timeline::Timeline) -> f32 {
+        self.threshold.unwrap_or(timeline.suggested_threshold)
+    }
+}
+
+impl Default for TrackletPanel {
+    fn default() -> Self {
+        TrackletPanel {
+            models_dir: crate::default_models_dir(),
+            threshold: None,
+            timeline: None,
+            selected: None,
+            running: None,
+            problem: None,
+        }
+    }
 }
 
 /// The digital-twin panel: its settings and the last answer.
@@ -158,8 +218,8 @@ pub struct AppState {
     pub focused: Option<usize>,
     pub toasts: Vec<Toast>,
     pub reviewer: String,
-    pub undo: Vec<LabelEdit>,
-    pub redo: Vec<LabelEdit>,
+    pub undo: Vec<Edit>,
+    pub redo: Vec<Edit>,
     /// Paths of images opened from disk or dropped in.
     pub opened_files: Vec<PathBuf>,
     /// Decoded opened files by index, for the viewer (small, kept in memory).
@@ -168,6 +228,7 @@ pub struct AppState {
     pub opened_boxes: HashMap<PathBuf, [f32; 4]>,
     pub backend_summary: String,
     pub twins: TwinPanel,
+    pub tracklets: TrackletPanel,
 }
 
 impl AppState {
@@ -188,6 +249,7 @@ impl AppState {
             opened_boxes: HashMap::new(),
             backend_summary,
             twins: TwinPanel::new(),
+            tracklets: TrackletPanel::default(),
         }
     }
 

@@ -5,12 +5,15 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Default)]
 pub struct GuiArgs {
-    /// Open on this tab: viewer or twins (any registered panel's id).
+    /// Open on this tab: viewer, twins, tracklets, ... (any registered panel's id).
     #[arg(long)]
     tab: Option<String>,
     /// Select the polyp with this code (e.g. S7-E004-P1) at start.
     #[arg(long)]
     polyp: Option<String>,
+    /// Select the video with this code (e.g. S7-V01) at start.
+    #[arg(long)]
+    video: Option<String>,
 }
 
 pub fn run(library: PathBuf, pref: BackendPref, args: GuiArgs) -> anyhow::Result<()> {
@@ -26,6 +29,7 @@ pub fn run(library: PathBuf, pref: BackendPref, args: GuiArgs) -> anyhow::Result
     let start = endotwin::app::StartView {
         tab,
         polyp: args.polyp,
+        video: args.video,
     };
     endotwin::app::run_native(library, pref, start)
 }

@@ -39,6 +39,9 @@ pub enum Job {
         k: usize,
         search: Search,
     },
+    /// A video's tracklet timeline, compared with the tracklet model in `models` (or colour
+    /// histograms when there is none).
+    TrackletTimeline { video_id: i64, models: PathBuf },
 }
 
 /// Where a twin query's views come from.
@@ -78,6 +81,7 @@ pub enum JobOutput {
     DeviceCheck { values: Vec<f32> },
     Indexed { stats: IndexStats, version: String },
     Twins(Box<TwinAnswer>),
+    Timeline(Box<crate::tracklets::timeline::Timeline>),
 }
 
 pub(super) fn run(
@@ -133,6 +137,12 @@ pub(super) fn run(
         } => twins(compute, library, &models, query, k, search, progress)
             .map(|a| JobOutput::Twins(Box::new(a)))
             .map_err(|e| e.to_string()),
+        Job::TrackletTimeline { video_id, models } => {
+            let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            crate::tracklets::timeline::build(&store, video_id, &models, &compute.device, progress)
+                .map(|t| JobOutput::Timeline(Box::new(t)))
+                .map_err(|e| e.to_string())
+        }
     }
 }
 

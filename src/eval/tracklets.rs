@@ -6,7 +6,6 @@
 
 use crate::plumbing::Rng;
 use crate::tracklets::dataset::TrackletSet;
-use crate::tracklets::fragments::FRAGMENT_FRAMES;
 use crate::tracklets::grouping::{agglomerate, cosine};
 use serde::Serialize;
 
@@ -70,36 +69,7 @@ pub struct Method {
     pub embeddings: Vec<Vec<f32>>,
 }
 
-/// The colour-histogram baseline: 8x8x8 RGB histogram over every crop of a tracklet's
-/// fragments (near-black pixels left out), unit length.
-pub fn colour_histograms(set: &TrackletSet) -> Vec<Vec<f32>> {
-    const BINS: usize = 8;
-    let plane = set.size * set.size;
-    set.tracklets
-        .iter()
-        .map(|t| {
-            let mut h = vec![0.0f32; BINS * BINS * BINS];
-            for f in t.fragments.clone() {
-                let rgb = set.fragment_rgb(f);
-                for frame in 0..FRAGMENT_FRAMES {
-                    let base = frame * 3 * plane;
-                    for p in 0..plane {
-                        let c = |k: usize| rgb[base + k * plane + p].clamp(0.0, 0.999);
-                        let (r, g, b) = (c(0), c(1), c(2));
-                        if r + g + b < 30.0 / 255.0 {
-                            continue;
-                        }
-                        let q = |v: f32| (v * BINS as f32) as usize;
-                        h[(q(r) * BINS + q(g)) * BINS + q(b)] += 1.0;
-                    }
-                }
-            }
-            h.iter_mut().for_each(|x| *x = x.sqrt());
-            crate::tracklets::normalise(&mut h);
-            h
-        })
-        .collect()
-}
+pub use crate::tracklets::colour_histograms;
 
 /// Per query: (video, AP, hit@1, hit@5).
 fn retrieval(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, f64, f64, f64)> {

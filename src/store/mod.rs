@@ -10,6 +10,7 @@ mod media;
 mod merge;
 mod models;
 mod schema;
+mod tracklet_edits;
 mod videos;
 
 pub use cases::*;
@@ -27,6 +28,7 @@ pub use models::{
     start_run,
 };
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
+pub use tracklet_edits::*;
 pub use videos::*;
 
 use rusqlite::{Connection, OpenFlags, Transaction};

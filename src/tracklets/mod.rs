@@ -10,11 +10,13 @@
 //!   temperature curriculum, and bag purity (from ground truth, for the log only).
 //! - [`grouping`]: tracklets into polyps (agglomerative on similarity), the polyp count.
 //! - [`dataset`]: a library's usable tracklets with their fragment crops in memory.
+//! - [`timeline`]: one video's tracklets, their similarities and groups, for the GUI.
 
 pub mod bags;
 pub mod dataset;
 pub mod fragments;
 pub mod grouping;
+pub mod timeline;
 
 use crate::model::tracklet::TrackletModel;
 use burn::tensor::Device;
@@ -58,6 +60,37 @@ pub fn normalise(v: &mut [f32]) {
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
     }
+}
+
+/// The colour-histogram baseline: 8x8x8 RGB histogram over every crop of a tracklet's
+/// fragments (near-black pixels left out), unit length.
+pub fn colour_histograms(set: &TrackletSet) -> Vec<Vec<f32>> {
+    const BINS: usize = 8;
+    let plane = set.size * set.size;
+    set.tracklets
+        .iter()
+        .map(|t| {
+            let mut h = vec![0.0f32; BINS * BINS * BINS];
+            for f in t.fragments.clone() {
+                let rgb = set.fragment_rgb(f);
+                for frame in 0..fragments::FRAGMENT_FRAMES {
+                    let base = frame * 3 * plane;
+                    for p in 0..plane {
+                        let c = |k: usize| rgb[base + k * plane + p].clamp(0.0, 0.999);
+                        let (r, g, b) = (c(0), c(1), c(2));
+                        if r + g + b < 30.0 / 255.0 {
+                            continue;
+                        }
+                        let q = |v: f32| (v * BINS as f32) as usize;
+                        h[(q(r) * BINS + q(g)) * BINS + q(b)] += 1.0;
+                    }
+                }
+            }
+            h.iter_mut().for_each(|x| *x = x.sqrt());
+            crate::tracklets::normalise(&mut h);
+            h
+        })
+        .collect()
 }
 
 /// The card name of the shipped tracklet encoder.

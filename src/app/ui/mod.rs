@@ -6,6 +6,7 @@ pub mod panels;
 mod placeholders;
 mod status;
 mod toasts;
+mod tracklets;
 mod twins;
 mod viewer;
 
@@ -80,10 +81,7 @@ fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         });
         ui.menu_button("Edit", |ui| {
             if ui
-                .add_enabled(
-                    !state.undo.is_empty(),
-                    egui::Button::new("Undo label change (Ctrl+Z)"),
-                )
+                .add_enabled(!state.undo.is_empty(), egui::Button::new("Undo (Ctrl+Z)"))
                 .clicked()
             {
                 out.push(Command::Undo);

@@ -5,7 +5,7 @@
 use super::super::Command;
 use super::super::state::{AppState, Tab};
 use super::super::textures::Textures;
-use super::{placeholders, twins, viewer};
+use super::{placeholders, tracklets, twins, viewer};
 
 /// Draws a panel: reads the state, pushes commands.
 pub type DrawPanel = fn(&mut egui::Ui, &AppState, &mut Textures, &mut Vec<Command>);
@@ -41,10 +41,10 @@ static PANELS: [PanelSpec; 6] = [
         draw: placeholders::prompts,
     },
     PanelSpec {
-        tab: Tab("tracklets"),
+        tab: super::super::tracklets::TAB,
         title: "Tracklets",
-        about: "Tracklet re-identification links across a video (timeline not built yet)",
-        draw: placeholders::tracklets,
+        about: "A video's tracklets on a timeline: re-identification links, the polyp count, merge, split, accept or reject links",
+        draw: tracklets::draw,
     },
     PanelSpec {
         tab: Tab("training"),

@@ -13,14 +13,6 @@ pub fn prompts(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Co
     );
 }
 
-pub fn tracklets(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
-    say(
-        ui,
-        "Tracklet re-identification — timeline not built yet",
-        "The tracklet model trains and is evaluated from the command line (endotwin train tracklets; endotwin eval tracklets). This tab will show a video's tracklets on a timeline, their re-identification links and polyp count, and tools to merge, split and accept or reject links.",
-    );
-}
-
 pub fn training(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
     say(
         ui,

@@ -1,0 +1,208 @@
+//! The Tracklets panel's logic: building the selected video's timeline on the engine, and the
+//! reviewer's tracklet edits (identity, merge, split, link decisions), each audited and
+//! undoable.
+
+use super::App;
+use super::state::{Edit, Selection, ToastLevel};
+use crate::engine::{Job, JobOutput};
+use crate::store::{LinkDecision, StoreError};
+
+/// The Tracklets tab's id.
+pub const TAB: super::Tab = super::Tab("tracklets");
+
+impl App {
+    /// Builds the selected video's timeline when the panel is open and does not show it yet.
+    pub(super) fn ensure_timeline(&mut self) {
+        let Selection::Video(video) = self.state.selection else {
+            return;
+        };
+        let shown = self.state.tracklets.timeline.as_ref().map(|t| t.video_id);
+        if self.state.tab == TAB && shown != Some(video) && self.state.tracklets.running.is_none() {
+            self.request_timeline(video);
+        }
+    }
+
+    /// Rebuilds the timeline of the video it shows (after an edit), keeping it on screen
+    /// meanwhile.
+    pub(super) fn refresh_timeline(&mut self) {
+        if let Some(video) = self.state.tracklets.timeline.as_ref().map(|t| t.video_id) {
+            self.request_timeline(video);
+        }
+    }
+
+    fn request_timeline(&mut self, video_id: i64) {
+        let Some(lib) = &self.state.library else {
+            return;
+        };
+        if let Some(running) = self.state.tracklets.running.take() {
+            self.engine.cancel(running);
+        }
+        let db = lib.store.db_path().to_path_buf();
+        let job = Job::TrackletTimeline {
+            video_id,
+            models: self.state.tracklets.models_dir.clone(),
+        };
+        match self.engine.submit("tracklet timeline", db, job) {
+            Ok(handle) => self.state.tracklets.running = Some(handle.id),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    /// Takes a timeline job's result; `false` when it was not one.
+    pub(super) fn timeline_job_finished(
+        &mut self,
+        id: u64,
+        output: &Result<JobOutput, String>,
+    ) -> bool {
+        if self.state.tracklets.running != Some(id) {
+            return matches!(output, Ok(JobOutput::Timeline(_)));
+        }
+        self.state.tracklets.running = None;
+        match output {
+            Ok(JobOutput::Timeline(timeline)) => {
+                let panel = &mut self.state.tracklets;
+                if panel
+                    .selected
+                    .is_some_and(|t| timeline.index_of(t).is_none())
+                {
+                    panel.selected = None;
+                }
+                panel.timeline = Some((**timeline).clone());
+                panel.problem = None;
+            }
+            Ok(_) => return false,
+            Err(e) => {
+                self.state.tracklets.problem = Some(e.clone());
+                if !e.contains("cancelled") {
+                    self.state
+                        .toast(ToastLevel::Warning, format!("tracklet timeline: {e}"));
+                }
+            }
+        }
+        // The selection may have moved on while this one was built.
+        self.ensure_timeline();
+        true
+    }
+
+    /// Shows a tracklet's details and puts the frame slider on its first frame.
+    pub(super) fn select_tracklet(&mut self, tracklet: i64) {
+        self.state.tracklets.selected = Some(tracklet);
+        let first = self
+            .state
+            .tracklets
+            .timeline
+            .as_ref()
+            .and_then(|t| t.index_of(tracklet).map(|i| t.tracklets[i].first_frame));
+        if let Some(frame) = first {
+            let indices = &self.state.details.frame_indices;
+            let at = indices.partition_point(|&f| f < frame);
+            if at < indices.len() {
+                self.state.focused = Some(at);
+            }
+        }
+    }
+
+    /// The reviewer's tracklet commands; each edit is recorded for undo.
+    pub(super) fn tracklet_edit(&mut self, command: super::Command) {
+        use super::Command as C;
+        let who = self.state.reviewer.clone();
+        let video = self.state.tracklets.timeline.as_ref().map(|t| t.video_id);
+        let polyp_of = |app: &App, t: i64| {
+            app.state
+                .tracklets
+                .timeline
+                .as_ref()
+                .and_then(|tl| tl.index_of(t).and_then(|i| tl.tracklets[i].polyp_id))
+        };
+        let (kept_polyp, other_polyp) = match &command {
+            C::MergeTracklets { keep, other } => (polyp_of(self, *keep), polyp_of(self, *other)),
+            _ => (None, None),
+        };
+        let Some(lib) = self.state.library.as_mut() else {
+            return;
+        };
+        let store = &mut lib.store;
+        let result: Result<Edit, StoreError> = match command {
+            C::AssignTracklet { tracklet, polyp } => store
+                .assign_tracklet(&who, tracklet, polyp)
+                .map(|old| Edit::TrackletPolyp {
+                    tracklet,
+                    old,
+                    new: polyp,
+                }),
+            C::NewPolypForTracklet(tracklet) => (|| {
+                let video = video.ok_or_else(|| StoreError::Invalid("no video shown".into()))?;
+                let polyp = store.new_review_polyp(&who, video)?;
+                let old = store.assign_tracklet(&who, tracklet, Some(polyp))?;
+                Ok(Edit::TrackletPolyp {
+                    tracklet,
+                    old,
+                    new: Some(polyp),
+                })
+            })(),
+            C::MergeTracklets { keep, other } => (|| {
+                let mut edits = Vec::new();
+                let polyp = match kept_polyp {
+                    Some(p) => p,
+                    None => {
+                        let video =
+                            video.ok_or_else(|| StoreError::Invalid("no video shown".into()))?;
+                        let p = store.new_review_polyp(&who, video)?;
+                        let old = store.assign_tracklet(&who, keep, Some(p))?;
+                        edits.push(Edit::TrackletPolyp {
+                            tracklet: keep,
+                            old,
+                            new: Some(p),
+                        });
+                        p
+                    }
+                };
+                if other_polyp != Some(polyp) {
+                    let old = store.assign_tracklet(&who, other, Some(polyp))?;
+                    edits.push(Edit::TrackletPolyp {
+                        tracklet: other,
+                        old,
+                        new: Some(polyp),
+                    });
+                }
+                Ok(Edit::Several(edits))
+            })(),
+            C::SplitTracklet { tracklet, frame } => store
+                .split_tracklet(&who, tracklet, frame)
+                .map(|part| Edit::Split {
+                    tracklet,
+                    frame,
+                    part,
+                }),
+            C::DecideLink { a, b, decision } => {
+                store
+                    .decide_link(&who, a, b, decision)
+                    .map(|old| Edit::Link {
+                        a,
+                        b,
+                        old,
+                        new: decision,
+                    })
+            }
+            other => unreachable!("not a tracklet edit: {other:?}"),
+        };
+        match result {
+            Ok(Edit::Several(edits)) if edits.is_empty() => {
+                self.state
+                    .toast(ToastLevel::Info, "the two tracklets already show one polyp");
+            }
+            Ok(edit) => self.record_edit(edit),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+        self.after_edit();
+    }
+}
+
+/// A decision's name for the panel.
+pub fn decision_text(d: Option<LinkDecision>) -> &'static str {
+    match d {
+        Some(LinkDecision::Accepted) => "accepted",
+        Some(LinkDecision::Rejected) => "rejected",
+        None => "undecided",
+    }
+}

@@ -1,0 +1,331 @@
+//! A video's tracklets as the reviewer sees them, and the reviewer's edits to them. Each edit
+//! is one transaction with its audit row (who, when, old, new), like a pathology correction:
+//! which polyp a tracklet shows, a tracklet split at a frame (and joined back, for undo), a
+//! new polyp for a tracklet no existing one fits, and link decisions between two tracklets.
+
+use super::labels::{TargetKind, audit};
+use super::{Result, Store, StoreError};
+use rusqlite::{OptionalExtension, Transaction, params};
+
+/// One tracklet of a video with its extent and the polyp it is labelled with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackletRow {
+    pub id: i64,
+    pub video_id: i64,
+    pub polyp_id: Option<i64>,
+    pub polyp_code: Option<String>,
+    pub first_frame: i64,
+    pub last_frame: i64,
+    pub boxes: i64,
+}
+
+/// What a reviewer decided about a re-identification link between two tracklets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkDecision {
+    /// The same polyp.
+    Accepted,
+    /// Different polyps.
+    Rejected,
+}
+
+impl LinkDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkDecision::Accepted => "accepted",
+            LinkDecision::Rejected => "rejected",
+        }
+    }
+    pub fn parse(s: &str) -> Option<LinkDecision> {
+        match s {
+            "accepted" => Some(LinkDecision::Accepted),
+            "rejected" => Some(LinkDecision::Rejected),
+            _ => None,
+        }
+    }
+}
+
+/// The label key of the link from the lower tracklet id to `other` (stored on the lower id).
+fn link_key(other: i64) -> String {
+    format!("link:{other}")
+}
+
+fn check_who(who: &str) -> Result<()> {
+    if who.trim().is_empty() {
+        return Err(StoreError::Invalid(
+            "a tracklet edit needs the name of who makes it".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn polyp_text(tx: &Transaction<'_>, polyp: Option<i64>) -> Result<Option<String>> {
+    let Some(id) = polyp else { return Ok(None) };
+    let code: Option<String> = tx
+        .query_row("SELECT code FROM polyps WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?;
+    Ok(Some(format!("{} (polyp {id})", code.unwrap_or_default())))
+}
+
+fn tracklet_video(tx: &Transaction<'_>, tracklet: i64) -> Result<i64> {
+    tx.query_row(
+        "SELECT video_id FROM tracklets WHERE id = ?1",
+        [tracklet],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::Invalid(format!("tracklet {tracklet} is not in the library")))
+}
+
+impl Store {
+    /// The tracklets of a video in order of their first frame.
+    pub fn video_tracklets(&self, video_id: i64) -> Result<Vec<TrackletRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT t.id, t.video_id, t.polyp_id, p.code,
+                    min(b.frame_index), max(b.frame_index), count(b.id)
+             FROM tracklets t
+             LEFT JOIN polyps p ON p.id = t.polyp_id
+             LEFT JOIN boxes b ON b.tracklet_id = t.id
+             WHERE t.video_id = ?1
+             GROUP BY t.id
+             HAVING count(b.id) > 0
+             ORDER BY min(b.frame_index), t.id",
+        )?;
+        let rows = stmt.query_map([video_id], |r| {
+            Ok(TrackletRow {
+                id: r.get(0)?,
+                video_id: r.get(1)?,
+                polyp_id: r.get(2)?,
+                polyp_code: r.get(3)?,
+                first_frame: r.get(4)?,
+                last_frame: r.get(5)?,
+                boxes: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The polyps of the examination a video belongs to: (id, code).
+    pub fn video_polyps(&self, video_id: i64) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT p.id, p.code FROM polyps p JOIN videos v ON v.examination_id = p.examination_id
+             WHERE v.id = ?1 ORDER BY p.code",
+        )?;
+        let rows = stmt.query_map([video_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Labels a tracklet (and its boxes) with a polyp, or with none. Returns the previous
+    /// polyp. Audited under the tracklet, key `polyp`.
+    pub fn assign_tracklet(
+        &mut self,
+        who: &str,
+        tracklet: i64,
+        polyp: Option<i64>,
+    ) -> Result<Option<i64>> {
+        check_who(who)?;
+        self.write(|tx| -> Result<Option<i64>> {
+            let video = tracklet_video(tx, tracklet)?;
+            if let Some(p) = polyp {
+                let same_exam: bool = tx.query_row(
+                    "SELECT EXISTS(SELECT 1 FROM polyps p JOIN videos v ON v.examination_id = p.examination_id
+                     WHERE p.id = ?1 AND v.id = ?2)",
+                    params![p, video],
+                    |r| r.get(0),
+                )?;
+                if !same_exam {
+                    return Err(StoreError::Invalid(format!(
+                        "polyp {p} is not a polyp of this video's examination"
+                    )));
+                }
+            }
+            let old: Option<i64> = tx.query_row(
+                "SELECT polyp_id FROM tracklets WHERE id = ?1",
+                [tracklet],
+                |r| r.get(0),
+            )?;
+            if old == polyp {
+                return Ok(old);
+            }
+            tx.execute(
+                "UPDATE tracklets SET polyp_id = ?2 WHERE id = ?1",
+                params![tracklet, polyp],
+            )?;
+            tx.execute(
+                "UPDATE boxes SET polyp_id = ?2 WHERE tracklet_id = ?1",
+                params![tracklet, polyp],
+            )?;
+            let (o, n) = (polyp_text(tx, old)?, polyp_text(tx, polyp)?);
+            audit(
+                tx,
+                TargetKind::Tracklet,
+                tracklet,
+                "polyp",
+                who,
+                o.as_deref(),
+                n.as_deref(),
+            )?;
+            Ok(old)
+        })
+    }
+
+    /// A new polyp in the video's examination, for a tracklet that shows one no existing
+    /// polyp is: code `<examination>-R<n>`. Audited under the polyp, key `created`.
+    pub fn new_review_polyp(&mut self, who: &str, video_id: i64) -> Result<i64> {
+        check_who(who)?;
+        self.write(|tx| -> Result<i64> {
+            let (exam, exam_code): (i64, String) = tx
+                .query_row(
+                    "SELECT e.id, e.code FROM videos v JOIN examinations e ON e.id = v.examination_id
+                     WHERE v.id = ?1",
+                    [video_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?
+                .ok_or_else(|| StoreError::Invalid(format!("video {video_id} is not in the library")))?;
+            let mut n = 1;
+            let code = loop {
+                let code = format!("{exam_code}-R{n}");
+                let taken: bool = tx.query_row(
+                    "SELECT EXISTS(SELECT 1 FROM polyps WHERE code = ?1)",
+                    [&code],
+                    |r| r.get(0),
+                )?;
+                if !taken {
+                    break code;
+                }
+                n += 1;
+            };
+            tx.execute(
+                "INSERT INTO polyps(examination_id, code) VALUES (?1, ?2)",
+                params![exam, code],
+            )?;
+            let id = tx.last_insert_rowid();
+            let note = format!("{code}, from tracklet review of video {video_id}");
+            audit(tx, TargetKind::Polyp, id, "created", who, None, Some(&note))?;
+            Ok(id)
+        })
+    }
+
+    /// Splits a tracklet before `frame`: its boxes from `frame` on become a new tracklet of
+    /// the same polyp. Returns the new tracklet's id. Audited under the tracklet, key `split`.
+    pub fn split_tracklet(&mut self, who: &str, tracklet: i64, frame: i64) -> Result<i64> {
+        check_who(who)?;
+        self.write(|tx| -> Result<i64> {
+            tracklet_video(tx, tracklet)?;
+            let (first, last): (Option<i64>, Option<i64>) = tx.query_row(
+                "SELECT min(frame_index), max(frame_index) FROM boxes WHERE tracklet_id = ?1",
+                [tracklet],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let (Some(first), Some(last)) = (first, last) else {
+                return Err(StoreError::Invalid(format!(
+                    "tracklet {tracklet} has no boxes"
+                )));
+            };
+            if frame <= first || frame > last {
+                return Err(StoreError::Invalid(format!(
+                    "a split must fall inside the tracklet: frame {frame} is not in {}..={last}",
+                    first + 1
+                )));
+            }
+            tx.execute(
+                "INSERT INTO tracklets(video_id, polyp_id, identity)
+                 SELECT video_id, polyp_id, identity FROM tracklets WHERE id = ?1",
+                [tracklet],
+            )?;
+            let new = tx.last_insert_rowid();
+            tx.execute(
+                "UPDATE boxes SET tracklet_id = ?2 WHERE tracklet_id = ?1 AND frame_index >= ?3",
+                params![tracklet, new, frame],
+            )?;
+            let note = format!("at frame {frame}: frames {frame}..={last} are tracklet {new}");
+            audit(
+                tx,
+                TargetKind::Tracklet,
+                tracklet,
+                "split",
+                who,
+                None,
+                Some(&note),
+            )?;
+            Ok(new)
+        })
+    }
+
+    /// Joins tracklet `absorbed` into `kept` (both of one video): its boxes move over and its
+    /// row goes, with its link decisions. The undo of a split. Audited under `kept`, key `join`.
+    pub fn join_tracklets(&mut self, who: &str, kept: i64, absorbed: i64) -> Result<()> {
+        check_who(who)?;
+        self.write(|tx| -> Result<()> {
+            if kept == absorbed || tracklet_video(tx, kept)? != tracklet_video(tx, absorbed)? {
+                return Err(StoreError::Invalid(format!(
+                    "tracklets {kept} and {absorbed} are not two tracklets of one video"
+                )));
+            }
+            tx.execute(
+                "UPDATE boxes SET tracklet_id = ?1 WHERE tracklet_id = ?2",
+                params![kept, absorbed],
+            )?;
+            tx.execute(
+                "DELETE FROM labels WHERE (target_kind = 'tracklet' AND target_id = ?1)
+                    OR (target_kind = 'tracklet' AND key = ?2)",
+                params![absorbed, link_key(absorbed)],
+            )?;
+            tx.execute("DELETE FROM tracklets WHERE id = ?1", [absorbed])?;
+            let note = format!("tracklet {absorbed} joined back");
+            audit(
+                tx,
+                TargetKind::Tracklet,
+                kept,
+                "join",
+                who,
+                None,
+                Some(&note),
+            )
+        })
+    }
+
+    /// Records (or, with `None`, clears) the reviewer's decision on the link between two
+    /// tracklets. Returns the previous decision.
+    pub fn decide_link(
+        &mut self,
+        who: &str,
+        a: i64,
+        b: i64,
+        decision: Option<LinkDecision>,
+    ) -> Result<Option<LinkDecision>> {
+        let (lo, hi) = (a.min(b), a.max(b));
+        let old = self.set_label(
+            who,
+            TargetKind::Tracklet,
+            lo,
+            &link_key(hi),
+            decision.map(LinkDecision::as_str),
+        )?;
+        Ok(old.as_deref().and_then(LinkDecision::parse))
+    }
+
+    /// Every link decision among a video's tracklets: (lower id, higher id, decision).
+    pub fn link_decisions(&self, video_id: i64) -> Result<Vec<(i64, i64, LinkDecision)>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT l.target_id, l.key, l.value FROM labels l JOIN tracklets t ON t.id = l.target_id
+             WHERE l.target_kind = 'tracklet' AND l.key LIKE 'link:%' AND t.video_id = ?1",
+        )?;
+        let rows = stmt.query_map([video_id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (lo, key, value) = row?;
+            let hi = key.trim_start_matches("link:").parse::<i64>().ok();
+            if let (Some(hi), Some(d)) = (hi, LinkDecision::parse(&value)) {
+                out.push((lo, hi, d));
+            }
+        }
+        Ok(out)
+    }
+}

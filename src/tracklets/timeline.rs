@@ -1,0 +1,271 @@
+//! One video's tracklet timeline: its tracklets, how alike each two are, the reviewer's link
+//! decisions, and the polyps they group into. Built on the engine thread (crops, encoder),
+//! read by the Tracklets panel; thresholds and grouping are cheap and done where it is drawn.
+
+use super::dataset::{TrackletDataError, TrackletSet};
+use super::grouping::{agglomerate, cosine};
+use crate::plumbing::Progress;
+use crate::store::{LinkDecision, Store, TrackletRow};
+use burn::tensor::Device;
+use std::path::Path;
+
+/// Crop side of the colour-histogram similarity (the model's own size otherwise).
+const HISTOGRAM_CROP: usize = 64;
+
+/// The grouping threshold `eval tracklets` chose for the colour histogram on the validation
+/// videos (README, "Tracklet re-identification": the most exact polyp counts).
+pub const HISTOGRAM_THRESHOLD: f32 = 0.95;
+
+/// The grouping threshold it chose for the tracklet encoders it evaluated (0.70-0.85).
+pub const MODEL_THRESHOLD: f32 = 0.75;
+
+/// A video's tracklets and their pairwise similarity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    pub video_id: i64,
+    pub video_code: String,
+    pub frame_count: i64,
+    pub tracklets: Vec<TrackletRow>,
+    /// Row-major `n x n` cosine similarity; `None` where either tracklet is too short to
+    /// encode (fewer frames than one fragment needs).
+    pub similarity: Vec<Option<f32>>,
+    /// What computed the similarity, in words for the panel.
+    pub method: String,
+    /// The link threshold to start from for this method.
+    pub suggested_threshold: f32,
+    /// The reviewer's decisions: (lower tracklet id, higher id, decision).
+    pub decisions: Vec<(i64, i64, LinkDecision)>,
+    /// The polyps of the video's examination (id, code), for the identity menu.
+    pub polyps: Vec<(i64, String)>,
+    /// What the panel should say was left out (short tracklets, boxes in no tracklet).
+    pub notes: Vec<String>,
+}
+
+/// Tracklets grouped into polyps.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Grouping {
+    /// Indices per inferred polyp, ordered by first appearance.
+    pub groups: Vec<Vec<usize>>,
+    /// Tracklets too short to compare that no accepted link ties to a group.
+    pub uncompared: Vec<usize>,
+}
+
+impl Grouping {
+    /// Each tracklet's group, `None` for an uncompared one.
+    pub fn group_of(&self, n: usize) -> Vec<Option<usize>> {
+        let mut of = vec![None; n];
+        for (g, members) in self.groups.iter().enumerate() {
+            for &m in members {
+                of[m] = Some(g);
+            }
+        }
+        of
+    }
+}
+
+/// A re-identification link between tracklets `a` and `b` (indices, `a < b`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    pub a: usize,
+    pub b: usize,
+    pub score: Option<f32>,
+    pub decision: Option<LinkDecision>,
+}
+
+impl Timeline {
+    pub fn similarity(&self, i: usize, j: usize) -> Option<f32> {
+        self.similarity[i * self.tracklets.len() + j]
+    }
+
+    pub fn decision(&self, i: usize, j: usize) -> Option<LinkDecision> {
+        let (x, y) = (self.tracklets[i].id, self.tracklets[j].id);
+        let (lo, hi) = (x.min(y), x.max(y));
+        self.decisions
+            .iter()
+            .find(|d| d.0 == lo && d.1 == hi)
+            .map(|d| d.2)
+    }
+
+    /// Whether two tracklets share a frame: then they show two polyps side by side.
+    pub fn overlap(&self, i: usize, j: usize) -> bool {
+        let (a, b) = (&self.tracklets[i], &self.tracklets[j]);
+        i != j && a.first_frame <= b.last_frame && b.first_frame <= a.last_frame
+    }
+
+    fn comparable(&self, i: usize) -> bool {
+        self.similarity(i, i).is_some()
+    }
+
+    /// The similarity the grouping uses: 1 for an accepted link, -1 for a rejected one and
+    /// for two tracklets seen in one frame, the encoder's otherwise, -1 where it has none.
+    fn effective(&self, i: usize, j: usize) -> f32 {
+        if i == j {
+            return 1.0;
+        }
+        match self.decision(i, j) {
+            Some(LinkDecision::Accepted) => 1.0,
+            Some(LinkDecision::Rejected) => -1.0,
+            None if self.overlap(i, j) => -1.0,
+            None => self.similarity(i, j).unwrap_or(-1.0),
+        }
+    }
+
+    /// The links to show: pairs at least `threshold` alike that are not seen in one frame,
+    /// and every pair the reviewer decided on (with the decision).
+    pub fn links(&self, threshold: f32) -> Vec<Link> {
+        let n = self.tracklets.len();
+        let mut out = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                let (score, decision) = (self.similarity(a, b), self.decision(a, b));
+                let alike = score.is_some_and(|s| s >= threshold) && !self.overlap(a, b);
+                if decision.is_some() || alike {
+                    out.push(Link {
+                        a,
+                        b,
+                        score,
+                        decision,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The tracklets grouped into polyps: average linkage on the effective similarity at
+    /// `threshold`. A group of tracklets too short to compare counts as no polyp.
+    pub fn grouping(&self, threshold: f32) -> Grouping {
+        let all = agglomerate(self.tracklets.len(), |i, j| self.effective(i, j), threshold);
+        let mut grouping = Grouping::default();
+        for g in all {
+            if g.iter().any(|&i| self.comparable(i)) {
+                grouping.groups.push(g);
+            } else {
+                grouping.uncompared.extend(g);
+            }
+        }
+        grouping.uncompared.sort_unstable();
+        grouping
+    }
+
+    /// Polyps the library labels this video's tracklets with, and how many tracklets have no
+    /// polyp label.
+    pub fn labelled_count(&self) -> (usize, usize) {
+        let mut ids: Vec<i64> = self.tracklets.iter().filter_map(|t| t.polyp_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let unlabelled = self
+            .tracklets
+            .iter()
+            .filter(|t| t.polyp_id.is_none())
+            .count();
+        (ids.len(), unlabelled)
+    }
+
+    /// The index of the tracklet with this id.
+    pub fn index_of(&self, tracklet_id: i64) -> Option<usize> {
+        self.tracklets.iter().position(|t| t.id == tracklet_id)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TimelineError {
+    #[error("video {0} is not in the library")]
+    NoVideo(i64),
+    #[error(transparent)]
+    Data(#[from] TrackletDataError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("the tracklet model in {dir} cannot be used: {why}")]
+    Model { dir: String, why: String },
+}
+
+/// Builds the timeline of `video_id`: tracklets from the store, similarity from the tracklet
+/// encoder in `models` when one is there (`tracklets.json`), else from colour histograms of
+/// the crops, which the panel says.
+pub fn build(
+    store: &Store,
+    video_id: i64,
+    models: &Path,
+    device: &Device,
+    progress: &Progress,
+) -> Result<Timeline, TimelineError> {
+    let video = store
+        .videos()?
+        .into_iter()
+        .find(|v| v.id == video_id)
+        .ok_or(TimelineError::NoVideo(video_id))?;
+    let tracklets = store.video_tracklets(video_id)?;
+    let model = if models.join(format!("{}.json", super::MODEL_NAME)).exists() {
+        let loaded = super::load_model(models, device).map_err(|e| TimelineError::Model {
+            dir: models.display().to_string(),
+            why: e.to_string(),
+        })?;
+        Some(loaded)
+    } else {
+        None
+    };
+    let size = model
+        .as_ref()
+        .map_or(HISTOGRAM_CROP, |m| m.config.backbone.image_size);
+    let set = TrackletSet::load(store, std::slice::from_ref(&video.code), size, progress)?;
+    progress.stage("comparing tracklets", 1);
+    let (embeddings, method, suggested_threshold) = match &model {
+        Some(m) => (
+            super::embed(&m.model, &set, 16, device),
+            format!("tracklet encoder {}", m.card.version),
+            MODEL_THRESHOLD,
+        ),
+        None => (
+            super::colour_histograms(&set),
+            "colour histogram of the crops (no tracklet model in the models folder)".into(),
+            HISTOGRAM_THRESHOLD,
+        ),
+    };
+    let n = tracklets.len();
+    let row_of: Vec<Option<usize>> = tracklets
+        .iter()
+        .map(|t| set.tracklets.iter().position(|s| s.tracklet_id == t.id))
+        .collect();
+    let mut similarity = vec![None; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            if let (Some(a), Some(b)) = (row_of[i], row_of[j]) {
+                similarity[i * n + j] = Some(cosine(&embeddings[a], &embeddings[b]));
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    if tracklets.is_empty() {
+        notes.push(
+            "This video has no tracklets: import its boxes (COCO or REAL-Colon layout) or draw \
+             boxes on its frames to make some."
+                .to_string(),
+        );
+    }
+    let short = row_of.iter().filter(|r| r.is_none()).count();
+    if short > 0 {
+        notes.push(format!(
+            "{short} tracklets are shorter than {} frames: not compared, not counted",
+            super::fragments::MIN_TRACKLET_FRAMES
+        ));
+    }
+    if set.unassigned_boxes > 0 {
+        notes.push(format!(
+            "{} boxes belong to no tracklet",
+            set.unassigned_boxes
+        ));
+    }
+    Ok(Timeline {
+        video_id,
+        video_code: video.code,
+        frame_count: video.frame_count,
+        tracklets,
+        similarity,
+        method,
+        suggested_threshold,
+        decisions: store.link_decisions(video_id)?,
+        polyps: store.video_polyps(video_id)?,
+        notes,
+    })
+}

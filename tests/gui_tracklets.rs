@@ -1,0 +1,162 @@
+//! The Tracklets tab, clicked through: a video whose polyp is seen twice shows two polyps on
+//! its timeline; merging two tracklets, splitting one and rejecting a link are audited edits
+//! that undo restores.
+
+use crate::gui::{harness, settle, shows_part};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use endotwin::app::{App, Command, Selection, Tab};
+use endotwin::data::import::{self, ImportLayout, ImportOptions};
+use endotwin::engine::Progress;
+use endotwin::store::{OpenMode, Store, TargetKind, TrackletRow};
+use std::path::Path;
+
+const FRAMES: u32 = 120;
+
+/// A 120-frame video as COCO: polyp "red" in frames 0-39, polyp "green" in 45-79, "red" again
+/// in 80-119 (a revisit: two tracklets of one polyp). Each polyp is a 32 px square of its
+/// colour on a brown wall, so the colour histogram tells them apart.
+fn revisit_library(lib: &Path, src: &Path) {
+    let mut images = Vec::new();
+    let mut annotations = Vec::new();
+    for f in 0..FRAMES {
+        let polyp = match f {
+            0..40 | 80.. => Some(("red", [220u8, 40, 40])),
+            45..80 => Some(("green", [60, 170, 60])),
+            _ => None,
+        };
+        let (x0, y0) = (12 + (f % 8), 14);
+        let img = image::RgbImage::from_fn(64, 64, |x, y| {
+            let inside = (x0..x0 + 32).contains(&x) && (y0..y0 + 32).contains(&y);
+            match polyp {
+                Some((_, c)) if inside => image::Rgb(c),
+                _ => image::Rgb([130, 85, 70]),
+            }
+        });
+        let name = format!("f{f:03}.png");
+        img.save(src.join(&name)).unwrap();
+        images.push(serde_json::json!({
+            "id": f, "file_name": name, "frame_id": f, "sequence_id": "rv"
+        }));
+        if let Some((identity, _)) = polyp {
+            annotations.push(serde_json::json!({
+                "image_id": f, "bbox": [x0, y0, 32, 32], "identity_id": identity
+            }));
+        }
+    }
+    let coco = serde_json::json!({ "images": images, "annotations": annotations });
+    let manifest = src.join("video.json");
+    std::fs::write(&manifest, coco.to_string()).unwrap();
+    let mut store = Store::open(lib, OpenMode::CreateIfMissing).unwrap();
+    import::run(
+        ImportLayout::Coco,
+        &mut store,
+        &manifest,
+        ImportOptions::default(),
+        &Progress::new(),
+    )
+    .unwrap();
+}
+
+fn tracklets(lib: &Path) -> Vec<TrackletRow> {
+    let store = Store::open(lib, OpenMode::Existing).unwrap();
+    let video = store.videos().unwrap().remove(0);
+    store.video_tracklets(video.id).unwrap()
+}
+
+/// Steps the app until the timeline shows `text` (the engine builds it in the background).
+fn wait_for(h: &mut Harness<'static, App>, text: &str) {
+    for _ in 0..200 {
+        settle(h);
+        if h.query_all_by_label_contains(text).next().is_some() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    shows_part(h, text);
+}
+
+fn click(h: &mut Harness<'static, App>, label: &str) {
+    h.get_by_label_contains(label).click();
+    settle(h);
+}
+
+#[test]
+fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    revisit_library(lib.path(), src.path());
+    let before = tracklets(lib.path());
+    assert_eq!(before.len(), 3, "{before:?}");
+    let (t1, t2, t3) = (&before[0], &before[1], &before[2]);
+    assert_eq!(t1.polyp_id, t3.polyp_id);
+    assert_ne!(t1.polyp_id, t2.polyp_id);
+
+    let mut h = harness(lib.path());
+    settle(&mut h);
+    let video = Store::open(lib.path(), OpenMode::Existing)
+        .unwrap()
+        .videos()
+        .unwrap()[0]
+        .id;
+    h.state_mut().send(Command::Select(Selection::Video(video)));
+    h.state_mut().send(Command::ShowTab(Tab("tracklets")));
+    // The revisit is one polyp: two groups for three tracklets, as the labels say.
+    wait_for(&mut h, "Polyps: 2 by grouping");
+    shows_part(&h, "2 in the library's labels");
+
+    // Merge the green tracklet into the red polyp: audited, then undone.
+    click(&mut h, &format!("T{} · frames 0–39", t1.id));
+    click(&mut h, &format!("Merge T{} into T{}'s polyp", t2.id, t1.id));
+    wait_for(&mut h, "1 in the library's labels");
+    let merged = tracklets(lib.path());
+    assert_eq!(merged[1].polyp_id, t1.polyp_id);
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let audit = store.audit_history(TargetKind::Tracklet, t2.id).unwrap();
+    assert_eq!(audit[0].key, "polyp");
+    assert!(
+        audit[0].new_value.as_deref().unwrap().contains("red"),
+        "{audit:?}"
+    );
+    drop(store);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Z);
+    wait_for(&mut h, "2 in the library's labels");
+    assert_eq!(tracklets(lib.path()), before);
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    assert_eq!(
+        store
+            .audit_history(TargetKind::Tracklet, t2.id)
+            .unwrap()
+            .len(),
+        2
+    );
+    drop(store);
+
+    // Reject the revisit's link: the grouping no longer joins it; undo joins it again.
+    click(&mut h, &format!("Reject T{}–T{}", t1.id, t3.id));
+    wait_for(&mut h, "Polyps: 3 by grouping");
+    h.state_mut().send(Command::Undo);
+    wait_for(&mut h, "Polyps: 2 by grouping");
+
+    // Split the first tracklet at frame 20, then undo: the library is as it was.
+    h.state_mut().send(Command::Focus(Some(20)));
+    settle(&mut h);
+    click(&mut h, "Split at frame 20");
+    wait_for(&mut h, "4 tracklets");
+    let split = tracklets(lib.path());
+    assert_eq!(split.len(), 4);
+    assert!(
+        split
+            .iter()
+            .any(|t| t.first_frame == 20 && t.last_frame == 39)
+    );
+    h.state_mut().send(Command::Undo);
+    wait_for(&mut h, "3 tracklets");
+    assert_eq!(tracklets(lib.path()), before);
+    // Redo splits again (a new id for the second part), undo once more restores.
+    h.state_mut().send(Command::Redo);
+    wait_for(&mut h, "4 tracklets");
+    h.state_mut().send(Command::Undo);
+    wait_for(&mut h, "3 tracklets");
+    assert_eq!(tracklets(lib.path()), before);
+}
