@@ -105,8 +105,11 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     wait_for(&mut h, "Polyps: 2 by grouping");
     shows_part(&h, "2 in the library's labels");
 
+    // The first tracklet is shown, the frame slider on its first frame.
+    assert_eq!(h.state().state.tracklets.selected, Some(t1.id));
+    shows_part(&h, &format!("Tracklet T{} · frames 0–39 (40 boxes)", t1.id));
+
     // Merge the green tracklet into the red polyp: audited, then undone.
-    click(&mut h, &format!("T{} · frames 0–39", t1.id));
     click(&mut h, &format!("Merge T{} into T{}'s polyp", t2.id, t1.id));
     wait_for(&mut h, "1 in the library's labels");
     let merged = tracklets(lib.path());

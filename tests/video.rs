@@ -165,3 +165,73 @@ fn a_truncated_recording_is_refused_and_nothing_is_written() {
     assert!(ran.says("needs the ffmpeg program"), "{}", ran.text());
     assert_eq!(state(lib.path()), before);
 }
+
+#[test]
+fn sidecar_boxes_go_onto_an_imported_recording_and_make_its_tracklets() {
+    let Some(ffmpeg) = ffmpeg() else { return };
+    let src = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let clip = recording(&ffmpeg, src.path(), "own.mp4", false);
+    assert!(import(lib.path(), "video", &clip, &[]).ok());
+    let code = Store::open(lib.path(), OpenMode::Existing)
+        .unwrap()
+        .videos()
+        .unwrap()[0]
+        .code
+        .clone();
+
+    // Polyp "p1" in every frame, one box far outside the frame, one on a frame the video
+    // does not have.
+    let images: Vec<_> = (0..31)
+        .map(|f| serde_json::json!({"id": f, "frame_id": f}))
+        .collect();
+    let mut annotations: Vec<_> = (0..30)
+        .map(|f| serde_json::json!({"image_id": f, "bbox": [20, 20, 30, 30], "identity_id": "p1", "histology": "AD"}))
+        .collect();
+    annotations
+        .push(serde_json::json!({"image_id": 30, "bbox": [10, 10, 20, 20], "identity_id": "p1"}));
+    annotations
+        .push(serde_json::json!({"image_id": 5, "bbox": [500, 500, 20, 20], "identity_id": "p2"}));
+    let sidecar = src.path().join("boxes.json");
+    std::fs::write(
+        &sidecar,
+        serde_json::json!({"images": images, "annotations": annotations}).to_string(),
+    )
+    .unwrap();
+    let onto = ["--onto-video", code.as_str()];
+    let ran = import(lib.path(), "coco", &sidecar, &onto);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("30 boxes"), "{}", ran.text());
+    assert!(
+        ran.says("frame 30") && ran.says("no such frame"),
+        "{}",
+        ran.text()
+    );
+    assert!(ran.says("frame 5") && ran.says("p2"), "{}", ran.text());
+
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let videos = store.videos().unwrap();
+    assert_eq!(videos.len(), 1, "the boxes went onto the same video");
+    assert_eq!(videos[0].frame_count, 30);
+    let tracklets = store.video_tracklets(videos[0].id).unwrap();
+    assert_eq!(tracklets.len(), 1);
+    assert_eq!((tracklets[0].first_frame, tracklets[0].last_frame), (0, 29));
+    let polyp = store
+        .polyp(tracklets[0].polyp_id.unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(polyp.histology.as_deref(), Some("adenoma"));
+    drop(store);
+
+    // The same sidecar again changes nothing; onto a video the library lacks is refused.
+    let before = state(lib.path());
+    let again = import(lib.path(), "coco", &sidecar, &onto);
+    assert!(again.says("did not change"), "{}", again.text());
+    let missing = import(lib.path(), "coco", &sidecar, &["--onto-video", "nope"]);
+    assert!(
+        !missing.ok() && missing.says("no video 'nope'"),
+        "{}",
+        missing.text()
+    );
+    assert_eq!(state(lib.path()), before);
+}

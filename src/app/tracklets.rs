@@ -61,6 +61,8 @@ impl App {
         match output {
             Ok(JobOutput::Timeline(timeline)) => {
                 let panel = &mut self.state.tracklets;
+                let new_video =
+                    panel.timeline.as_ref().map(|t| t.video_id) != Some(timeline.video_id);
                 if panel
                     .selected
                     .is_some_and(|t| timeline.index_of(t).is_none())
@@ -69,6 +71,16 @@ impl App {
                 }
                 panel.timeline = Some((**timeline).clone());
                 panel.problem = None;
+                // A video just opened shows its first tracklet that can be compared.
+                let first = (0..timeline.tracklets.len())
+                    .find(|&i| timeline.similarity(i, i).is_some())
+                    .map(|i| timeline.tracklets[i].id);
+                if new_video
+                    && self.state.tracklets.selected.is_none()
+                    && let Some(first) = first
+                {
+                    self.select_tracklet(first);
+                }
             }
             Ok(_) => return false,
             Err(e) => {

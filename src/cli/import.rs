@@ -21,6 +21,11 @@ pub struct ImportArgs {
     /// differences listed.
     #[arg(long)]
     update_labels: bool,
+    /// Lay the boxes of a COCO sidecar (`coco` layout) onto this video, already in the
+    /// library (e.g. a recording imported with `import video`); its `images[]` need only
+    /// `id` and `frame_id`.
+    #[arg(long, value_name = "VIDEO_CODE")]
+    onto_video: Option<String>,
 }
 
 pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
@@ -29,23 +34,34 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
         path,
         strict,
         update_labels,
+        onto_video,
     } = args;
     if !path.exists() {
         anyhow::bail!("{}: no such file or folder", path.display());
     }
     let compute = compute::select(pref)?;
     let mut engine = Engine::start(compute, None);
+    let options = ImportOptions {
+        strict,
+        update_labels,
+    };
+    let job = match onto_video {
+        Some(video) if layout == ImportLayout::Coco => Job::ImportBoxes {
+            path: path.clone(),
+            video,
+            options,
+        },
+        Some(_) => anyhow::bail!("--onto-video takes boxes in the coco layout only"),
+        None => Job::Import {
+            layout,
+            path: path.clone(),
+            options,
+        },
+    };
     let handle = engine.submit(
         format!("import {}", path.display()),
         library.to_path_buf(),
-        Job::Import {
-            layout,
-            path: path.clone(),
-            options: ImportOptions {
-                strict,
-                update_labels,
-            },
-        },
+        job,
     )?;
     let bar = super::stage_bar();
     let progress = handle.progress.clone();

@@ -21,6 +21,12 @@ pub enum Job {
         path: PathBuf,
         options: ImportOptions,
     },
+    /// Lay a COCO sidecar's boxes onto a video already in the library.
+    ImportBoxes {
+        path: PathBuf,
+        video: String,
+        options: ImportOptions,
+    },
     /// Import single image files (opened or dropped in the GUI) as frames.
     ImportFiles {
         files: Vec<PathBuf>,
@@ -98,6 +104,16 @@ pub(super) fn run(
         } => {
             let mut store = open_for_import(library, progress)?;
             import::run(layout, &mut store, &path, options, progress)
+                .map(JobOutput::Imported)
+                .map_err(|e| e.to_string())
+        }
+        Job::ImportBoxes {
+            path,
+            video,
+            options,
+        } => {
+            let mut store = open_for_import(library, progress)?;
+            import::boxes_onto_video(&mut store, &path, &video, options, progress)
                 .map(JobOutput::Imported)
                 .map_err(|e| e.to_string())
         }

@@ -195,7 +195,8 @@ fn timeline(ui: &mut egui::Ui, tl: &Timeline, state: &AppState, out: &mut Vec<Co
             (b.right_center(), a.left_center())
         };
         painter.line_segment([from, to], Stroke::new(1.5, colour));
-        if let Some(score) = link.score {
+        // A score where there is room for it (chained links in one lane would overprint).
+        if let Some(score) = link.score.filter(|_| (to.x - from.x).abs() > 36.0) {
             painter.text(
                 from + (to - from) * 0.5 - vec2(0.0, 6.0),
                 Align2::CENTER_BOTTOM,

@@ -22,8 +22,12 @@ struct Coco {
 #[derive(Deserialize)]
 struct CocoImage {
     id: serde_json::Value,
+    /// Absent in a sidecar laid onto a video already in the library.
+    #[serde(default)]
     file_name: String,
     frame_id: i64,
+    /// Absent in a sidecar laid onto a video already in the library.
+    #[serde(default)]
     sequence_id: serde_json::Value,
 }
 
@@ -63,14 +67,72 @@ pub fn histology_name(code: &str) -> Option<String> {
     )
 }
 
+fn parse(path: &Path) -> Result<Coco, ImportError> {
+    let text = read_manifest(path).map_err(|e| ImportError::source_error(path, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| ImportError::source_error(path, format!("malformed COCO JSON: {e}")))
+}
+
+/// The video a sidecar's boxes go onto: its examination (code, kind, source) and its
+/// video (code, fps, frame index -> width and height).
+pub struct OntoVideo {
+    pub exam_code: String,
+    pub exam_kind: String,
+    pub exam_source: String,
+    pub video_code: String,
+    pub fps: f64,
+    pub frames: std::collections::HashMap<i64, (u32, u32)>,
+}
+
+/// A COCO sidecar laid onto a video already in the library: `images[]` give `frame_id`s of
+/// that video (file names and sequence ids are not needed), `annotations[]` its boxes, one
+/// polyp per identity; tracklets follow from the boxes as in [`read`].
+pub fn read_onto(
+    path: &Path,
+    onto: OntoVideo,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
+    let coco = parse(path)?;
+    let mut frame_of: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    for img in &coco.images {
+        if frame_of
+            .insert(key(&img.id), (String::new(), img.frame_id))
+            .is_some()
+        {
+            problems.push(
+                path,
+                format!(
+                    "image id {} is given twice; its boxes are not imported",
+                    key(&img.id)
+                ),
+            );
+        }
+    }
+    let mut exam = PlanExam {
+        code: onto.exam_code,
+        kind: onto.exam_kind,
+        source: onto.exam_source,
+        ..Default::default()
+    };
+    exam.videos.push(PlanVideo {
+        code: onto.video_code,
+        fps: onto.fps,
+        existing_frames: onto.frames,
+        ..Default::default()
+    });
+    let mut exams = BTreeMap::from([(String::new(), exam)]);
+    add_annotations(&coco, path, &frame_of, &mut exams, problems);
+    Ok(Plan {
+        exams: exams.into_values().collect(),
+    })
+}
+
 pub fn read(
     path: &Path,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
-    let text = read_manifest(path).map_err(|e| ImportError::source_error(path, e))?;
-    let coco: Coco = serde_json::from_str(&text)
-        .map_err(|e| ImportError::source_error(path, format!("malformed COCO JSON: {e}")))?;
+    let coco = parse(path)?;
     let source = SourceRoot::new(path)?;
     let root = source.path().to_path_buf();
     let stem = path
@@ -84,6 +146,17 @@ pub fn read(
     for img in &coco.images {
         check_cancel(progress)?;
         progress.inc();
+        if img.sequence_id.is_null() || img.file_name.is_empty() {
+            problems.push(
+                path,
+                format!(
+                    "image id {} has no sequence_id or file_name; it is not imported (a sidecar \
+                     for a video already in the library takes --onto-video)",
+                    key(&img.id)
+                ),
+            );
+            continue;
+        }
         let seq = key(&img.sequence_id);
         if frame_of.contains_key(&key(&img.id)) {
             problems.push(
@@ -123,6 +196,24 @@ pub fn read(
             PlanImage::new(prepared, MediaKind::VideoFrame),
         ));
     }
+    add_annotations(&coco, path, &frame_of, &mut exams, problems);
+    for e in exams.values_mut() {
+        e.videos[0].frames.sort_by_key(|(i, _)| *i);
+    }
+    Ok(Plan {
+        exams: exams.into_values().collect(),
+    })
+}
+
+/// The annotations' boxes and polyps, onto the videos of `exams` (keyed by sequence) through
+/// `frame_of` (image id -> sequence, frame index).
+fn add_annotations(
+    coco: &Coco,
+    path: &Path,
+    frame_of: &BTreeMap<String, (String, i64)>,
+    exams: &mut BTreeMap<String, PlanExam>,
+    problems: &mut Problems,
+) {
     // Pathology per (sequence, identity) as the annotations give it; disagreeing
     // annotations make that polyp's pathology unusable (named, not imported).
     let mut pathology: BTreeMap<(String, String), Vec<GivenPathology>> = BTreeMap::new();
@@ -194,10 +285,4 @@ pub fn read(
         polyp.histology = histologies.into_iter().next().cloned();
         polyp.size_mm = sizes.first().copied();
     }
-    for e in exams.values_mut() {
-        e.videos[0].frames.sort_by_key(|(i, _)| *i);
-    }
-    Ok(Plan {
-        exams: exams.into_values().collect(),
-    })
 }

@@ -329,6 +329,55 @@ pub fn run(
     )
 }
 
+/// Lays a COCO sidecar's boxes onto the video `video_code` already in the library (a
+/// recording imported with `import video`): its polyps, boxes and tracklets, checked and
+/// written like any import.
+pub fn boxes_onto_video(
+    store: &mut Store,
+    path: &Path,
+    video_code: &str,
+    options: ImportOptions,
+    progress: &Progress,
+) -> Result<ImportReport, ImportError> {
+    if !path.is_file() {
+        return Err(ImportError::source_error(path, "no such file"));
+    }
+    let video = store
+        .videos()?
+        .into_iter()
+        .find(|v| v.code == video_code)
+        .ok_or_else(|| {
+            ImportError::source_error(path, format!("the library has no video '{video_code}'"))
+        })?;
+    let exam = store
+        .examination(video.examination_id)?
+        .ok_or_else(|| ImportError::source_error(path, "the video's examination is missing"))?;
+    progress.stage("reading boxes", 0);
+    let frames = store
+        .video_frames(video.id)?
+        .into_iter()
+        .map(|(i, m)| (i, (m.width, m.height)))
+        .collect();
+    let onto = coco::OntoVideo {
+        exam_code: exam.code,
+        exam_kind: exam.kind,
+        exam_source: exam.source,
+        video_code: video.code,
+        fps: video.fps,
+        frames,
+    };
+    let mut problems = Problems::default();
+    let plan = coco::read_onto(path, onto, &mut problems)?;
+    write_checked(
+        store,
+        plan,
+        problems,
+        "import:coco-sidecar",
+        options,
+        progress,
+    )
+}
+
 /// The shared end of every import: the plan's last check, the strict/empty policy, then one
 /// write under the lock.
 pub fn write_checked(

@@ -68,6 +68,9 @@ pub struct PlanVideo {
     pub code: String,
     pub fps: f64,
     pub frames: Vec<(i64, PlanImage)>,
+    /// Frames the library already holds (index -> width, height): boxes laid onto a video
+    /// imported before are checked against them.
+    pub existing_frames: HashMap<i64, (u32, u32)>,
     pub boxes: Vec<PlanBox>,
 }
 
@@ -236,7 +239,8 @@ impl Plan {
             for video in &mut exam.videos {
                 check_video(video, &exam.polyps, &source, problems);
             }
-            exam.videos.retain(|v| !v.frames.is_empty());
+            exam.videos
+                .retain(|v| !v.frames.is_empty() || !v.boxes.is_empty());
         }
         self.exams.retain(|e| {
             !e.frames.is_empty()
@@ -288,11 +292,13 @@ fn check_video(
         })
         .collect();
     video.frames.retain(|(i, _)| !twice.contains(i));
-    let sizes: HashMap<i64, (u32, u32)> = video
-        .frames
-        .iter()
-        .map(|(i, f)| (*i, (f.image.width, f.image.height)))
-        .collect();
+    let mut sizes: HashMap<i64, (u32, u32)> = video.existing_frames.clone();
+    sizes.extend(
+        video
+            .frames
+            .iter()
+            .map(|(i, f)| (*i, (f.image.width, f.image.height))),
+    );
     let code = video.code.clone();
     video.boxes.retain_mut(|b| {
         let refuse = |reason: String| {
@@ -303,7 +309,7 @@ fn check_video(
         };
         let Some(&(w, h)) = sizes.get(&b.frame_index) else {
             if !twice.contains(&b.frame_index) {
-                problems.push(source, refuse("no such frame was imported".into()));
+                problems.push(source, refuse("the video has no such frame".into()));
             }
             return false;
         };

@@ -311,7 +311,7 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         code,
         fps: info.fps,
         frames,
-        boxes: Vec::new(),
+        ..Default::default()
     });
     Ok(Plan { exams: vec![exam] })
 }
