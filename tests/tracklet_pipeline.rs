@@ -92,6 +92,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
             model: &model,
         }],
         &config.model,
+        None,
         3,
         0.5,
         &device,

@@ -28,6 +28,10 @@ pub struct EvalArgs {
     /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
     #[arg(long = "compare", value_name = "LABEL=FOLDER")]
     pub compare: Vec<String>,
+    /// The digital-twin models whose image encoder, frozen, is compared too (default: the
+    /// models folder; left out with a note when it holds none).
+    #[arg(long)]
+    pub twin_models: Option<PathBuf>,
     /// Similarity at which tracklets are grouped into one polyp, without --validation.
     #[arg(long, default_value_t = 0.5)]
     pub threshold: f32,
@@ -56,6 +60,17 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         label: label.clone(),
         model: &m.model,
     }));
+    let twin_dir = a.twin_models.clone().unwrap_or_else(|| dir.clone());
+    let twins = match endotwin::twins::TwinModels::load(&twin_dir, &compute.device) {
+        Ok(t) => Some(t),
+        Err(e) if a.twin_models.is_some() => {
+            return Err(e).with_context(|| format!("--twin-models {}", twin_dir.display()));
+        }
+        Err(e) => {
+            eprintln!("(no twin image encoder row: {e})");
+            None
+        }
+    };
     if a.held_out.is_none() {
         eprintln!(
             "generating the held-out split of seed {} ({} videos x {} frames)...",
@@ -76,6 +91,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         validation.as_ref(),
         &candidates,
         &main.config,
+        twins.as_ref(),
         a.seed,
         a.threshold,
         &compute.device,

@@ -337,6 +337,7 @@ pub fn run(
     validation: Option<&crate::store::Store>,
     candidates: &[Candidate<'_>],
     untrained: &crate::model::tracklet::TrackletModelConfig,
+    twins: Option<&crate::twins::TwinModels>,
     seed: u64,
     threshold: f32,
     device: &burn::tensor::Device,
@@ -345,7 +346,9 @@ pub fn run(
     let size = untrained.backbone.image_size;
     device.seed(seed);
     let random = untrained.init(device);
-    let methods_on = |set: &TrackletSet| -> Vec<Method> {
+    let methods_on = |store: &crate::store::Store,
+                      set: &TrackletSet|
+     -> Result<Vec<Method>, crate::tracklets::dataset::TrackletDataError> {
         let mut methods: Vec<Method> = candidates
             .iter()
             .map(|c| Method {
@@ -357,16 +360,25 @@ pub fn run(
             label: "untrained encoder (baseline)".into(),
             embeddings: crate::tracklets::embed(&random, set, 16, device),
         });
+        if let Some(twins) = twins {
+            methods.push(Method {
+                label: format!(
+                    "twin image encoder {}, frozen (mean over frames)",
+                    twins.version()
+                ),
+                embeddings: crate::tracklets::twin::twin_embeddings(store, set, twins, &progress)?,
+            });
+        }
         methods.push(Method {
             label: "colour histogram 8x8x8 of the crops (baseline)".into(),
             embeddings: colour_histograms(set),
         });
-        methods
+        Ok(methods)
     };
     let thresholds = match validation {
         Some(v) => {
             let vset = TrackletSet::load(v, &[], size, &progress)?;
-            methods_on(&vset)
+            methods_on(v, &vset)?
                 .iter()
                 .map(|m| choose_threshold(&vset, &m.embeddings))
                 .collect()
@@ -374,7 +386,7 @@ pub fn run(
         None => vec![threshold],
     };
     let set = TrackletSet::load(store, &[], size, &progress)?;
-    let mut e = evaluate(&set, &methods_on(&set), seed, &thresholds);
+    let mut e = evaluate(&set, &methods_on(store, &set)?, seed, &thresholds);
     e.thresholds_from_validation = validation.is_some();
     Ok(e)
 }

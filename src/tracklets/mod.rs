@@ -11,12 +11,14 @@
 //! - [`grouping`]: tracklets into polyps (agglomerative on similarity), the polyp count.
 //! - [`dataset`]: a library's usable tracklets with their fragment crops in memory.
 //! - [`timeline`]: one video's tracklets, their similarities and groups, for the GUI.
+//! - [`twin`]: similarity from the frozen digital-twin image encoder.
 
 pub mod bags;
 pub mod dataset;
 pub mod fragments;
 pub mod grouping;
 pub mod timeline;
+pub mod twin;
 
 use crate::model::tracklet::TrackletModel;
 use burn::tensor::Device;

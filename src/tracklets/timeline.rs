@@ -19,6 +19,9 @@ pub const HISTOGRAM_THRESHOLD: f32 = 0.95;
 /// The grouping threshold it chose for the tracklet encoders it evaluated (0.70-0.85).
 pub const MODEL_THRESHOLD: f32 = 0.75;
 
+/// The grouping threshold it chose for the frozen twin image encoder.
+pub const TWIN_THRESHOLD: f32 = 0.55;
+
 /// A video's tracklets and their pairwise similarity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timeline {
@@ -181,8 +184,8 @@ pub enum TimelineError {
 }
 
 /// Builds the timeline of `video_id`: tracklets from the store, similarity from the tracklet
-/// encoder in `models` when one is there (`tracklets.json`), else from colour histograms of
-/// the crops, which the panel says.
+/// encoder in `models` when one is there (`tracklets.json`), else from the frozen twin image
+/// encoder there, else from colour histograms of the crops; the panel says which.
 pub fn build(
     store: &Store,
     video_id: i64,
@@ -205,20 +208,34 @@ pub fn build(
     } else {
         None
     };
+    // Without a tracklet model, the frozen twin image encoder (it beats the colour histogram
+    // on held-out videos: README), else the colour histogram.
+    let twins = match model {
+        Some(_) => None,
+        None => crate::twins::TwinModels::load(models, device).ok(),
+    };
     let size = model
         .as_ref()
         .map_or(HISTOGRAM_CROP, |m| m.config.backbone.image_size);
     let set = TrackletSet::load(store, std::slice::from_ref(&video.code), size, progress)?;
     progress.stage("comparing tracklets", 1);
-    let (embeddings, method, suggested_threshold) = match &model {
-        Some(m) => (
+    let (embeddings, method, suggested_threshold) = match (&model, &twins) {
+        (Some(m), _) => (
             super::embed(&m.model, &set, 16, device),
             format!("tracklet encoder {}", m.card.version),
             MODEL_THRESHOLD,
         ),
-        None => (
+        (None, Some(t)) => (
+            super::twin::twin_embeddings(store, &set, t, progress)?,
+            format!(
+                "digital-twin image encoder {}, frozen (no tracklet model in the models folder)",
+                t.version()
+            ),
+            TWIN_THRESHOLD,
+        ),
+        (None, None) => (
             super::colour_histograms(&set),
-            "colour histogram of the crops (no tracklet model in the models folder)".into(),
+            "colour histogram of the crops (no tracklet or twin model in the models folder)".into(),
             HISTOGRAM_THRESHOLD,
         ),
     };

@@ -1,0 +1,85 @@
+//! Tracklet similarity from the digital-twin image encoder, frozen: each tracklet is the
+//! normalised mean of the twin embeddings of its frames, every frame cut around its box the
+//! way the twin recipe cuts a view (the box enlarged 2.5 times, on-screen display blacked
+//! out). No tracklet training: the twin encoder already learned to tell polyps apart across
+//! viewpoints, which is what re-identification asks. Compared in `eval tracklets` beside the
+//! tracklet encoder and the baselines.
+
+use super::dataset::{TrackletDataError, TrackletSet};
+use super::fragments::fragments;
+use crate::data::images::decode_file;
+use crate::model::preprocess::Focus;
+use crate::plumbing::Progress;
+use crate::store::Store;
+use crate::twins::TwinModels;
+use std::collections::BTreeMap;
+
+/// Frames per fragment used (the fragment's first, middle and last of its 8).
+const FRAMES_PER_FRAGMENT: [usize; 3] = [0, 4, 7];
+
+/// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
+pub fn twin_embeddings(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    progress: &Progress,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    let videos: BTreeMap<String, i64> = store
+        .videos()?
+        .into_iter()
+        .map(|v| (v.code, v.id))
+        .collect();
+    progress.stage(
+        "encoding tracklet frames (twin encoder)",
+        set.tracklets.len() as u64,
+    );
+    let mut out = Vec::with_capacity(set.tracklets.len());
+    let mut cache: Option<(i64, Vec<crate::store::BoxRow>, BTreeMap<i64, _>)> = None;
+    for t in &set.tracklets {
+        if progress.is_cancelled() {
+            return Err(TrackletDataError::Cancelled);
+        }
+        let code = &set.videos[t.video];
+        let video = videos[code];
+        if cache.as_ref().is_none_or(|c| c.0 != video) {
+            let frames: BTreeMap<i64, _> = store.video_frames(video)?.into_iter().collect();
+            cache = Some((video, store.video_boxes(video)?, frames));
+        }
+        let (_, boxes, frames) = cache.as_ref().expect("filled above");
+        let mine: Vec<_> = boxes
+            .iter()
+            .filter(|b| b.tracklet_id == Some(t.tracklet_id))
+            .collect();
+        let mut images = Vec::new();
+        for fragment in fragments(mine.len()) {
+            for &k in &FRAMES_PER_FRAGMENT {
+                let b = mine[fragment.positions[k]];
+                let media =
+                    frames
+                        .get(&b.frame_index)
+                        .ok_or_else(|| TrackletDataError::MissingFrame {
+                            video: code.clone(),
+                            frame: b.frame_index,
+                        })?;
+                let path = store.media_path(media);
+                let image = decode_file(&path)
+                    .map_err(|e| TrackletDataError::Image {
+                        path: path.display().to_string(),
+                        reason: e.to_string(),
+                    })?
+                    .image;
+                let focus = Focus::Box([b.x as f32, b.y as f32, b.w as f32, b.h as f32]);
+                images.push((image, focus));
+            }
+        }
+        let embeddings = twins.encode_views(&images);
+        let mut mean = vec![0.0f32; embeddings.first().map_or(0, Vec::len)];
+        for e in &embeddings {
+            mean.iter_mut().zip(e).for_each(|(m, x)| *m += x);
+        }
+        super::normalise(&mut mean);
+        out.push(mean);
+        progress.inc();
+    }
+    Ok(out)
+}
