@@ -4,7 +4,9 @@
 
 use burn::tensor::Device;
 use endotwin::data::phantom::{self, PhantomConfig};
-use endotwin::eval::tracklets::{Candidate, Method, evaluate, weighted_ap, weighted_auroc};
+use endotwin::eval::tracklets::{
+    Candidate, Method, Methods, evaluate, weighted_ap, weighted_auroc,
+};
 use endotwin::model::tracklet::{TrackletModel, TrackletModelConfig};
 use endotwin::plumbing::Progress;
 use endotwin::store::{OpenMode, Store};
@@ -87,12 +89,14 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     let e = endotwin::eval::tracklets::run(
         &store,
         None,
-        &[Candidate {
-            label: "trained".into(),
-            model: &model,
-        }],
-        &config.model,
-        None,
+        Methods {
+            candidates: &[Candidate {
+                label: "trained".into(),
+                model: &model,
+            }],
+            untrained: &config.model,
+            twins: None,
+        },
         3,
         0.5,
         &device,

@@ -89,9 +89,11 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let e = endotwin::eval::tracklets::run(
         &held.store,
         validation.as_ref(),
-        &candidates,
-        &main.config,
-        twins.as_ref(),
+        endotwin::eval::tracklets::Methods {
+            candidates: &candidates,
+            untrained: &main.config,
+            twins: twins.as_ref(),
+        },
         a.seed,
         a.threshold,
         &compute.device,

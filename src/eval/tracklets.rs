@@ -328,6 +328,14 @@ pub struct Candidate<'a> {
     pub model: &'a crate::model::tracklet::TrackletModel,
 }
 
+/// What [`run`] compares: trained tracklet encoders, the untrained architecture (the
+/// baseline), and optionally the frozen twin image encoder.
+pub struct Methods<'a> {
+    pub candidates: &'a [Candidate<'a>],
+    pub untrained: &'a crate::model::tracklet::TrackletModelConfig,
+    pub twins: Option<&'a crate::twins::TwinModels>,
+}
+
 /// Loads the held-out tracklets at `size` px, embeds them with every candidate, the same
 /// architecture at random initialisation (seeded) and the colour histogram, and scores all.
 /// With a `validation` library each method's grouping threshold is chosen there; else
@@ -335,13 +343,16 @@ pub struct Candidate<'a> {
 pub fn run(
     store: &crate::store::Store,
     validation: Option<&crate::store::Store>,
-    candidates: &[Candidate<'_>],
-    untrained: &crate::model::tracklet::TrackletModelConfig,
-    twins: Option<&crate::twins::TwinModels>,
+    methods: Methods<'_>,
     seed: u64,
     threshold: f32,
     device: &burn::tensor::Device,
 ) -> Result<TrackletEval, crate::tracklets::dataset::TrackletDataError> {
+    let Methods {
+        candidates,
+        untrained,
+        twins,
+    } = methods;
     let progress = crate::plumbing::Progress::new();
     let size = untrained.backbone.image_size;
     device.seed(seed);
