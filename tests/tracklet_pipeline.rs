@@ -116,6 +116,45 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
             .all(|r| r.queries > 0 && (0.0..=1.0).contains(&r.map))
     );
 
+    // The shipped twin image encoder, frozen, links each revisited polyp's two tracklets above
+    // any other polyp's tracklet: what the timeline shows.
+    let twins = endotwin::twins::TwinModels::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+        &device,
+    )
+    .unwrap();
+    let e =
+        endotwin::tracklets::twin::twin_embeddings(&store, &set, &twins, &Progress::new()).unwrap();
+    let cos = |a: usize, b: usize| endotwin::tracklets::grouping::cosine(&e[a], &e[b]);
+    let (mut revisits, mut compared) = (0, 0);
+    for (a, ta) in set.tracklets.iter().enumerate() {
+        for (b, tb) in set.tracklets.iter().enumerate().skip(a + 1) {
+            if ta.video != tb.video || ta.identity != tb.identity {
+                continue;
+            }
+            revisits += 1;
+            let others = set
+                .tracklets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.identity != ta.identity);
+            for (c, _) in others {
+                compared += 1;
+                assert!(
+                    cos(a, b) > cos(a, c).max(cos(b, c)),
+                    "revisit {a}-{b}: {:.3}; other polyp {c}: {:.3} / {:.3}",
+                    cos(a, b),
+                    cos(a, c),
+                    cos(b, c)
+                );
+            }
+        }
+    }
+    assert!(
+        revisits > 0 && compared > 0,
+        "{revisits} revisits, {compared} comparisons"
+    );
+
     // An embedding that is the polyp's identity separates every pair: the metrics say so.
     let ids: Vec<i64> = set.tracklets.iter().map(|t| t.identity.unwrap()).collect();
     let one_hot = ids
