@@ -1,6 +1,6 @@
 //! The Tracklets tab, clicked through: a video whose polyp is seen twice shows two polyps on
 //! its timeline; merging two tracklets, splitting one and rejecting a link are audited edits
-//! that undo restores.
+//! that undo restores; a box drawn on a frame is followed into a new tracklet.
 
 use crate::gui::{harness, settle, shows_part};
 use egui_kittest::Harness;
@@ -159,6 +159,29 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     // Redo splits again (a new id for the second part), undo once more restores.
     h.state_mut().send(Command::Redo);
     wait_for(&mut h, "4 tracklets");
+    h.state_mut().send(Command::Undo);
+    wait_for(&mut h, "3 tracklets");
+    assert_eq!(tracklets(lib.path()), before);
+
+    // A box drawn around the green polyp on frame 50 is followed both ways until it is lost:
+    // a new tracklet over frames 45-79, undone like any edit.
+    let x0 = 12.0 + (50 % 8) as f32;
+    h.state_mut().send(Command::TrackBox {
+        video_id: video,
+        frame: 50,
+        xywh: [x0 - 4.0, 10.0, 40.0, 40.0],
+    });
+    wait_for(&mut h, "4 tracklets");
+    let followed = tracklets(lib.path());
+    let new = followed
+        .iter()
+        .find(|t| !before.iter().any(|b| b.id == t.id))
+        .expect("a new tracklet");
+    assert_eq!(
+        (new.first_frame, new.last_frame, new.boxes),
+        (45, 79, 35),
+        "{new:?}"
+    );
     h.state_mut().send(Command::Undo);
     wait_for(&mut h, "3 tracklets");
     assert_eq!(tracklets(lib.path()), before);

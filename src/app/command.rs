@@ -75,6 +75,13 @@ pub enum Command {
         tracklet: i64,
         frame: i64,
     },
+    /// Follow a box drawn on a video frame through the neighbouring frames (a background
+    /// job); the boxes it finds become a new tracklet.
+    TrackBox {
+        video_id: i64,
+        frame: i64,
+        xywh: [f32; 4],
+    },
     /// Accept, reject or (with `None`) clear the decision on the link between two tracklets.
     DecideLink {
         a: i64,

@@ -104,6 +104,27 @@ impl App {
                             .map_err(e)?;
                         Ok(Edit::Link { a, b, old, new })
                     }
+                    Edit::AddTracklet {
+                        video_id,
+                        boxes,
+                        how,
+                        tracklet,
+                    } => {
+                        let tracklet = if forward {
+                            store
+                                .add_tracklet(&who, video_id, None, &boxes, &how)
+                                .map_err(e)?
+                        } else {
+                            store.remove_tracklet(&who, tracklet).map_err(e)?;
+                            tracklet
+                        };
+                        Ok(Edit::AddTracklet {
+                            video_id,
+                            boxes,
+                            how,
+                            tracklet,
+                        })
+                    }
                     Edit::PolypLabel { .. } | Edit::Several(_) => unreachable!("handled above"),
                 }
             }

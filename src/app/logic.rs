@@ -191,6 +191,11 @@ impl App {
                 self.state.tracklets.threshold = Some(t.clamp(-1.0, 1.0))
             }
             Command::SelectTracklet(t) => self.select_tracklet(t),
+            Command::TrackBox {
+                video_id,
+                frame,
+                xywh,
+            } => self.track_box(video_id, frame, xywh),
             c @ (Command::AssignTracklet { .. }
             | Command::NewPolypForTracklet(_)
             | Command::MergeTracklets { .. }
@@ -416,6 +421,7 @@ impl App {
     fn job_finished(&mut self, done: JobDone) {
         if self.twin_job_finished(done.id, &done.result)
             || self.timeline_job_finished(done.id, &done.result)
+            || self.track_job_finished(done.id, &done.result)
         {
             return;
         }
@@ -455,7 +461,12 @@ impl App {
             Ok(JobOutput::DeviceCheck { values }) => self
                 .state
                 .toast(ToastLevel::Info, format!("device check: {values:?}")),
-            Ok(JobOutput::Indexed { .. } | JobOutput::Twins(_) | JobOutput::Timeline(_)) => {}
+            Ok(
+                JobOutput::Indexed { .. }
+                | JobOutput::Twins(_)
+                | JobOutput::Timeline(_)
+                | JobOutput::Tracked { .. },
+            ) => {}
             Err(e) => self
                 .state
                 .toast(ToastLevel::Error, format!("{} failed: {e}", done.name)),

@@ -123,6 +123,13 @@ pub enum Edit {
         old: Option<LinkDecision>,
         new: Option<LinkDecision>,
     },
+    /// A tracklet added from drawn or followed boxes.
+    AddTracklet {
+        video_id: i64,
+        boxes: Vec<(i64, [f64; 4])>,
+        how: String,
+        tracklet: i64,
+    },
     /// Several edits made by one action (undone last first).
     Several(Vec<Edit>),
 }
@@ -140,6 +147,8 @@ pub struct TrackletPanel {
     pub running: Option<u64>,
     /// Why the last timeline could not be built.
     pub problem: Option<String>,
+    /// The box-following job running now, if any.
+    pub following: Option<u64>,
 }
 
 impl TrackletPanel {
@@ -158,6 +167,7 @@ impl Default for TrackletPanel {
             selected: None,
             running: None,
             problem: None,
+            following: None,
         }
     }
 }

@@ -96,6 +96,92 @@ impl App {
         true
     }
 
+    /// Starts following a box drawn on a video frame.
+    pub(super) fn track_box(&mut self, video_id: i64, frame: i64, xywh: [f32; 4]) {
+        let Some(lib) = &self.state.library else {
+            return;
+        };
+        if lib.store.is_read_only() {
+            self.state.toast(
+                ToastLevel::Error,
+                "the library is read-only; cannot add boxes",
+            );
+            return;
+        }
+        let db = lib.store.db_path().to_path_buf();
+        let job = Job::TrackBox {
+            video_id,
+            frame,
+            xywh,
+        };
+        match self.engine.submit("follow the box", db, job) {
+            Ok(handle) => self.state.tracklets.following = Some(handle.id),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    /// Takes a box-following job's result: its boxes become a new tracklet (an audited,
+    /// undoable edit). `false` when it was not that job.
+    pub(super) fn track_job_finished(
+        &mut self,
+        id: u64,
+        output: &Result<JobOutput, String>,
+    ) -> bool {
+        if self.state.tracklets.following != Some(id) {
+            return matches!(output, Ok(JobOutput::Tracked { .. }));
+        }
+        self.state.tracklets.following = None;
+        let (video_id, tracked) = match output {
+            Ok(JobOutput::Tracked { video_id, boxes }) => (*video_id, boxes),
+            Ok(_) => return false,
+            Err(e) => {
+                self.state
+                    .toast(ToastLevel::Error, format!("following the box: {e}"));
+                return true;
+            }
+        };
+        let drawn = tracked
+            .iter()
+            .find(|t| t.score >= 1.0)
+            .map_or(0, |t| t.frame);
+        let (first, last) = (
+            tracked.first().map_or(drawn, |t| t.frame),
+            tracked.last().map_or(drawn, |t| t.frame),
+        );
+        let how =
+            format!("drawn on frame {drawn}, followed by the tracker to frames {first}..={last}");
+        let boxes: Vec<(i64, [f64; 4])> = tracked
+            .iter()
+            .map(|t| (t.frame, t.xywh.map(f64::from)))
+            .collect();
+        let who = self.state.reviewer.clone();
+        let Some(lib) = self.state.library.as_mut() else {
+            return true;
+        };
+        match lib.store.add_tracklet(&who, video_id, None, &boxes, &how) {
+            Ok(tracklet) => {
+                self.record_edit(Edit::AddTracklet {
+                    video_id,
+                    boxes,
+                    how,
+                    tracklet,
+                });
+                self.state.toast(
+                    ToastLevel::Info,
+                    format!(
+                        "new tracklet T{tracklet}: frames {first}–{last} ({} boxes); the polyp \
+                         was lost after that. Give it a polyp in the Tracklets tab.",
+                        tracked.len()
+                    ),
+                );
+                self.after_edit();
+                self.state.tracklets.selected = Some(tracklet);
+            }
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+        true
+    }
+
     /// Shows a tracklet's details and puts the frame slider on its first frame.
     pub(super) fn select_tracklet(&mut self, tracklet: i64) {
         self.state.tracklets.selected = Some(tracklet);

@@ -48,6 +48,12 @@ pub enum Job {
     /// A video's tracklet timeline, compared with the tracklet model in `models` (or colour
     /// histograms when there is none).
     TrackletTimeline { video_id: i64, models: PathBuf },
+    /// Follow a box drawn on a video frame both ways until the polyp is lost.
+    TrackBox {
+        video_id: i64,
+        frame: i64,
+        xywh: [f32; 4],
+    },
 }
 
 /// Where a twin query's views come from.
@@ -83,11 +89,23 @@ pub struct TwinAnswer {
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobOutput {
     Imported(ImportReport),
-    Thumbnails { made: usize, failed: Vec<String> },
-    DeviceCheck { values: Vec<f32> },
-    Indexed { stats: IndexStats, version: String },
+    Thumbnails {
+        made: usize,
+        failed: Vec<String>,
+    },
+    DeviceCheck {
+        values: Vec<f32>,
+    },
+    Indexed {
+        stats: IndexStats,
+        version: String,
+    },
     Twins(Box<TwinAnswer>),
     Timeline(Box<crate::tracklets::timeline::Timeline>),
+    Tracked {
+        video_id: i64,
+        boxes: Vec<crate::tracklets::tracker::Tracked>,
+    },
 }
 
 pub(super) fn run(
@@ -153,6 +171,16 @@ pub(super) fn run(
         } => twins(compute, library, &models, query, k, search, progress)
             .map(|a| JobOutput::Twins(Box::new(a)))
             .map_err(|e| e.to_string()),
+        Job::TrackBox {
+            video_id,
+            frame,
+            xywh,
+        } => {
+            let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            crate::tracklets::tracker::follow_in_video(&store, video_id, frame, xywh, progress)
+                .map(|boxes| JobOutput::Tracked { video_id, boxes })
+                .map_err(|e| e.to_string())
+        }
         Job::TrackletTimeline { video_id, models } => {
             let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
             crate::tracklets::timeline::build(&store, video_id, &models, &compute.device, progress)

@@ -285,6 +285,93 @@ impl Store {
         })
     }
 
+    /// A new tracklet on a video from boxes a reviewer drew or a tracker followed: (frame,
+    /// x, y, w, h), each on a frame the video has. Returns its id. Audited under the video,
+    /// key `tracklet added`.
+    pub fn add_tracklet(
+        &mut self,
+        who: &str,
+        video_id: i64,
+        polyp: Option<i64>,
+        boxes: &[(i64, [f64; 4])],
+        how: &str,
+    ) -> Result<i64> {
+        check_who(who)?;
+        if boxes.is_empty() {
+            return Err(StoreError::Invalid(
+                "a tracklet needs at least one box".into(),
+            ));
+        }
+        self.write(|tx| -> Result<i64> {
+            for (frame, b) in boxes {
+                let size: Option<(u32, u32)> = tx
+                    .query_row(
+                        "SELECT m.width, m.height FROM video_frames f JOIN media m ON m.id = f.media_id
+                         WHERE f.video_id = ?1 AND f.frame_index = ?2",
+                        params![video_id, frame],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                let Some((w, h)) = size else {
+                    return Err(StoreError::Invalid(format!(
+                        "video {video_id} has no frame {frame}"
+                    )));
+                };
+                let inside = b.iter().all(|v| v.is_finite())
+                    && b[2] > 0.0
+                    && b[3] > 0.0
+                    && b[0] >= -1.0
+                    && b[1] >= -1.0
+                    && b[0] + b[2] <= w as f64 + 1.0
+                    && b[1] + b[3] <= h as f64 + 1.0;
+                if !inside {
+                    return Err(StoreError::Invalid(format!(
+                        "frame {frame}: box {b:?} is not inside the {w}x{h} frame"
+                    )));
+                }
+            }
+            tx.execute(
+                "INSERT INTO tracklets(video_id, polyp_id, identity) VALUES (?1, ?2, NULL)",
+                params![video_id, polyp],
+            )?;
+            let id = tx.last_insert_rowid();
+            for (frame, [x, y, w, h]) in boxes {
+                tx.execute(
+                    "INSERT INTO boxes(video_id, frame_index, x, y, w, h, polyp_id, tracklet_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![video_id, frame, x, y, w, h, polyp, id],
+                )?;
+            }
+            let (first, last) = (
+                boxes.iter().map(|b| b.0).min().expect("not empty"),
+                boxes.iter().map(|b| b.0).max().expect("not empty"),
+            );
+            let note = format!(
+                "tracklet {id}: {} boxes, frames {first}..={last}, {how}",
+                boxes.len()
+            );
+            audit(tx, TargetKind::Video, video_id, "tracklet added", who, None, Some(&note))?;
+            Ok(id)
+        })
+    }
+
+    /// Removes a tracklet with its boxes and link decisions (the undo of
+    /// [`Store::add_tracklet`]). Audited under the video, key `tracklet removed`.
+    pub fn remove_tracklet(&mut self, who: &str, tracklet: i64) -> Result<()> {
+        check_who(who)?;
+        self.write(|tx| -> Result<()> {
+            let video = tracklet_video(tx, tracklet)?;
+            let boxes = tx.execute("DELETE FROM boxes WHERE tracklet_id = ?1", [tracklet])?;
+            tx.execute(
+                "DELETE FROM labels WHERE target_kind = 'tracklet' AND (target_id = ?1 OR key = ?2)",
+                params![tracklet, link_key(tracklet)],
+            )?;
+            tx.execute("DELETE FROM tracklets WHERE id = ?1", [tracklet])?;
+            let note = format!("tracklet {tracklet} with its {boxes} boxes");
+            audit(tx, TargetKind::Video, video, "tracklet removed", who, None, Some(&note))
+        })
+    }
+
     /// Records (or, with `None`, clears) the reviewer's decision on the link between two
     /// tracklets. Returns the previous decision.
     pub fn decide_link(

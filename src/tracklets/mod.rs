@@ -12,12 +12,14 @@
 //! - [`dataset`]: a library's usable tracklets with their fragment crops in memory.
 //! - [`timeline`]: one video's tracklets, their similarities and groups, for the GUI.
 //! - [`twin`]: similarity from the frozen digital-twin image encoder.
+//! - [`tracker`]: a drawn box followed through the neighbouring frames.
 
 pub mod bags;
 pub mod dataset;
 pub mod fragments;
 pub mod grouping;
 pub mod timeline;
+pub mod tracker;
 pub mod twin;
 
 use crate::model::tracklet::TrackletModel;

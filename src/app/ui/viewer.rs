@@ -119,7 +119,16 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             } else {
                 Vec::new()
             };
-            focused_image(ui, textures, &keys[i].0, &boxes, state, out);
+            let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
+            let video_frame = match state.selection {
+                Selection::Video(video) if writable => state
+                    .details
+                    .frame_indices
+                    .get(i)
+                    .map(|&frame| (video, frame)),
+                _ => None,
+            };
+            focused_image(ui, textures, &keys[i].0, &boxes, state, out, video_frame);
         }
         _ => grid(ui, textures, &keys, out),
     }
@@ -164,6 +173,9 @@ fn grid(
         });
 }
 
+/// One image large. Shift+drag draws a box: on an opened image, the polyp box twin queries
+/// crop around; on a video frame (`video_frame`: video id and frame index, when the library
+/// is writable), a box the tracker follows into a new tracklet.
 fn focused_image(
     ui: &mut egui::Ui,
     textures: &mut Textures,
@@ -171,6 +183,7 @@ fn focused_image(
     boxes: &[&BoxRow],
     state: &AppState,
     out: &mut Vec<Command>,
+    video_frame: Option<(i64, i64)>,
 ) {
     // An opened image (no mask) takes a polyp box: Shift+drag draws it, twin queries crop there.
     let opened = match key {
@@ -206,8 +219,18 @@ fn focused_image(
             zp.zoom = (zp.zoom * (1.0 + scroll * 0.002)).clamp(0.2, 20.0);
         }
     }
+    if video_frame.is_some() {
+        ui.label(
+            RichText::new(
+                "Shift+drag a box around a polyp: the tracker follows it through the \
+                 neighbouring frames into a new tracklet.",
+            )
+            .small()
+            .weak(),
+        );
+    }
     let shift = ui.input(|i| i.modifiers.shift);
-    let drawing = opened.is_some() && shift;
+    let drawing = (opened.is_some() || video_frame.is_some()) && shift;
     if resp.dragged() && !drawing {
         zp.pan += resp.drag_delta();
     }
@@ -219,12 +242,12 @@ fn focused_image(
     else {
         return;
     };
-    let Some(path) = opened else {
+    if opened.is_none() && video_frame.is_none() {
         return;
-    };
+    }
     let to_image = |p: egui::Pos2| (p - img_rect.min) / scale;
     let painter = ui.painter_at(rect);
-    if let Some(b) = state.opened_boxes.get(path) {
+    if let Some(b) = opened.and_then(|path| state.opened_boxes.get(path)) {
         let r = Rect::from_min_size(
             img_rect.min + Vec2::new(b[0], b[1]) * scale,
             Vec2::new(b[2], b[3]) * scale,
@@ -254,11 +277,20 @@ fn focused_image(
             let size = img_rect.size() / scale;
             let (x0, y0) = (a.x.clamp(0.0, size.x), a.y.clamp(0.0, size.y));
             let (x1, y1) = (b.x.clamp(0.0, size.x), b.y.clamp(0.0, size.y));
+            let xywh = [x0, y0, x1 - x0, y1 - y0];
             if x1 - x0 >= 4.0 && y1 - y0 >= 4.0 {
-                out.push(Command::SetPolypBox {
-                    path: path.clone(),
-                    xywh: Some([x0, y0, x1 - x0, y1 - y0]),
-                });
+                match (opened, video_frame) {
+                    (Some(path), _) => out.push(Command::SetPolypBox {
+                        path: path.clone(),
+                        xywh: Some(xywh),
+                    }),
+                    (None, Some((video_id, frame))) => out.push(Command::TrackBox {
+                        video_id,
+                        frame,
+                        xywh,
+                    }),
+                    (None, None) => {}
+                }
             }
         }
     }
