@@ -225,7 +225,11 @@ mod tests {
             let wall = 70 + ((px * 7 + py * 13) % 23) as u8;
             let inside = with_square && (x..x + 16).contains(&px) && (y..y + 16).contains(&py);
             if inside {
-                image::Luma([if (px - x + py - y) % 4 == 0 { 250 } else { 180 }])
+                image::Luma([if (px - x + py - y).is_multiple_of(4) {
+                    250
+                } else {
+                    180
+                }])
             } else {
                 image::Luma([wall])
             }
