@@ -165,4 +165,28 @@ fn print(e: &TrackletEval, described: &str) {
             c.method, c.threshold, c.exact_share, c.within_one_share, c.videos
         );
     }
+    if e.probes.is_empty() {
+        println!("\n(size and histology probes need --validation: they are fitted there)");
+        return;
+    }
+    println!(
+        "\nlinear probes fitted on the validation tracklets, scored on the held-out ones \
+         (size <= 5 mm vs larger; adenoma vs not)"
+    );
+    println!(
+        "| method | size macro-F1 [95% CI] | tracklets | histology accuracy [95% CI] | tracklets |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for p in &e.probes {
+        println!(
+            "| {} | {:.3} {} | {} | {:.3} {} | {} |",
+            p.method,
+            p.size_macro_f1,
+            ci(p.size_ci),
+            p.size_tracklets,
+            p.histology_accuracy,
+            ci(p.histology_ci),
+            p.histology_tracklets
+        );
+    }
 }

@@ -3,5 +3,6 @@
 pub mod baselines;
 pub mod held_out;
 pub mod metrics;
+pub mod probes;
 pub mod tracklets;
 pub mod twins;

@@ -61,6 +61,8 @@ pub struct TrackletEval {
     pub left_out: String,
     pub seed: u64,
     pub bootstrap: usize,
+    /// Size and histology probes, fitted on the validation library (empty without one).
+    pub probes: Vec<super::probes::ProbeRow>,
 }
 
 /// A method: its label and one unit embedding per tracklet of the set.
@@ -159,7 +161,7 @@ pub fn weighted_ap(items: &[(f64, bool, f64)]) -> f64 {
     sum / total_pos
 }
 
-fn interval(mut v: Vec<f64>) -> [f64; 2] {
+pub(crate) fn interval(mut v: Vec<f64>) -> [f64; 2] {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
         return [f64::NAN, f64::NAN];
@@ -261,6 +263,7 @@ pub fn evaluate(
         left_out: set.left_out(),
         seed,
         bootstrap: BOOTSTRAP,
+        probes: Vec::new(),
     };
     for (mi, m) in methods.iter().enumerate() {
         let q = retrieval(set, &m.embeddings);
@@ -386,18 +389,40 @@ pub fn run(
         });
         Ok(methods)
     };
-    let thresholds = match validation {
+    // With a validation library: each method's grouping threshold, and its probes' training
+    // data, come from there.
+    let (thresholds, train) = match validation {
         Some(v) => {
             let vset = TrackletSet::load(v, &[], size, &progress)?;
-            methods_on(v, &vset)?
+            let on_v = methods_on(v, &vset)?;
+            let thresholds = on_v
                 .iter()
                 .map(|m| choose_threshold(&vset, &m.embeddings))
-                .collect()
+                .collect();
+            let labels = super::probes::labels(v, &vset)?;
+            (thresholds, Some((on_v, labels)))
         }
-        None => vec![threshold],
+        None => (vec![threshold], None),
     };
     let set = TrackletSet::load(store, &[], size, &progress)?;
-    let mut e = evaluate(&set, &methods_on(store, &set)?, seed, &thresholds);
+    let methods = methods_on(store, &set)?;
+    let mut e = evaluate(&set, &methods, seed, &thresholds);
+    if let Some((on_v, v_labels)) = &train {
+        let labels = super::probes::labels(store, &set)?;
+        let weights = resamples(set.videos.len(), seed);
+        e.probes = methods
+            .iter()
+            .zip(on_v)
+            .map(|(m, v)| {
+                super::probes::probe(
+                    &m.label,
+                    (&v.embeddings, v_labels),
+                    (&m.embeddings, &labels, &set),
+                    &weights,
+                )
+            })
+            .collect();
+    }
     e.thresholds_from_validation = validation.is_some();
     Ok(e)
 }
