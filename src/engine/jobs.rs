@@ -183,7 +183,22 @@ pub(super) fn run(
         }
         Job::TrackletTimeline { video_id, models } => {
             let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
-            crate::tracklets::timeline::build(&store, video_id, &models, &compute.device, progress)
+            TIMELINE_CACHE
+                .with(|cell| {
+                    let mut cell = cell.borrow_mut();
+                    let key = (library.to_path_buf(), models.clone());
+                    if cell.0.as_ref() != Some(&key) {
+                        *cell = (Some(key), Default::default());
+                    }
+                    crate::tracklets::timeline::build(
+                        &store,
+                        video_id,
+                        &models,
+                        &compute.device,
+                        progress,
+                        &mut cell.1,
+                    )
+                })
                 .map(|t| JobOutput::Timeline(Box::new(t)))
                 .map_err(|e| e.to_string())
         }
@@ -200,7 +215,15 @@ struct TwinCache {
     map: Vec<(i64, String, [f32; 2])>,
 }
 
+/// The timeline's tracklet embeddings, for one (library, models folder): kept on the engine
+/// thread so an edit re-encodes only the tracklets it changed.
+type TimelineCache = (
+    Option<(PathBuf, PathBuf)>,
+    crate::tracklets::twin::TwinCache,
+);
+
 thread_local! {
+    static TIMELINE_CACHE: std::cell::RefCell<TimelineCache> = std::cell::RefCell::new((None, Default::default()));
     static TWIN_CACHE: std::cell::RefCell<Option<TwinCache>> = const { std::cell::RefCell::new(None) };
 }
 

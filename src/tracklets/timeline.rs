@@ -185,13 +185,15 @@ pub enum TimelineError {
 
 /// Builds the timeline of `video_id`: tracklets from the store, similarity from the tracklet
 /// encoder in `models` when one is there (`tracklets.json`), else from the frozen twin image
-/// encoder there, else from colour histograms of the crops; the panel says which.
+/// encoder there (tracklets in `cache`, which must belong to this library and these models,
+/// are not encoded again), else from colour histograms of the crops; the panel says which.
 pub fn build(
     store: &Store,
     video_id: i64,
     models: &Path,
     device: &Device,
     progress: &Progress,
+    cache: &mut super::twin::TwinCache,
 ) -> Result<Timeline, TimelineError> {
     let video = store
         .videos()?
@@ -226,7 +228,7 @@ pub fn build(
             MODEL_THRESHOLD,
         ),
         (None, Some(t)) => (
-            super::twin::twin_embeddings(store, &set, t, progress)?,
+            super::twin::twin_embeddings_cached(store, &set, t, progress, cache)?,
             format!(
                 "digital-twin image encoder {}, frozen (no tracklet model in the models folder)",
                 t.version()

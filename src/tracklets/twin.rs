@@ -17,12 +17,28 @@ use std::collections::BTreeMap;
 /// Frames per fragment used (the fragment's first, middle and last of its 8).
 const FRAMES_PER_FRAGMENT: [usize; 3] = [0, 4, 7];
 
+/// Embeddings already computed, by (tracklet id, first frame, frames, a checksum of its box
+/// coordinates): a tracklet that did not change is not encoded again (the timeline rebuilds after every edit). Valid for one library
+/// and one twin model; the caller keeps one per pair.
+pub type TwinCache = std::collections::HashMap<(i64, i64, usize, i64), Vec<f32>>;
+
 /// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
 pub fn twin_embeddings(
     store: &Store,
     set: &TrackletSet,
     twins: &TwinModels,
     progress: &Progress,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    twin_embeddings_cached(store, set, twins, progress, &mut TwinCache::new())
+}
+
+/// [`twin_embeddings`], taking what `cache` holds and adding what it computes.
+pub fn twin_embeddings_cached(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    progress: &Progress,
+    cache: &mut TwinCache,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
     let videos: BTreeMap<String, i64> = store
         .videos()?
@@ -34,22 +50,33 @@ pub fn twin_embeddings(
         set.tracklets.len() as u64,
     );
     let mut out = Vec::with_capacity(set.tracklets.len());
-    let mut cache: Option<(i64, Vec<crate::store::BoxRow>, BTreeMap<i64, _>)> = None;
+    let mut loaded: Option<(i64, Vec<crate::store::BoxRow>, BTreeMap<i64, _>)> = None;
     for t in &set.tracklets {
         if progress.is_cancelled() {
             return Err(TrackletDataError::Cancelled);
         }
+
         let code = &set.videos[t.video];
         let video = videos[code];
-        if cache.as_ref().is_none_or(|c| c.0 != video) {
+        if loaded.as_ref().is_none_or(|c| c.0 != video) {
             let frames: BTreeMap<i64, _> = store.video_frames(video)?.into_iter().collect();
-            cache = Some((video, store.video_boxes(video)?, frames));
+            loaded = Some((video, store.video_boxes(video)?, frames));
         }
-        let (_, boxes, frames) = cache.as_ref().expect("filled above");
+        let (_, boxes, frames) = loaded.as_ref().expect("filled above");
         let mine: Vec<_> = boxes
             .iter()
             .filter(|b| b.tracklet_id == Some(t.tracklet_id))
             .collect();
+        let checksum = mine
+            .iter()
+            .map(|b| (b.x * 31.0 + b.y * 17.0 + b.w * 7.0 + b.h).round() as i64)
+            .fold(0i64, |a, v| a.wrapping_mul(1_000_003).wrapping_add(v));
+        let key = (t.tracklet_id, t.first_frame, t.frames, checksum);
+        if let Some(e) = cache.get(&key) {
+            out.push(e.clone());
+            progress.inc();
+            continue;
+        }
         let mut images = Vec::new();
         for fragment in fragments(mine.len()) {
             for &k in &FRAMES_PER_FRAGMENT {
@@ -78,6 +105,7 @@ pub fn twin_embeddings(
             mean.iter_mut().zip(e).for_each(|(m, x)| *m += x);
         }
         super::normalise(&mut mean);
+        cache.insert(key, mean.clone());
         out.push(mean);
         progress.inc();
     }
