@@ -12,6 +12,7 @@ mod cli;
 mod clip_import;
 mod dual_losses;
 mod gui;
+mod gui_labelling;
 mod gui_tracklets;
 mod hostile;
 mod import;

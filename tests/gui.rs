@@ -10,7 +10,7 @@ use endotwin::engine::Progress;
 use endotwin::store::{OpenMode, Store};
 use std::path::Path;
 
-fn tiny_library(dir: &Path) {
+pub(crate) fn tiny_library(dir: &Path) {
     let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
         seed: 5,

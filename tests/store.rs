@@ -251,3 +251,35 @@ fn the_audit_log_cannot_be_rewritten() {
     );
     assert!(conn.execute("DELETE FROM label_audit", []).is_err());
 }
+
+#[test]
+fn a_size_paris_class_or_location_label_corrects_the_polyp_itself_and_a_bad_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, polyp) = library_with_polyp(dir.path());
+    // The imported value is the label's starting point.
+    let size = store
+        .current_label(TargetKind::Polyp, polyp, "size_mm")
+        .unwrap();
+    assert_eq!(size.as_deref(), Some("4.0"));
+    let old = store
+        .set_label("dr. a", TargetKind::Polyp, polyp, "size_mm", Some("12"))
+        .unwrap();
+    assert_eq!(old.as_deref(), Some("4.0"));
+    store
+        .set_label("dr. a", TargetKind::Polyp, polyp, "paris", Some("0-Is"))
+        .unwrap();
+    let row = store.polyp(polyp).unwrap().unwrap();
+    assert_eq!(
+        (row.size_mm, row.paris.as_deref()),
+        (Some(12.0), Some("0-Is"))
+    );
+    let err = store
+        .set_label("dr. a", TargetKind::Polyp, polyp, "size_mm", Some("twelve"))
+        .unwrap_err();
+    assert!(err.to_string().contains("millimetres"), "{err}");
+    assert_eq!(store.polyp(polyp).unwrap().unwrap().size_mm, Some(12.0));
+    assert_eq!(
+        store.audit_history(TargetKind::Polyp, polyp).unwrap().len(),
+        2
+    );
+}

@@ -54,6 +54,12 @@ pub enum Command {
     /// Pin a twin (by polyp id) for side-by-side comparison, or unpin.
     PinTwin(Option<i64>),
     DismissToast(usize),
+    /// Labelling: the field the number keys set.
+    SetLabelField(super::state::LabelField),
+    /// Labelling: the next (+1) or previous (-1) polyp of the library.
+    StepPolyp(i32),
+    /// Labelling: the next polyp without a value in the focused field.
+    NextUnlabelled,
     /// Tracklets panel: links at least this similar are drawn and grouped.
     SetLinkThreshold(f32),
     /// Show a tracklet's details and links, and move the frame slider to its first frame.

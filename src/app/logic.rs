@@ -191,6 +191,9 @@ impl App {
                 self.state.tracklets.threshold = Some(t.clamp(-1.0, 1.0))
             }
             Command::SelectTracklet(t) => self.select_tracklet(t),
+            Command::SetLabelField(field) => self.state.labelling.field = field,
+            Command::StepPolyp(delta) => self.step_polyp(delta),
+            Command::NextUnlabelled => self.next_unlabelled(),
             Command::TrackBox {
                 video_id,
                 frame,
@@ -371,7 +374,7 @@ impl App {
         }
     }
 
-    fn select(&mut self, selection: Selection) {
+    pub(super) fn select(&mut self, selection: Selection) {
         let changed = self.state.selection != selection;
         self.state.selection = selection;
         self.state.focused = None;
@@ -416,6 +419,7 @@ impl App {
             Ok(d) => self.state.details = d,
             Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
         }
+        self.refresh_labelling();
     }
 
     fn job_finished(&mut self, done: JobDone) {

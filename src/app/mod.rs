@@ -4,6 +4,7 @@
 
 mod command;
 mod edits;
+mod labelling;
 mod logic;
 mod state;
 mod textures;
@@ -12,7 +13,7 @@ mod twins;
 mod ui;
 
 pub use command::Command;
-pub use state::{AppState, Edit, Selection, Tab, ToastLevel};
+pub use state::{AppState, Edit, LabelField, Selection, Tab, ToastLevel};
 pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};
 
 use crate::compute::{self, BackendPref, Compute};

@@ -134,6 +134,72 @@ pub enum Edit {
     Several(Vec<Edit>),
 }
 
+/// A polyp label the Labelling panel sets with the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LabelField {
+    #[default]
+    Histology,
+    Paris,
+    Surface,
+    Location,
+    Size,
+}
+
+impl LabelField {
+    pub const ALL: [LabelField; 5] = [
+        LabelField::Histology,
+        LabelField::Paris,
+        LabelField::Surface,
+        LabelField::Location,
+        LabelField::Size,
+    ];
+
+    /// The label key it writes.
+    pub fn key(self) -> &'static str {
+        match self {
+            LabelField::Histology => "histology",
+            LabelField::Paris => "paris",
+            LabelField::Surface => "surface",
+            LabelField::Location => "location",
+            LabelField::Size => "size_mm",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            LabelField::Histology => "Histology",
+            LabelField::Paris => "Paris class",
+            LabelField::Surface => "Surface pattern",
+            LabelField::Location => "Location",
+            LabelField::Size => "Size (mm)",
+        }
+    }
+
+    /// The key that focuses it.
+    pub fn shortcut(self) -> egui::Key {
+        match self {
+            LabelField::Histology => egui::Key::H,
+            LabelField::Paris => egui::Key::P,
+            LabelField::Surface => egui::Key::S,
+            LabelField::Location => egui::Key::L,
+            LabelField::Size => egui::Key::Z,
+        }
+    }
+}
+
+/// The Labelling panel: which field the number keys set, the choices of each field, and the
+/// selected polyp's current values (filled by the logic from the library).
+#[derive(Debug, Clone, Default)]
+pub struct LabellingPanel {
+    pub field: LabelField,
+    /// Choices per field (the number keys pick them), in [`LabelField::ALL`] order.
+    pub options: Vec<Vec<String>>,
+    /// The selected polyp's value per field, in [`LabelField::ALL`] order.
+    pub current: Vec<Option<String>>,
+    /// Position of the selected polyp among the library's polyps, and their number.
+    pub position: Option<(usize, usize)>,
+}
+
 /// The Tracklets panel: the selected video's timeline and the link threshold.
 pub struct TrackletPanel {
     pub models_dir: PathBuf,
@@ -239,6 +305,7 @@ pub struct AppState {
     pub backend_summary: String,
     pub twins: TwinPanel,
     pub tracklets: TrackletPanel,
+    pub labelling: LabellingPanel,
 }
 
 impl AppState {
@@ -260,6 +327,7 @@ impl AppState {
             backend_summary,
             twins: TwinPanel::new(),
             tracklets: TrackletPanel::default(),
+            labelling: LabellingPanel::default(),
         }
     }
 

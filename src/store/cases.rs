@@ -414,6 +414,15 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Every value the library's polyps have for attribute `key`, sorted.
+    pub fn attribute_values(&self, key: &str) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT DISTINCT value FROM attributes WHERE key = ?1 ORDER BY value")?;
+        let rows = stmt.query_map([key], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     pub fn attributes(&self, polyp_id: i64) -> Result<Vec<(String, String)>> {
         let mut stmt = self
             .conn()

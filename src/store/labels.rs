@@ -43,6 +43,14 @@ pub struct AuditEntry {
 /// too, so filters and votes see the corrected value.
 const PATHOLOGY_KEYS: [&str; 2] = ["histology", "vienna_class"];
 
+/// Polyp label keys that are columns of the polyp itself: writing them updates the column
+/// too, so the browser, filters and details see the corrected value.
+const POLYP_COLUMN_KEYS: [&str; 3] = ["paris", "location", "size_mm"];
+
+/// Polyp label keys that are clinical attributes (the `attributes` table, which the details
+/// panel shows and the importers fill): writing them updates the attribute too.
+const ATTRIBUTE_KEYS: [&str; 4] = ["surface", "colour", "morphology", "size class"];
+
 impl Store {
     /// Sets (or, with `None`, clears) a label and appends its audit row, in one transaction.
     /// Returns the previous value. Setting the value it already has writes nothing.
@@ -62,6 +70,20 @@ impl Store {
         let old = self.current_label(target, target_id, key)?;
         if old.as_deref() == value {
             return Ok(old);
+        }
+        let column = target == TargetKind::Polyp && POLYP_COLUMN_KEYS.contains(&key);
+        if column
+            && key == "size_mm"
+            && let Some(v) = value
+        {
+            match v.trim().parse::<f64>() {
+                Ok(mm) if mm > 0.0 && mm <= 300.0 => {}
+                _ => {
+                    return Err(StoreError::Invalid(format!(
+                        "size '{v}' is not a size in millimetres (0-300)"
+                    )));
+                }
+            }
         }
         self.write(|tx| -> Result<()> {
             match value {
@@ -94,6 +116,29 @@ impl Store {
                     }
                 };
             }
+            if column {
+                // `key` is one of three fixed column names, never user text.
+                let sql = format!("UPDATE polyps SET {key} = ?2 WHERE id = ?1");
+                match (key, value) {
+                    ("size_mm", Some(v)) => tx.execute(
+                        &sql,
+                        params![target_id, v.trim().parse::<f64>().unwrap_or_default()],
+                    )?,
+                    _ => tx.execute(&sql, params![target_id, value])?,
+                };
+            }
+            if target == TargetKind::Polyp && ATTRIBUTE_KEYS.contains(&key) {
+                match value {
+                    Some(v) => tx.execute(
+                        "INSERT OR REPLACE INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3)",
+                        params![target_id, key, v],
+                    )?,
+                    None => tx.execute(
+                        "DELETE FROM attributes WHERE polyp_id = ?1 AND key = ?2",
+                        params![target_id, key],
+                    )?,
+                };
+            }
             audit(tx, target, target_id, key, who, old.as_deref(), value)?;
             Ok(())
         })?;
@@ -116,7 +161,29 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()?;
-        if label.is_some() || target != TargetKind::Polyp || !PATHOLOGY_KEYS.contains(&key) {
+        if label.is_some() || target != TargetKind::Polyp {
+            return Ok(label);
+        }
+        if POLYP_COLUMN_KEYS.contains(&key) {
+            let sql = format!("SELECT CAST({key} AS TEXT) FROM polyps WHERE id = ?1");
+            let column: Option<Option<String>> = self
+                .conn()
+                .query_row(&sql, [target_id], |r| r.get(0))
+                .optional()?;
+            return Ok(column.flatten());
+        }
+        if ATTRIBUTE_KEYS.contains(&key) {
+            let attribute: Option<String> = self
+                .conn()
+                .query_row(
+                    "SELECT value FROM attributes WHERE polyp_id = ?1 AND key = ?2",
+                    params![target_id, key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            return Ok(attribute);
+        }
+        if !PATHOLOGY_KEYS.contains(&key) {
             return Ok(label);
         }
         let imported: Option<Option<String>> = self

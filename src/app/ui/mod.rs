@@ -2,6 +2,7 @@
 
 mod browser;
 mod details;
+mod labelling;
 pub mod panels;
 mod placeholders;
 mod status;
@@ -170,10 +171,24 @@ pub fn shortcut_list(ui: &mut egui::Ui) {
             ("Up / Down", "previous / next case in the browser"),
             ("Left / Right", "previous / next view"),
             ("Esc", "back to the view grid"),
-            ("Ctrl+Z / Ctrl+Shift+Z", "undo / redo a label change"),
+            (
+                "Ctrl+Z / Ctrl+Shift+Z",
+                "undo / redo a label or tracklet edit",
+            ),
             ("Ctrl+1 .. Ctrl+9", "switch tabs, in their order"),
             ("scroll / drag", "zoom / pan the focused image"),
             ("double-click", "reset zoom"),
+            (
+                "H P S L Z (Labelling)",
+                "pick histology, Paris, surface, location, size",
+            ),
+            ("1-9 / 0 (Labelling)", "set the field's value / clear it"),
+            ("J or Enter / K (Labelling)", "next / previous polyp"),
+            ("N (Labelling)", "next polyp without the field"),
+            (
+                "Shift+drag (video frame)",
+                "draw a box; the tracker follows it",
+            ),
         ] {
             ui.monospace(k);
             ui.label(v);

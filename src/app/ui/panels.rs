@@ -5,7 +5,7 @@
 use super::super::Command;
 use super::super::state::{AppState, Tab};
 use super::super::textures::Textures;
-use super::{placeholders, tracklets, twins, viewer};
+use super::{labelling, placeholders, tracklets, twins, viewer};
 
 /// Draws a panel: reads the state, pushes commands.
 pub type DrawPanel = fn(&mut egui::Ui, &AppState, &mut Textures, &mut Vec<Command>);
@@ -55,8 +55,8 @@ static PANELS: [PanelSpec; 6] = [
     PanelSpec {
         tab: Tab("labelling"),
         title: "Labelling",
-        about: "Keyboard-first review queues (not built yet)",
-        draw: placeholders::labelling,
+        about: "Keyboard-first labelling of a polyp's histology, Paris class, surface, location and size",
+        draw: labelling::draw,
     },
 ];
 

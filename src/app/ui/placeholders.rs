@@ -21,14 +21,6 @@ pub fn training(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<C
     );
 }
 
-pub fn labelling(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
-    say(
-        ui,
-        "Labelling queue — not built yet",
-        "Filled by the labelling capability: keyboard-first review queues sorted by confidence and diversity. Today, correct a polyp's pathology in the details panel (with undo and an audit trail).",
-    );
-}
-
 fn say(ui: &mut egui::Ui, what: &str, text: &str) {
     ui.add_space(24.0);
     ui.heading(what);

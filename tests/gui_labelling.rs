@@ -1,0 +1,98 @@
+//! The Labelling tab, with the keyboard only: three polyps labelled (histology, Paris class,
+//! location), each change audited, the last one undone.
+
+use crate::gui::{harness, settle, shows_part, tiny_library};
+use egui::{Key, Modifiers};
+use endotwin::app::{Command, Selection, Tab};
+use endotwin::store::{OpenMode, Store, TargetKind};
+
+fn label(dir: &std::path::Path, polyp: i64, key: &str) -> Option<String> {
+    let store = Store::open(dir, OpenMode::Existing).unwrap();
+    store.current_label(TargetKind::Polyp, polyp, key).unwrap()
+}
+
+#[test]
+fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let polyps: Vec<i64> = {
+        let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        store.polyps().unwrap().iter().map(|p| p.id).collect()
+    };
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut()
+        .send(Command::Select(Selection::Polyp(polyps[0])));
+    h.state_mut().send(Command::ShowTab(Tab("labelling")));
+    settle(&mut h);
+    shows_part(&h, "Labelling polyp 1 of 3");
+    let options = h.state().state.labelling.options.clone();
+    let press = |h: &mut egui_kittest::Harness<'static, endotwin::app::App>, key: Key| {
+        h.key_press(key);
+        settle(h);
+    };
+
+    // Polyp 1: histology, choice 2.
+    press(&mut h, Key::H);
+    press(&mut h, Key::Num2);
+    assert_eq!(
+        label(dir.path(), polyps[0], "histology"),
+        Some(options[0][1].clone())
+    );
+    // J: polyp 2, Paris class choice 3.
+    press(&mut h, Key::J);
+    assert_eq!(h.state().state.selection, Selection::Polyp(polyps[1]));
+    press(&mut h, Key::P);
+    press(&mut h, Key::Num3);
+    assert_eq!(
+        label(dir.path(), polyps[1], "paris"),
+        Some(options[1][2].clone())
+    );
+    // Enter: polyp 3, location choice 1.
+    press(&mut h, Key::Enter);
+    assert_eq!(h.state().state.selection, Selection::Polyp(polyps[2]));
+    let before = label(dir.path(), polyps[2], "location");
+    let k = options[3]
+        .iter()
+        .position(|o| Some(o) != before.as_ref())
+        .expect("two locations to choose from");
+    let digits = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
+    press(&mut h, Key::L);
+    press(&mut h, digits[k]);
+    let chosen = Some(options[3][k].clone());
+    assert_eq!(label(dir.path(), polyps[2], "location"), chosen);
+    // The browser sees the corrected location (the polyp's own column changed too).
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    assert_eq!(store.polyp(polyps[2]).unwrap().unwrap().location, chosen);
+    let audit = store.audit_history(TargetKind::Polyp, polyps[2]).unwrap();
+    assert_eq!(
+        (audit[0].key.as_str(), audit[0].who.as_str()),
+        ("location", h.state().state.reviewer.as_str())
+    );
+    drop(store);
+    // Ctrl+Z undoes the last one only.
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    settle(&mut h);
+    assert_eq!(label(dir.path(), polyps[2], "location"), before);
+    assert_eq!(
+        label(dir.path(), polyps[1], "paris"),
+        Some(options[1][2].clone())
+    );
+    assert_eq!(
+        label(dir.path(), polyps[0], "histology"),
+        Some(options[0][1].clone())
+    );
+
+    // K goes back; a number typed into the size box labels nothing else.
+    press(&mut h, Key::K);
+    assert_eq!(h.state().state.selection, Selection::Polyp(polyps[1]));
+    let location = label(dir.path(), polyps[1], "location");
+    press(&mut h, Key::Z);
+    assert!(
+        h.ctx.egui_wants_keyboard_input(),
+        "Z puts the keyboard in the size box"
+    );
+    press(&mut h, Key::Num1);
+    assert_eq!(label(dir.path(), polyps[1], "location"), location);
+    assert_eq!(h.state().state.selection, Selection::Polyp(polyps[1]));
+}
