@@ -7,20 +7,20 @@ use endotwin::data::phantom::{self, PhantomConfig};
 use endotwin::eval::tracklets::{
     Candidate, Method, Methods, evaluate, weighted_ap, weighted_auroc,
 };
-use endotwin::model::tracklet::{TrackletModel, TrackletModelConfig};
+use endotwin::model::tracklet::{TrackletEncoderConfig, TrackletModelConfig};
 use endotwin::plumbing::Progress;
 use endotwin::store::{OpenMode, Store};
 use endotwin::tracklets::dataset::TrackletSet;
 use endotwin::tracklets::grouping::agglomerate;
-use endotwin::train::tracklets::{TrackletTrainingConfig, train};
+use endotwin::train::tracklets::{TrackletTrainingConfig, train, train_encoder};
 use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents};
 
 struct Reports(Vec<EpochReport>);
 
-impl TrainEvents<TrackletModel> for Reports {
+impl<M> TrainEvents<M> for Reports {
     fn step(&mut self, _: usize, _: usize, _: usize, _: f64) {}
 
-    fn epoch(&mut self, r: &EpochReport, _: &Checkpoint<TrackletModel>) -> Result<(), TrainError> {
+    fn epoch(&mut self, r: &EpochReport, _: &Checkpoint<M>) -> Result<(), TrainError> {
         self.0.push(r.clone());
         Ok(())
     }
@@ -43,7 +43,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
         ..PhantomConfig::default()
     };
     phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
-    let set = TrackletSet::load(&store, &[], 24, &Progress::new()).unwrap();
+    let mut set = TrackletSet::load(&store, &[], 24, &Progress::new()).unwrap();
     assert!(!set.videos.is_empty());
     // The withdrawal goes back to a polyp once it is lost: two usable tracklets of one polyp
     // in one video, apart in time.
@@ -94,6 +94,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
                 label: "trained".into(),
                 model: &model,
             }],
+            heads: &[],
             untrained: &config.model,
             twins: None,
         },
@@ -153,6 +154,32 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     assert!(
         revisits > 0 && compared > 0,
         "{revisits} revisits, {compared} comparisons"
+    );
+
+    // The specified method over those frozen features (`train tracklets --backbone twin`):
+    // a short run trains the temporal encoder alone, and it embeds every tracklet.
+    let (dim, features) =
+        endotwin::tracklets::twin::fragment_features(&store, &set, &twins, &Progress::new())
+            .unwrap();
+    set.attach_features(dim, features);
+    let head_config = TrackletEncoderConfig::new(dim);
+    let mut reports = Reports(Vec::new());
+    let head = train_encoder(
+        &config,
+        &set,
+        &device.clone().autodiff(),
+        None,
+        |d| head_config.init(d),
+        &mut reports,
+    )
+    .unwrap();
+    assert!(reports.0[0].get("loss").unwrap().is_finite());
+    let head = burn::module::Module::valid(&head);
+    let e = endotwin::tracklets::embed_head(&head, &set, 8, &device);
+    assert_eq!(e.len(), set.tracklets.len());
+    assert!(
+        e.iter()
+            .all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-3)
     );
 
     // An embedding that is the polyp's identity separates every pair: the metrics say so.

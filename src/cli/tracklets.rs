@@ -28,6 +28,10 @@ pub struct EvalArgs {
     /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
     #[arg(long = "compare", value_name = "LABEL=FOLDER")]
     pub compare: Vec<String>,
+    /// Tracklet heads over the frozen twin encoder (`train tracklets --backbone twin`), each
+    /// LABEL=FILE.json; they need --twin-models' encoder.
+    #[arg(long = "head", value_name = "LABEL=CARD")]
+    pub heads: Vec<String>,
     /// The digital-twin models whose image encoder, frozen, is compared too (default: the
     /// models folder; left out with a note when it holds none).
     #[arg(long)]
@@ -71,6 +75,18 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             None
         }
     };
+    let mut heads = Vec::new();
+    for h in &a.heads {
+        let (label, card) = super::eval::compare_arg(h)?;
+        let (head, _) = endotwin::tracklets::load_head(card, &compute.device)
+            .with_context(|| format!("--head {h}"))?;
+        heads.push((label.to_string(), head));
+    }
+    if !heads.is_empty() && twins.is_none() {
+        anyhow::bail!("--head needs the twin image encoder (--twin-models)");
+    }
+    let heads: Vec<(String, &endotwin::model::tracklet::TrackletEncoder)> =
+        heads.iter().map(|(l, h)| (l.clone(), h)).collect();
     if a.held_out.is_none() {
         eprintln!(
             "generating the held-out split of seed {} ({} videos x {} frames)...",
@@ -91,6 +107,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         validation.as_ref(),
         endotwin::eval::tracklets::Methods {
             candidates: &candidates,
+            heads: &heads,
             untrained: &main.config,
             twins: twins.as_ref(),
         },

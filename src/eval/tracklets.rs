@@ -4,7 +4,7 @@
 //! and the polyp count per video from grouping. Intervals resample videos (a cluster
 //! bootstrap: tracklets of one video are not independent).
 
-use crate::plumbing::Rng;
+use crate::plumbing::{Progress, Rng};
 use crate::tracklets::dataset::TrackletSet;
 use crate::tracklets::grouping::{agglomerate, cosine};
 use serde::Serialize;
@@ -335,6 +335,8 @@ pub struct Candidate<'a> {
 /// baseline), and optionally the frozen twin image encoder.
 pub struct Methods<'a> {
     pub candidates: &'a [Candidate<'a>],
+    /// Tracklet heads over the twin encoder's frozen features (need `twins`): label, head.
+    pub heads: &'a [(String, &'a crate::model::tracklet::TrackletEncoder)],
     pub untrained: &'a crate::model::tracklet::TrackletModelConfig,
     pub twins: Option<&'a crate::twins::TwinModels>,
 }
@@ -353,9 +355,21 @@ pub fn run(
 ) -> Result<TrackletEval, crate::tracklets::dataset::TrackletDataError> {
     let Methods {
         candidates,
+        heads,
         untrained,
         twins,
     } = methods;
+    // Heads read the twin encoder's features of every fragment frame.
+    let attach = |store: &crate::store::Store,
+                  set: &mut TrackletSet|
+     -> Result<(), crate::tracklets::dataset::TrackletDataError> {
+        if let (false, Some(twins)) = (heads.is_empty(), twins) {
+            let (dim, features) =
+                crate::tracklets::twin::fragment_features(store, set, twins, &Progress::new())?;
+            set.attach_features(dim, features);
+        }
+        Ok(())
+    };
     let progress = crate::plumbing::Progress::new();
     let size = untrained.backbone.image_size;
     device.seed(seed);
@@ -370,6 +384,12 @@ pub fn run(
                 embeddings: crate::tracklets::embed(c.model, set, 16, device),
             })
             .collect();
+        if set.feature_dim().is_some() {
+            methods.extend(heads.iter().map(|(label, head)| Method {
+                label: label.clone(),
+                embeddings: crate::tracklets::embed_head(head, set, 16, device),
+            }));
+        }
         methods.push(Method {
             label: "untrained encoder (baseline)".into(),
             embeddings: crate::tracklets::embed(&random, set, 16, device),
@@ -393,7 +413,8 @@ pub fn run(
     // data, come from there.
     let (thresholds, train) = match validation {
         Some(v) => {
-            let vset = TrackletSet::load(v, &[], size, &progress)?;
+            let mut vset = TrackletSet::load(v, &[], size, &progress)?;
+            attach(v, &mut vset)?;
             let on_v = methods_on(v, &vset)?;
             let thresholds = on_v
                 .iter()
@@ -404,7 +425,8 @@ pub fn run(
         }
         None => (vec![threshold], None),
     };
-    let set = TrackletSet::load(store, &[], size, &progress)?;
+    let mut set = TrackletSet::load(store, &[], size, &progress)?;
+    attach(store, &mut set)?;
     let methods = methods_on(store, &set)?;
     let mut e = evaluate(&set, &methods, seed, &thresholds);
     if let Some((on_v, v_labels)) = &train {

@@ -52,6 +52,9 @@ pub enum ModelKind {
     Clip,
     TextEncoder,
     TrackletEncoder,
+    /// The tracklet encoder's temporal part alone, over a frozen twin image encoder's
+    /// per-frame features.
+    TrackletHead,
     Unifier,
     ReconstructionDecoder,
 }

@@ -56,6 +56,9 @@ pub struct TrackletSet {
     pub empty_boxes: usize,
     /// [fragments, FRAGMENT_FRAMES, 3, size, size], normalised.
     pixels: Vec<f32>,
+    /// Per-frame features from a frozen encoder when attached ([`TrackletSet::attach_features`]):
+    /// (dim, [fragments, FRAGMENT_FRAMES, dim]).
+    features: Option<(usize, Vec<f32>)>,
 }
 
 impl TrackletSet {
@@ -80,6 +83,7 @@ impl TrackletSet {
             unassigned_boxes: 0,
             empty_boxes: 0,
             pixels: Vec::new(),
+            features: None,
         };
         let rows: Vec<_> = store
             .videos()?
@@ -180,6 +184,37 @@ impl TrackletSet {
             .iter()
             .map(|v| v * p.std[0] + p.mean[0])
             .collect()
+    }
+
+    /// Attaches per-frame features of every fragment ([fragments, FRAGMENT_FRAMES, dim], in
+    /// fragment order), for a model that reads features instead of pixels.
+    pub fn attach_features(&mut self, dim: usize, features: Vec<f32>) {
+        assert_eq!(
+            features.len(),
+            self.fragments.len() * FRAGMENT_FRAMES * dim,
+            "one feature vector per fragment frame"
+        );
+        self.features = Some((dim, features));
+    }
+
+    /// The width of the attached features, if any.
+    pub fn feature_dim(&self) -> Option<usize> {
+        self.features.as_ref().map(|f| f.0)
+    }
+
+    /// The attached features of `fragments`: [fragments.len(), FRAGMENT_FRAMES, dim]. Panics
+    /// when none are attached.
+    pub fn feature_batch(&self, fragments: &[usize], device: &Device) -> Tensor<3> {
+        let (dim, all) = self.features.as_ref().expect("features attached");
+        let len = FRAGMENT_FRAMES * dim;
+        let mut data = Vec::with_capacity(fragments.len() * len);
+        for &f in fragments {
+            data.extend_from_slice(&all[f * len..(f + 1) * len]);
+        }
+        Tensor::from_data(
+            TensorData::new(data, [fragments.len(), FRAGMENT_FRAMES, *dim]),
+            device,
+        )
     }
 
     /// What was left out, in words ("" when nothing was).

@@ -22,7 +22,7 @@ pub mod timeline;
 pub mod tracker;
 pub mod twin;
 
-use crate::model::tracklet::TrackletModel;
+use crate::model::tracklet::{TrackletEncoder, TrackletModel};
 use burn::tensor::Device;
 use dataset::TrackletSet;
 
@@ -34,11 +34,33 @@ pub fn embed(
     batch: usize,
     device: &Device,
 ) -> Vec<Vec<f32>> {
+    embed_with(set, batch, |chunk| {
+        model.forward(set.batch(chunk, &[], device)).0
+    })
+}
+
+/// [`embed`] for a tracklet head over the frozen features attached to `set`.
+pub fn embed_head(
+    head: &TrackletEncoder,
+    set: &TrackletSet,
+    batch: usize,
+    device: &Device,
+) -> Vec<Vec<f32>> {
+    embed_with(set, batch, |chunk| {
+        head.forward(set.feature_batch(chunk, device)).0
+    })
+}
+
+fn embed_with(
+    set: &TrackletSet,
+    batch: usize,
+    forward: impl Fn(&[usize]) -> burn::tensor::Tensor<2>,
+) -> Vec<Vec<f32>> {
     let n = set.fragments.len();
     let mut per_fragment: Vec<Vec<f32>> = Vec::with_capacity(n);
     let ids: Vec<usize> = (0..n).collect();
     for chunk in ids.chunks(batch.max(1)) {
-        let (cls, _) = model.forward(set.batch(chunk, &[], device));
+        let cls = forward(chunk);
         let d = cls.dims()[1];
         let v = cls.into_data().try_to_vec::<f32>().expect("f32 embeddings");
         per_fragment.extend(v.chunks_exact(d).map(<[f32]>::to_vec));
@@ -56,6 +78,21 @@ pub fn embed(
             mean
         })
         .collect()
+}
+
+/// A tracklet head (`train tracklets --backbone twin`) from its card file.
+pub fn load_head(
+    path: &std::path::Path,
+    device: &Device,
+) -> Result<(TrackletEncoder, crate::model::weights::ModelCard), crate::model::weights::WeightsError>
+{
+    use crate::model::tracklet::TrackletEncoderConfig;
+    use crate::model::weights::{self, ModelKind};
+    weights::load(
+        path,
+        ModelKind::TrackletHead,
+        |c: &TrackletEncoderConfig| c.init(device),
+    )
 }
 
 /// Scales `v` to unit length (left as is when it is zero).

@@ -17,6 +17,74 @@ use std::collections::BTreeMap;
 /// Frames per fragment used (the fragment's first, middle and last of its 8).
 const FRAMES_PER_FRAGMENT: [usize; 3] = [0, 4, 7];
 
+/// Every frame of every fragment of `set` through the twin encoder, in fragment order:
+/// (dim, [fragments, FRAGMENT_FRAMES, dim]) for [`TrackletSet::attach_features`].
+pub fn fragment_features(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    progress: &Progress,
+) -> Result<(usize, Vec<f32>), TrackletDataError> {
+    let videos: BTreeMap<String, i64> = store
+        .videos()?
+        .into_iter()
+        .map(|v| (v.code, v.id))
+        .collect();
+    progress.stage(
+        "twin features of every fragment frame",
+        set.fragments.len() as u64,
+    );
+    let mut out = Vec::new();
+    let mut dim = 0;
+    let mut loaded: Option<(i64, Vec<crate::store::BoxRow>, BTreeMap<i64, _>)> = None;
+    for t in &set.tracklets {
+        if progress.is_cancelled() {
+            return Err(TrackletDataError::Cancelled);
+        }
+        let code = &set.videos[t.video];
+        let video = videos[code];
+        if loaded.as_ref().is_none_or(|c| c.0 != video) {
+            let frames: BTreeMap<i64, _> = store.video_frames(video)?.into_iter().collect();
+            loaded = Some((video, store.video_boxes(video)?, frames));
+        }
+        let (_, boxes, frames) = loaded.as_ref().expect("filled above");
+        let mine: Vec<_> = boxes
+            .iter()
+            .filter(|b| b.tracklet_id == Some(t.tracklet_id))
+            .collect();
+        for fragment in fragments(mine.len()) {
+            let mut images = Vec::with_capacity(fragment.positions.len());
+            for &p in &fragment.positions {
+                let b = mine[p];
+                let media =
+                    frames
+                        .get(&b.frame_index)
+                        .ok_or_else(|| TrackletDataError::MissingFrame {
+                            video: code.clone(),
+                            frame: b.frame_index,
+                        })?;
+                let path = store.media_path(media);
+                let image = decode_file(&path)
+                    .map_err(|e| TrackletDataError::Image {
+                        path: path.display().to_string(),
+                        reason: e.to_string(),
+                    })?
+                    .image;
+                images.push((
+                    image,
+                    Focus::Box([b.x as f32, b.y as f32, b.w as f32, b.h as f32]),
+                ));
+            }
+            for e in twins.encode_views(&images) {
+                dim = e.len();
+                out.extend(e);
+            }
+            progress.inc();
+        }
+    }
+    Ok((dim, out))
+}
+
 /// Embeddings already computed, by (tracklet id, first frame, frames, a checksum of its box
 /// coordinates): a tracklet that did not change is not encoded again (the timeline rebuilds after every edit). Valid for one library
 /// and one twin model; the caller keeps one per pair.

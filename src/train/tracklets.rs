@@ -12,7 +12,7 @@ use super::recipe::{
 use super::tracklet_losses::{noise_aware, noise_aware_frames};
 use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
-use crate::model::tracklet::{TrackletModel, TrackletModelConfig};
+use crate::model::tracklet::{TrackletEncoder, TrackletModel, TrackletModelConfig};
 use crate::model::weights::{self, ModelCard, ModelKind, Training};
 use crate::plumbing::{Progress, Rng};
 use crate::store::{OpenMode, Store};
@@ -61,7 +61,54 @@ pub struct TrackletTrainingConfig {
     pub seed: u64,
 }
 
-/// Trains on `set`; `start` continues a checkpoint.
+/// What the training loop needs of a tracklet network: fragments in, (tracklet embedding
+/// [n, dim], frame tokens [n, frames, dim]) out, and the temporal encoder whose projector the
+/// loss reads.
+pub trait FragmentEncoder: Module {
+    fn encode(
+        &self,
+        set: &TrackletSet,
+        fragments: &[usize],
+        flip: &[bool],
+        device: &Device,
+    ) -> (Tensor<2>, Tensor<3>);
+    fn head(&self) -> &TrackletEncoder;
+}
+
+/// The whole model on pixel crops.
+impl FragmentEncoder for TrackletModel {
+    fn encode(
+        &self,
+        set: &TrackletSet,
+        fragments: &[usize],
+        flip: &[bool],
+        device: &Device,
+    ) -> (Tensor<2>, Tensor<3>) {
+        self.forward(set.batch(fragments, flip, device)) // [n, F, 3, s, s] in
+    }
+    fn head(&self) -> &TrackletEncoder {
+        &self.encoder
+    }
+}
+
+/// The temporal encoder alone, on per-frame features of a frozen backbone (the twin image
+/// encoder) attached to the set; flips do not apply to features.
+impl FragmentEncoder for TrackletEncoder {
+    fn encode(
+        &self,
+        set: &TrackletSet,
+        fragments: &[usize],
+        _flip: &[bool],
+        device: &Device,
+    ) -> (Tensor<2>, Tensor<3>) {
+        self.forward(set.feature_batch(fragments, device)) // [n, F, d] in
+    }
+    fn head(&self) -> &TrackletEncoder {
+        self
+    }
+}
+
+/// Trains the pixel model on `set`; `start` continues a checkpoint.
 pub fn train(
     config: &TrackletTrainingConfig,
     set: &TrackletSet,
@@ -69,6 +116,18 @@ pub fn train(
     start: Option<Checkpoint<TrackletModel>>,
     events: &mut dyn TrainEvents<TrackletModel>,
 ) -> Result<TrackletModel, TrainError> {
+    train_encoder(config, set, device, start, |d| config.model.init(d), events)
+}
+
+/// Trains any [`FragmentEncoder`] on `set` (a fresh one from `init`, or `start`).
+pub fn train_encoder<M: FragmentEncoder>(
+    config: &TrackletTrainingConfig,
+    set: &TrackletSet,
+    device: &Device,
+    start: Option<Checkpoint<M>>,
+    init: impl FnOnce(&Device) -> M,
+    events: &mut dyn TrainEvents<M>,
+) -> Result<M, TrainError> {
     // Anchors need at least one other fragment in their video.
     let usable: Vec<usize> = (0..set.fragments.len())
         .filter(|&a| !bags::ranked_neighbours(a, &set.fragments).is_empty())
@@ -90,7 +149,7 @@ pub fn train(
             let optimizer = AdamWConfig::new()
                 .with_weight_decay(config.weight_decay as f32)
                 .init();
-            (config.model.init(device), optimizer, 0)
+            (init(device), optimizer, 0)
         }
     };
     for epoch in first_epoch..config.epochs {
@@ -124,17 +183,12 @@ pub fn train(
             }
             let all: Vec<usize> = chosen.iter().copied().chain(members).collect();
             let flip: Vec<bool> = all.iter().map(|_| rng.chance(0.5)).collect();
-            let frames = set.batch(&all, &flip, device); // [n(1+K), F, 3, s, s]
-            let (tracklet, tokens) = model.forward(frames);
+            let (tracklet, tokens) = model.encode(set, &all, &flip, device); // n(1+K) rows
             let [rows, n_frames, dim] = tokens.dims();
-            let z = l2_normalize(model.encoder.project(tracklet)); // [rows, p]
+            let z = l2_normalize(model.head().project(tracklet)); // [rows, p]
             let p = z.dims()[1];
-            let zt = l2_normalize(
-                model
-                    .encoder
-                    .project(tokens.reshape([rows * n_frames, dim])),
-            )
-            .reshape([rows, n_frames, p]);
+            let zt = l2_normalize(model.head().project(tokens.reshape([rows * n_frames, dim])))
+                .reshape([rows, n_frames, p]);
             let a = anchors;
             let l_tracklet = noise_aware(
                 z.clone().slice([0..a, 0..p]),
@@ -290,6 +344,20 @@ impl Recipe for TrackletRecipe {
                 "Where the loss applies: tracklet, frame or both",
             ),
             RecipeOption::new(
+                "backbone",
+                Text,
+                Some("cnn"),
+                "Per-frame backbone: cnn (trained with the rest, from random initialisation) or \
+                 twin (the twin image encoder in --twin-models, frozen: only the temporal \
+                 encoder trains, saved as a tracklet head)",
+            ),
+            RecipeOption::new(
+                "twin-models",
+                Path,
+                None,
+                "Folder with the twin image encoder for --backbone twin (default: the models folder)",
+            ),
+            RecipeOption::new(
                 "resume",
                 Flag,
                 None,
@@ -345,8 +413,44 @@ impl Recipe for TrackletRecipe {
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer
             .message("cropping the fragments of every tracklet...");
-        let set = TrackletSet::load(&store, &[], size, &Progress::new())
+        let mut set = TrackletSet::load(&store, &[], size, &Progress::new())
             .map_err(|e| RecipeError::Setting(format!("tracklet data: {e}")))?;
+        match settings.text(&o, "backbone")?.as_str() {
+            "cnn" => {}
+            "twin" => {
+                let dir = settings
+                    .path(&o, "twin-models")
+                    .unwrap_or_else(|| ctx.models.clone());
+                let twins = crate::twins::TwinModels::load(&dir, &ctx.device)
+                    .map_err(|e| RecipeError::Setting(format!("--backbone twin: {e}")))?;
+                ctx.observer
+                    .message("encoding every fragment frame with the twin image encoder...");
+                let (dim, features) = crate::tracklets::twin::fragment_features(
+                    &store,
+                    &set,
+                    &twins,
+                    &Progress::new(),
+                )
+                .map_err(|e| RecipeError::Setting(format!("twin features: {e}")))?;
+                set.attach_features(dim, features);
+                return train_head(
+                    &config,
+                    &set,
+                    &twins.version(),
+                    &name,
+                    &out,
+                    seed,
+                    &mut store,
+                    ctx,
+                    settings.flag(&o, "resume"),
+                );
+            }
+            other => {
+                return Err(RecipeError::Setting(format!(
+                    "--backbone: `{other}` is not cnn or twin"
+                )));
+            }
+        }
         ctx.observer.message(&format!(
             "{} tracklets, {} fragments in {} videos",
             set.tracklets.len(),
@@ -415,4 +519,81 @@ impl Recipe for TrackletRecipe {
             run_id,
         })
     }
+}
+
+/// `--backbone twin`: the temporal encoder alone over the frozen twin features attached to
+/// `set`, saved as a tracklet head (`<name>.json`, kind tracklet-head) that names its twin
+/// model.
+#[allow(clippy::too_many_arguments)]
+fn train_head(
+    config: &TrackletTrainingConfig,
+    set: &TrackletSet,
+    twin_version: &str,
+    name: &str,
+    out: &std::path::Path,
+    seed: u64,
+    store: &mut Store,
+    ctx: &mut RecipeContext<'_>,
+    resume: bool,
+) -> Result<Trained, RecipeError> {
+    let dim = set.feature_dim().expect("features attached");
+    let head = crate::model::tracklet::TrackletEncoderConfig::new(dim);
+    let device = ctx.device.clone().autodiff();
+    let checkpoints = checkpoint_dir(out, name)?;
+    let start = resume_from(
+        resume,
+        &checkpoints,
+        config,
+        head.init(&device),
+        config.weight_decay,
+        &mut *ctx.observer,
+    )?;
+    let Recorded {
+        model,
+        run_id,
+        last,
+        seconds,
+    } = recorded(
+        store,
+        "tracklets",
+        config,
+        config.epochs,
+        checkpoints,
+        &mut *ctx.observer,
+        |events| train_encoder(config, set, &device, start, |d| head.init(d), events),
+    )?;
+    let mut card = ModelCard::new(
+        name,
+        ModelKind::TrackletHead,
+        &super::recipe::version_of(run_id),
+        &format!(
+            "Tracklet head (METHODS §3) over the frozen twin image encoder {twin_version}: each \
+             fragment frame cut around its box as a twin view (2.5x the box, display blacked \
+             out), encoded by the twin encoder, -> Linear 256 -> CLS + 3 transformer layers; \
+             input 8 frames every 4th; output the 256-d CLS embedding (L2-normalise it). \
+             Trained with the noise-aware loss on temporal bags, no identity labels. Needs \
+             that twin model beside it."
+        ),
+        &head,
+    );
+    card.training = Some(Training {
+        command: ctx.command_line.clone(),
+        seed,
+        data: format!(
+            "{} tracklets ({} fragments) in {} videos of {}; twin encoder {twin_version}",
+            set.tracklets.len(),
+            set.fragments.len(),
+            set.videos.len(),
+            ctx.library.display()
+        ),
+        epochs: config.epochs,
+        wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
+        metrics: last,
+    });
+    let card = weights::save(&model.valid(), &card, out)?;
+    Ok(Trained {
+        card,
+        seconds,
+        run_id,
+    })
 }
