@@ -24,6 +24,29 @@ pub enum TrackletDataError {
     Cancelled,
 }
 
+/// Frame `index` of a video (`frames`: its frames by index), decoded; the error names the
+/// video and frame, or the file.
+pub fn frame_image(
+    store: &Store,
+    frames: &BTreeMap<i64, crate::store::MediaRow>,
+    video: &str,
+    index: i64,
+) -> Result<image::DynamicImage, TrackletDataError> {
+    let media = frames
+        .get(&index)
+        .ok_or_else(|| TrackletDataError::MissingFrame {
+            video: video.to_string(),
+            frame: index,
+        })?;
+    let path = store.media_path(media);
+    decode_file(&path)
+        .map(|d| d.image)
+        .map_err(|e| TrackletDataError::Image {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
 /// One usable tracklet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrackletInfo {
@@ -131,19 +154,7 @@ impl TrackletSet {
                             return Err(TrackletDataError::Cancelled);
                         }
                         let b = &boxes[p];
-                        let media = frames.get(&b.frame_index).ok_or_else(|| {
-                            TrackletDataError::MissingFrame {
-                                video: v.code.clone(),
-                                frame: b.frame_index,
-                            }
-                        })?;
-                        let path = store.media_path(media);
-                        let image = decode_file(&path)
-                            .map_err(|e| TrackletDataError::Image {
-                                path: path.display().to_string(),
-                                reason: e.to_string(),
-                            })?
-                            .image;
+                        let image = frame_image(store, &frames, &v.code, b.frame_index)?;
                         let mut rgb = image.to_rgb8();
                         blackout_outside_field_stop(&mut rgb);
                         let bbox = [b.x as f32, b.y as f32, b.w as f32, b.h as f32];

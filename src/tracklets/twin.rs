@@ -5,17 +5,70 @@
 //! viewpoints, which is what re-identification asks. Compared in `eval tracklets` beside the
 //! tracklet encoder and the baselines.
 
-use super::dataset::{TrackletDataError, TrackletSet};
+use super::dataset::{TrackletDataError, TrackletInfo, TrackletSet, frame_image};
 use super::fragments::fragments;
-use crate::data::images::decode_file;
 use crate::model::preprocess::Focus;
 use crate::plumbing::Progress;
-use crate::store::Store;
+use crate::store::{BoxRow, MediaRow, Store};
 use crate::twins::TwinModels;
+use image::DynamicImage;
 use std::collections::BTreeMap;
 
 /// Frames per fragment used (the fragment's first, middle and last of its 8).
 const FRAMES_PER_FRAGMENT: [usize; 3] = [0, 4, 7];
+
+/// The boxes of each tracklet of a set, read video by video, and its frames as twin views.
+struct TrackletFrames<'a> {
+    store: &'a Store,
+    videos: BTreeMap<String, i64>,
+    /// The video read last: id, boxes, frames by index.
+    loaded: Option<(i64, Vec<BoxRow>, BTreeMap<i64, MediaRow>)>,
+}
+
+impl<'a> TrackletFrames<'a> {
+    fn new(store: &'a Store) -> Result<TrackletFrames<'a>, TrackletDataError> {
+        let videos = store
+            .videos()?
+            .into_iter()
+            .map(|v| (v.code, v.id))
+            .collect();
+        Ok(TrackletFrames {
+            store,
+            videos,
+            loaded: None,
+        })
+    }
+
+    /// The boxes of tracklet `t` of `set`, in frame order.
+    fn boxes(
+        &mut self,
+        set: &TrackletSet,
+        t: &TrackletInfo,
+    ) -> Result<Vec<BoxRow>, TrackletDataError> {
+        let video = self.videos[&set.videos[t.video]];
+        if self.loaded.as_ref().is_none_or(|c| c.0 != video) {
+            let frames = self.store.video_frames(video)?.into_iter().collect();
+            self.loaded = Some((video, self.store.video_boxes(video)?, frames));
+        }
+        let (_, boxes, _) = self.loaded.as_ref().expect("filled above");
+        Ok(boxes
+            .iter()
+            .filter(|b| b.tracklet_id == Some(t.tracklet_id))
+            .cloned()
+            .collect())
+    }
+
+    /// The frame of box `b` (of the video [`TrackletFrames::boxes`] read last), with the box
+    /// as the twin encoder's focus.
+    fn view(&self, video: &str, b: &BoxRow) -> Result<(DynamicImage, Focus), TrackletDataError> {
+        let (_, _, frames) = self.loaded.as_ref().expect("boxes read first");
+        let image = frame_image(self.store, frames, video, b.frame_index)?;
+        Ok((
+            image,
+            Focus::Box([b.x as f32, b.y as f32, b.w as f32, b.h as f32]),
+        ))
+    }
+}
 
 /// Every frame of every fragment of `set` through the twin encoder, in fragment order:
 /// (dim, [fragments, FRAGMENT_FRAMES, dim]) for [`TrackletSet::attach_features`].
@@ -25,56 +78,23 @@ pub fn fragment_features(
     twins: &TwinModels,
     progress: &Progress,
 ) -> Result<(usize, Vec<f32>), TrackletDataError> {
-    let videos: BTreeMap<String, i64> = store
-        .videos()?
-        .into_iter()
-        .map(|v| (v.code, v.id))
-        .collect();
+    let mut reader = TrackletFrames::new(store)?;
     progress.stage(
         "twin features of every fragment frame",
         set.fragments.len() as u64,
     );
-    let mut out = Vec::new();
-    let mut dim = 0;
-    let mut loaded: Option<(i64, Vec<crate::store::BoxRow>, BTreeMap<i64, _>)> = None;
+    let (mut out, mut dim) = (Vec::new(), 0);
     for t in &set.tracklets {
         if progress.is_cancelled() {
             return Err(TrackletDataError::Cancelled);
         }
-        let code = &set.videos[t.video];
-        let video = videos[code];
-        if loaded.as_ref().is_none_or(|c| c.0 != video) {
-            let frames: BTreeMap<i64, _> = store.video_frames(video)?.into_iter().collect();
-            loaded = Some((video, store.video_boxes(video)?, frames));
-        }
-        let (_, boxes, frames) = loaded.as_ref().expect("filled above");
-        let mine: Vec<_> = boxes
-            .iter()
-            .filter(|b| b.tracklet_id == Some(t.tracklet_id))
-            .collect();
+        let mine = reader.boxes(set, t)?;
         for fragment in fragments(mine.len()) {
-            let mut images = Vec::with_capacity(fragment.positions.len());
-            for &p in &fragment.positions {
-                let b = mine[p];
-                let media =
-                    frames
-                        .get(&b.frame_index)
-                        .ok_or_else(|| TrackletDataError::MissingFrame {
-                            video: code.clone(),
-                            frame: b.frame_index,
-                        })?;
-                let path = store.media_path(media);
-                let image = decode_file(&path)
-                    .map_err(|e| TrackletDataError::Image {
-                        path: path.display().to_string(),
-                        reason: e.to_string(),
-                    })?
-                    .image;
-                images.push((
-                    image,
-                    Focus::Box([b.x as f32, b.y as f32, b.w as f32, b.h as f32]),
-                ));
-            }
+            let images = fragment
+                .positions
+                .iter()
+                .map(|&p| reader.view(&set.videos[t.video], &mine[p]))
+                .collect::<Result<Vec<_>, _>>()?;
             for e in twins.encode_views(&images) {
                 dim = e.len();
                 out.extend(e);
@@ -86,8 +106,8 @@ pub fn fragment_features(
 }
 
 /// Embeddings already computed, by (tracklet id, first frame, frames, a checksum of its box
-/// coordinates): a tracklet that did not change is not encoded again (the timeline rebuilds after every edit). Valid for one library
-/// and one twin model; the caller keeps one per pair.
+/// coordinates): a tracklet that did not change is not encoded again (the timeline rebuilds
+/// after every edit). Valid for one library and one twin model; the caller keeps one per pair.
 pub type TwinCache = std::collections::HashMap<(i64, i64, usize, i64), Vec<f32>>;
 
 /// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
@@ -108,33 +128,17 @@ pub fn twin_embeddings_cached(
     progress: &Progress,
     cache: &mut TwinCache,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    let videos: BTreeMap<String, i64> = store
-        .videos()?
-        .into_iter()
-        .map(|v| (v.code, v.id))
-        .collect();
+    let mut reader = TrackletFrames::new(store)?;
     progress.stage(
         "encoding tracklet frames (twin encoder)",
         set.tracklets.len() as u64,
     );
     let mut out = Vec::with_capacity(set.tracklets.len());
-    let mut loaded: Option<(i64, Vec<crate::store::BoxRow>, BTreeMap<i64, _>)> = None;
     for t in &set.tracklets {
         if progress.is_cancelled() {
             return Err(TrackletDataError::Cancelled);
         }
-
-        let code = &set.videos[t.video];
-        let video = videos[code];
-        if loaded.as_ref().is_none_or(|c| c.0 != video) {
-            let frames: BTreeMap<i64, _> = store.video_frames(video)?.into_iter().collect();
-            loaded = Some((video, store.video_boxes(video)?, frames));
-        }
-        let (_, boxes, frames) = loaded.as_ref().expect("filled above");
-        let mine: Vec<_> = boxes
-            .iter()
-            .filter(|b| b.tracklet_id == Some(t.tracklet_id))
-            .collect();
+        let mine = reader.boxes(set, t)?;
         let checksum = mine
             .iter()
             .map(|b| (b.x * 31.0 + b.y * 17.0 + b.w * 7.0 + b.h).round() as i64)
@@ -148,23 +152,7 @@ pub fn twin_embeddings_cached(
         let mut images = Vec::new();
         for fragment in fragments(mine.len()) {
             for &k in &FRAMES_PER_FRAGMENT {
-                let b = mine[fragment.positions[k]];
-                let media =
-                    frames
-                        .get(&b.frame_index)
-                        .ok_or_else(|| TrackletDataError::MissingFrame {
-                            video: code.clone(),
-                            frame: b.frame_index,
-                        })?;
-                let path = store.media_path(media);
-                let image = decode_file(&path)
-                    .map_err(|e| TrackletDataError::Image {
-                        path: path.display().to_string(),
-                        reason: e.to_string(),
-                    })?
-                    .image;
-                let focus = Focus::Box([b.x as f32, b.y as f32, b.w as f32, b.h as f32]);
-                images.push((image, focus));
+                images.push(reader.view(&set.videos[t.video], &mine[fragment.positions[k]])?);
             }
         }
         let embeddings = twins.encode_views(&images);
