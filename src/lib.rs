@@ -7,6 +7,7 @@ pub mod compute;
 pub mod data;
 pub mod engine;
 pub mod eval;
+pub mod labels;
 pub mod model;
 pub mod plumbing;
 pub mod prompts;

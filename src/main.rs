@@ -59,6 +59,12 @@ enum Command {
         #[command(subcommand)]
         what: cli::model::ModelWhat,
     },
+    /// Labels: `export` writes every polyp's labels to a CSV, `import` reads one back and
+    /// lists (or with --apply makes, audited) the changes.
+    Labels {
+        #[command(subcommand)]
+        what: cli::labels::LabelsWhat,
+    },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet(cli::demo::ContactSheetArgs),
 }
@@ -90,5 +96,6 @@ fn run(parsed: Cli) -> anyhow::Result<()> {
         Command::Index(args) => cli::twins::index(&library, pref, args),
         Command::Twins(args) => cli::twins::query(&library, pref, args),
         Command::Model { what } => cli::model::run(what),
+        Command::Labels { what } => cli::labels::run(&library, what),
     }
 }

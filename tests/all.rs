@@ -17,6 +17,7 @@ mod gui_tracklets;
 mod hostile;
 mod import;
 mod importers;
+mod labels;
 mod losses;
 mod manifest_props;
 mod models;

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod gui;
 pub mod import;
 pub mod info;
+pub mod labels;
 pub mod model;
 pub mod tracklets;
 pub mod train;

@@ -1,0 +1,82 @@
+//! `endotwin labels export|import`: the library's polyp labels out to a CSV and back in.
+
+use anyhow::{Context, Result};
+use endotwin::store::{OpenMode, Store};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Subcommand)]
+pub enum LabelsWhat {
+    /// Write every polyp's labels (histology, Vienna class, Paris class, location, size,
+    /// surface, colour, morphology, size class) to a file.
+    Export {
+        /// The file format (CSV: one row per polyp, `polyp` then one column per label).
+        #[arg(long, value_enum, default_value_t = Format::Csv)]
+        format: Format,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Read a labels file and print what it would change; `--apply` changes it (one audited
+    /// transaction per label).
+    Import {
+        file: PathBuf,
+        #[arg(long)]
+        apply: bool,
+        /// Who signs the audit rows (default: $USER).
+        #[arg(long)]
+        who: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Format {
+    Csv,
+}
+
+pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
+    match what {
+        LabelsWhat::Export { format, out } => {
+            let store = Store::open(library, OpenMode::Existing)?;
+            let text = match format {
+                Format::Csv => endotwin::labels::export_csv(&store)?,
+            };
+            std::fs::write(&out, &text)
+                .with_context(|| format!("{}: cannot write", out.display()))?;
+            println!(
+                "wrote the labels of {} polyps to {}",
+                text.lines().count().saturating_sub(1),
+                out.display()
+            );
+            Ok(())
+        }
+        LabelsWhat::Import { file, apply, who } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("{}: cannot read", file.display()))?;
+            let mut store = Store::open(library, OpenMode::Existing)?;
+            let (changes, problems) = endotwin::labels::diff_csv(&store, &text)
+                .with_context(|| file.display().to_string())?;
+            for p in &problems {
+                eprintln!("skipped {p}");
+            }
+            if changes.is_empty() {
+                println!("no changes");
+                return Ok(());
+            }
+            for c in &changes {
+                println!("{c}");
+            }
+            if !apply {
+                println!(
+                    "{} changes; run again with --apply to make them",
+                    changes.len()
+                );
+                return Ok(());
+            }
+            let who = who
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "labels import".into());
+            let n = endotwin::labels::apply(&mut store, &who, &changes)?;
+            println!("applied {n} changes, each audited as \"{who}\"");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The library's polyp labels out to a file and back in: a CSV a researcher can edit in a
+//! spreadsheet, and an import that lists what it would change and changes it only when told,
+//! each change through the audited label path. Exporting and importing again changes nothing.
+//!
+//! Columns: `polyp` (its code), then [`POLYP_KEYS`]; an empty cell is "no value" (importing
+//! it clears the label), a missing column leaves that label alone.
+
+use crate::store::{Store, StoreError, TargetKind};
+
+/// The polyp labels the CSV carries, in column order.
+pub const POLYP_KEYS: [&str; 9] = [
+    "histology",
+    "vienna_class",
+    "paris",
+    "location",
+    "size_mm",
+    "surface",
+    "colour",
+    "morphology",
+    "size class",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabelsError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("not a labels CSV: {0}")]
+    Format(String),
+}
+
+/// One label the file gives differently from the library.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub polyp_id: i64,
+    pub polyp: String,
+    pub key: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+        write!(
+            f,
+            "{} {}: {} -> {}",
+            self.polyp,
+            self.key,
+            show(&self.old),
+            show(&self.new)
+        )
+    }
+}
+
+/// Every polyp's labels as CSV, polyps in code order.
+pub fn export_csv(store: &Store) -> Result<String, LabelsError> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let header: Vec<&str> = std::iter::once("polyp").chain(POLYP_KEYS).collect();
+    let csv_error = |e: csv::Error| LabelsError::Format(e.to_string());
+    out.write_record(&header).map_err(csv_error)?;
+    let mut polyps = store.polyps()?;
+    polyps.sort_by(|a, b| a.code.cmp(&b.code));
+    for p in polyps {
+        let mut row = vec![p.code.clone()];
+        for key in POLYP_KEYS {
+            row.push(
+                store
+                    .current_label(TargetKind::Polyp, p.id, key)?
+                    .unwrap_or_default(),
+            );
+        }
+        out.write_record(&row).map_err(csv_error)?;
+    }
+    let bytes = out
+        .into_inner()
+        .map_err(|e| LabelsError::Format(e.to_string()))?;
+    Ok(String::from_utf8(bytes).expect("CSV of UTF-8 values"))
+}
+
+/// What importing `text` would change, and the rows it cannot use (named by line).
+pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| LabelsError::Format(e.to_string()))?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    if header.first().map(String::as_str) != Some("polyp") {
+        return Err(LabelsError::Format(
+            "the first column must be `polyp` (the polyp's code)".into(),
+        ));
+    }
+    for h in &header[1..] {
+        if !POLYP_KEYS.contains(&h.as_str()) {
+            return Err(LabelsError::Format(format!(
+                "unknown column `{h}`; the columns are polyp, {}",
+                POLYP_KEYS.join(", ")
+            )));
+        }
+    }
+    let by_code: std::collections::HashMap<String, i64> = store
+        .polyps()?
+        .into_iter()
+        .map(|p| (p.code, p.id))
+        .collect();
+    let (mut changes, mut problems) = (Vec::new(), Vec::new());
+    let mut seen = std::collections::HashMap::new();
+    for (n, record) in reader.records().enumerate() {
+        let line = n + 2;
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(format!("line {line}: {e}"));
+                continue;
+            }
+        };
+        let code = record.get(0).unwrap_or("").trim().to_string();
+        let Some(&id) = by_code.get(&code) else {
+            problems.push(format!("line {line}: no polyp `{code}` in the library"));
+            continue;
+        };
+        if let Some(first) = seen.insert(code.clone(), line) {
+            problems.push(format!(
+                "line {line}: polyp `{code}` again (first on line {first}); this line is not used"
+            ));
+            continue;
+        }
+        for (key, cell) in header[1..].iter().zip(record.iter().skip(1)) {
+            let new = Some(cell.trim().to_string()).filter(|v| !v.is_empty());
+            if let Some(reason) = new.as_deref().and_then(|v| invalid(key, v)) {
+                problems.push(format!(
+                    "line {line}, polyp `{code}`, {key}: {reason}; not used"
+                ));
+                continue;
+            }
+            let old = store.current_label(TargetKind::Polyp, id, key)?;
+            if old != new {
+                changes.push(Change {
+                    polyp_id: id,
+                    polyp: code.clone(),
+                    key: key.clone(),
+                    old,
+                    new,
+                });
+            }
+        }
+    }
+    Ok((changes, problems))
+}
+
+/// Why `value` cannot be label `key`, if it cannot (checked before anything is applied).
+fn invalid(key: &str, value: &str) -> Option<String> {
+    match key {
+        "size_mm" => match value.parse::<f64>() {
+            Ok(mm) if mm > 0.0 && mm <= 300.0 => None,
+            _ => Some(format!("'{value}' is not a size in millimetres (0-300)")),
+        },
+        "vienna_class" => match value.parse::<i64>() {
+            Ok(1..=5) => None,
+            _ => Some(format!("'{value}' is not a Vienna class 1 to 5")),
+        },
+        _ => None,
+    }
+}
+
+/// Applies `changes` (from [`diff_csv`], so already checked), each one audited transaction
+/// signed `who`.
+pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, LabelsError> {
+    for c in changes {
+        store.set_label(who, TargetKind::Polyp, c.polyp_id, &c.key, c.new.as_deref())?;
+    }
+    Ok(changes.len())
+}
