@@ -1,6 +1,7 @@
 //! Tracklets end to end on a small phantom: a withdrawal that goes back to a polyp gives it a
 //! second tracklet; the fragments are cropped; a few training steps run and the evaluation
-//! scores the model beside its baselines.
+//! scores the model beside its baselines; the frozen twin encoder, and a tracklet head trained
+//! a few steps over it, link a revisited polyp's two tracklets above any other polyp's.
 
 use burn::tensor::Device;
 use endotwin::data::phantom::{self, PhantomConfig};
@@ -181,6 +182,27 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
         e.iter()
             .all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-3)
     );
+    // After those few steps, each revisited polyp's two tracklets are still linked above any
+    // other polyp's tracklet.
+    let cos = |a: usize, b: usize| endotwin::tracklets::grouping::cosine(&e[a], &e[b]);
+    for (a, ta) in set.tracklets.iter().enumerate() {
+        for (b, tb) in set.tracklets.iter().enumerate().skip(a + 1) {
+            if ta.video != tb.video || ta.identity != tb.identity {
+                continue;
+            }
+            for (c, tc) in set.tracklets.iter().enumerate() {
+                if tc.identity != ta.identity {
+                    assert!(
+                        cos(a, b) > cos(a, c).max(cos(b, c)),
+                        "trained head, revisit {a}-{b}: {:.3}; other polyp {c}: {:.3} / {:.3}",
+                        cos(a, b),
+                        cos(a, c),
+                        cos(b, c)
+                    );
+                }
+            }
+        }
+    }
 
     // An embedding that is the polyp's identity separates every pair: the metrics say so.
     let ids: Vec<i64> = set.tracklets.iter().map(|t| t.identity.unwrap()).collect();
