@@ -204,6 +204,23 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
         }
     }
 
+    // A residual head (`--residual`) starts exactly at the plain mean of the frozen frame
+    // features: untrained, each fragment's embedding is the mean of its 8 frames.
+    let residual = TrackletEncoderConfig::new(dim)
+        .with_residual(true)
+        .init(&device);
+    let fragments: Vec<usize> = (0..set.fragments.len()).collect();
+    let (embedded, _) = residual.forward(set.feature_batch(&fragments, &device));
+    let means = set.feature_batch(&fragments, &device).mean_dim(1);
+    let gap = (embedded - means.reshape([fragments.len(), dim]))
+        .abs()
+        .max()
+        .into_scalar::<f32>();
+    assert!(
+        gap < 1e-5,
+        "the untrained residual head differs from the mean by {gap}"
+    );
+
     // An embedding that is the polyp's identity separates every pair: the metrics say so.
     let ids: Vec<i64> = set.tracklets.iter().map(|t| t.identity.unwrap()).collect();
     let one_hot = ids

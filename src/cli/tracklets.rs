@@ -2,8 +2,10 @@
 
 use anyhow::{Context, Result};
 use endotwin::compute::{self, BackendPref};
+use endotwin::data::phantom::Split;
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::tracklets::{Candidate, TrackletEval};
+use endotwin::model::tracklet::TrackletModelConfig;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -12,17 +14,25 @@ pub struct EvalArgs {
     #[arg(long)]
     pub held_out: Option<PathBuf>,
     /// A validation library with videos: each method's grouping threshold for the polyp
-    /// count is chosen there (else --threshold for every method).
+    /// count is chosen there, and the probes are fitted there. Default: generate the
+    /// validation split of --seed (--validation-videos of them; 0: none, then --threshold).
     #[arg(long)]
     pub validation: Option<PathBuf>,
-    /// Seed of the held-out split and of the bootstrap.
+    /// Seed of the generated splits and of the bootstrap.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    #[arg(long, default_value_t = 12)]
+    /// Videos of the generated test split.
+    #[arg(long, default_value_t = 40)]
     pub videos: usize,
-    #[arg(long, default_value_t = 600)]
+    /// Videos of the generated validation split.
+    #[arg(long, default_value_t = 12)]
+    pub validation_videos: usize,
+    /// Frames of each generated video.
+    #[arg(long, default_value_t = 800)]
     pub frames_per_video: usize,
-    /// The models folder holding the tracklet encoder (`tracklets.json`).
+    /// A models folder holding a trained tracklet encoder (`tracklets.json`), scored first.
+    /// Default: the shipped models folder when it holds one (it does not today: the Tracklets
+    /// tab uses the frozen twin image encoder, which is then scored first).
     #[arg(long)]
     pub models: Option<PathBuf>,
     /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
@@ -46,9 +56,19 @@ pub struct EvalArgs {
 
 pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let compute = compute::select(pref)?;
-    let dir = a.models.unwrap_or_else(endotwin::default_models_dir);
-    let main = endotwin::tracklets::load_model(&dir, &compute.device)
-        .with_context(|| format!("the tracklet encoder in {}", dir.display()))?;
+    let dir = a
+        .models
+        .clone()
+        .unwrap_or_else(endotwin::default_models_dir);
+    let trained = dir.join(format!("{}.json", endotwin::tracklets::MODEL_NAME));
+    let main = if a.models.is_some() || trained.is_file() {
+        Some(
+            endotwin::tracklets::load_model(&dir, &compute.device)
+                .with_context(|| format!("the tracklet encoder in {}", dir.display()))?,
+        )
+    } else {
+        None
+    };
     let mut others = Vec::new();
     for c in &a.compare {
         let (label, folder) = super::eval::compare_arg(c)?;
@@ -56,15 +76,21 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             .with_context(|| format!("--compare {c}"))?;
         others.push((label.to_string(), loaded));
     }
-    let mut candidates = vec![Candidate {
-        label: format!("tracklet encoder {}", main.card.version),
-        model: &main.model,
-    }];
+    let mut candidates: Vec<Candidate> = main
+        .iter()
+        .map(|m| Candidate {
+            label: format!("tracklet encoder {}", m.card.version),
+            model: &m.model,
+        })
+        .collect();
     candidates.extend(others.iter().map(|(label, m)| Candidate {
         label: label.clone(),
         model: &m.model,
     }));
-    let twin_dir = a.twin_models.clone().unwrap_or_else(|| dir.clone());
+    let twin_dir = a
+        .twin_models
+        .clone()
+        .unwrap_or_else(endotwin::default_models_dir);
     let twins = match endotwin::twins::TwinModels::load(&twin_dir, &compute.device) {
         Ok(t) => Some(t),
         Err(e) if a.twin_models.is_some() => {
@@ -82,6 +108,13 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             .with_context(|| format!("--head {h}"))?;
         heads.push((label.to_string(), head));
     }
+    if candidates.is_empty() && twins.is_none() {
+        anyhow::bail!(
+            "nothing to evaluate: {} holds no tracklet encoder and {} no twin image encoder",
+            dir.display(),
+            twin_dir.display()
+        );
+    }
     if !heads.is_empty() && twins.is_none() {
         anyhow::bail!("--head needs the twin image encoder (--twin-models)");
     }
@@ -89,26 +122,48 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         heads.iter().map(|(l, h)| (l.clone(), h)).collect();
     if a.held_out.is_none() {
         eprintln!(
-            "generating the held-out split of seed {} ({} videos x {} frames)...",
+            "generating the test split of seed {} ({} videos x {} frames)...",
             a.seed, a.videos, a.frames_per_video
         );
     }
-    let held = HeldOut::open_videos(a.held_out.as_deref(), a.seed, a.videos, a.frames_per_video)?;
-    let validation = match &a.validation {
-        Some(p) => Some(endotwin::store::Store::open(
-            p,
-            endotwin::store::OpenMode::Existing,
-        )?),
-        None => None,
+    let held = HeldOut::open_videos(
+        a.held_out.as_deref(),
+        a.seed,
+        Split::Test,
+        a.videos,
+        a.frames_per_video,
+    )?;
+    let validation = match (&a.validation, a.validation_videos) {
+        (None, 0) => None,
+        (path, videos) => {
+            if path.is_none() {
+                eprintln!(
+                    "generating the validation split of seed {} ({videos} videos x {} frames)...",
+                    a.seed, a.frames_per_video
+                );
+            }
+            Some(HeldOut::open_videos(
+                path.as_deref(),
+                a.seed,
+                Split::Validation,
+                videos,
+                a.frames_per_video,
+            )?)
+        }
+    };
+    // The untrained baseline has the loaded encoder's geometry, else the recipe's default.
+    let untrained = match &main {
+        Some(m) => m.config.clone(),
+        None => TrackletModelConfig::with_image_size(64),
     };
     let started = std::time::Instant::now();
     let e = endotwin::eval::tracklets::run(
         &held.store,
-        validation.as_ref(),
+        validation.as_ref().map(|v| &v.store),
         endotwin::eval::tracklets::Methods {
             candidates: &candidates,
             heads: &heads,
-            untrained: &main.config,
+            untrained: &untrained,
             twins: twins.as_ref(),
         },
         a.seed,

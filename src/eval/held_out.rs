@@ -52,7 +52,8 @@ impl HeldOut {
     /// Generates `cfg` into a temporary folder, removed on drop.
     fn generate(cfg: &PhantomConfig, described: String) -> Result<HeldOut, PhantomError> {
         let dir = std::env::temp_dir().join(format!(
-            "endotwin-heldout-{}-{}",
+            "endotwin-heldout-{}-{}-{}",
+            cfg.split.name(),
             cfg.seed,
             std::process::id()
         ));
@@ -68,11 +69,12 @@ impl HeldOut {
 }
 
 impl HeldOut {
-    /// `path` when given, else the test split of `seed` with `videos` procedure videos of
-    /// `frames` frames (and their examinations' polyps; no capsule images).
+    /// `path` when given, else `split` of `seed` with `videos` procedure videos of `frames`
+    /// frames (and their examinations' polyps; no capsule images).
     pub fn open_videos(
         path: Option<&Path>,
         seed: u64,
+        split: Split,
         videos: usize,
         frames: usize,
     ) -> Result<HeldOut, PhantomError> {
@@ -81,7 +83,7 @@ impl HeldOut {
         }
         let cfg = PhantomConfig {
             seed,
-            split: Split::Test,
+            split,
             polyps: videos * 3,
             views_per_polyp: 4,
             videos,
@@ -93,7 +95,10 @@ impl HeldOut {
         };
         HeldOut::generate(
             &cfg,
-            format!("phantom test split of seed {seed}, {videos} videos x {frames} frames"),
+            format!(
+                "phantom {} split of seed {seed}, {videos} videos x {frames} frames",
+                split.name()
+            ),
         )
     }
 }

@@ -332,7 +332,9 @@ pub struct Candidate<'a> {
 }
 
 /// What [`run`] compares: trained tracklet encoders, the untrained architecture (the
-/// baseline), and optionally the frozen twin image encoder.
+/// baseline), and optionally the frozen twin image encoder (then also its architecture at
+/// random initialisation, its baseline). With no candidates and no heads the frozen twin
+/// encoder comes first: it is what the Tracklets tab uses, and the JSON's `count` is its.
 pub struct Methods<'a> {
     pub candidates: &'a [Candidate<'a>],
     /// Tracklet heads over the twin encoder's frozen features (need `twins`): label, head.
@@ -374,6 +376,7 @@ pub fn run(
     let size = untrained.backbone.image_size;
     device.seed(seed);
     let random = untrained.init(device);
+    let random_twins = twins.map(|t| t.untrained(seed));
     let methods_on = |store: &crate::store::Store,
                       set: &TrackletSet|
      -> Result<Vec<Method>, crate::tracklets::dataset::TrackletDataError> {
@@ -390,10 +393,6 @@ pub fn run(
                 embeddings: crate::tracklets::embed_head(head, set, 16, device),
             }));
         }
-        methods.push(Method {
-            label: "untrained encoder (baseline)".into(),
-            embeddings: crate::tracklets::embed(&random, set, 16, device),
-        });
         if let Some(twins) = twins {
             methods.push(Method {
                 label: format!(
@@ -401,6 +400,21 @@ pub fn run(
                     twins.version()
                 ),
                 embeddings: crate::tracklets::twin::twin_embeddings(store, set, twins, &progress)?,
+            });
+        }
+        methods.push(Method {
+            label: "untrained tracklet encoder, frame CNN (baseline)".into(),
+            embeddings: crate::tracklets::embed(&random, set, 16, device),
+        });
+        if let Some(random_twins) = &random_twins {
+            methods.push(Method {
+                label: "twin image encoder architecture, untrained (baseline)".into(),
+                embeddings: crate::tracklets::twin::twin_embeddings(
+                    store,
+                    set,
+                    random_twins,
+                    &progress,
+                )?,
             });
         }
         methods.push(Method {

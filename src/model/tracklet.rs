@@ -6,7 +6,7 @@ use super::block::{Block, BlockConfig};
 use super::frame_cnn::{FrameCnn, FrameCnnConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
+use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig, Relu};
 use burn::tensor::{Device, Distribution, Tensor};
 
 #[derive(Config, Debug)]
@@ -25,6 +25,12 @@ pub struct TrackletEncoderConfig {
     pub dropout: f64,
     #[config(default = 128)]
     pub projection: usize,
+    /// Residual on the frames' mean: the embedding is `mean(frames) + out(CLS)` (frame tokens
+    /// `frame + out(token)`) with `out` zero-initialised, so an untrained encoder gives the
+    /// plain mean of its frame features and training can only move away from it by learning.
+    /// Needs `frame_dim == dim` (a frozen backbone's unit features).
+    #[config(default = false)]
+    pub residual: bool,
 }
 
 impl TrackletEncoderConfig {
@@ -43,6 +49,11 @@ impl TrackletEncoderConfig {
             proj1: LinearConfig::new(self.dim, self.dim).init(device),
             relu: Relu::new(),
             proj2: LinearConfig::new(self.dim, self.projection).init(device),
+            out: self.residual.then(|| {
+                LinearConfig::new(self.dim, self.dim)
+                    .with_initializer(Initializer::Zeros)
+                    .init(device)
+            }),
         }
     }
 }
@@ -56,12 +67,15 @@ pub struct TrackletEncoder {
     pub proj1: Linear,
     pub relu: Relu,
     pub proj2: Linear,
+    /// The residual's output projection (see [`TrackletEncoderConfig::residual`]).
+    pub out: Option<Linear>,
 }
 
 impl TrackletEncoder {
     /// `frames`: [batch, n_frames, frame_dim] -> (tracklet embedding [batch, dim],
     /// frame tokens [batch, n_frames, dim]); both feed the two-level loss.
     pub fn forward(&self, frames: Tensor<3>) -> (Tensor<2>, Tensor<3>) {
+        let inputs = self.out.as_ref().map(|_| frames.clone());
         let x = self.dropout.forward(self.input.forward(frames)); // [B, n, D]
         let [batch, n, dim] = x.dims();
         let cls = self.cls.val().reshape([1, 1, dim]).expand([batch, 1, dim]);
@@ -74,7 +88,16 @@ impl TrackletEncoder {
             .slice([0..batch, 0..1, 0..dim])
             .reshape([batch, dim]);
         let tokens = x.slice([0..batch, 1..n + 1, 0..dim]);
-        (tracklet, tokens)
+        match (&self.out, inputs) {
+            (Some(out), Some(inputs)) => {
+                let mean = inputs.clone().mean_dim(1).reshape([batch, dim]); // [B, D]
+                (
+                    mean + out.forward(tracklet),
+                    inputs + out.forward(tokens), // [B, n, D]
+                )
+            }
+            _ => (tracklet, tokens),
+        }
     }
 
     /// The loss-only projector: [.., dim] -> [.., projection].
@@ -92,6 +115,12 @@ impl crate::model::weights::CheckConfig for TrackletEncoderConfig {
         check_heads("tracklet", self.dim, self.heads)?;
         check_size("feed_forward", self.feed_forward, 65536)?;
         check_size("projection", self.projection, 8192)?;
+        if self.residual && self.frame_dim != self.dim {
+            return Err(format!(
+                "a residual encoder needs frame_dim == dim ({} vs {})",
+                self.frame_dim, self.dim
+            ));
+        }
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(format!("dropout is {}; it must be in [0, 1)", self.dropout));
         }

@@ -11,6 +11,7 @@ pub mod losses;
 pub mod recipe;
 pub mod scene_encoder;
 pub mod tracklet_losses;
+pub mod tracklet_recipe;
 pub mod tracklets;
 
 pub use checkpoint::Checkpoint;
@@ -22,7 +23,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
     vec![
         &image_encoder::ImageEncoderRecipe,
         &scene_encoder::SceneEncoderRecipe,
-        &tracklets::TrackletRecipe,
+        &tracklet_recipe::TrackletRecipe,
     ]
 }
 

@@ -108,6 +108,21 @@ impl TwinModels {
         })
     }
 
+    /// The same image encoder architecture and input recipe at random initialisation (seeded),
+    /// no scene encoder: the "untrained" baseline of anything built on these models.
+    pub fn untrained(&self, seed: u64) -> TwinModels {
+        self.device.seed(seed);
+        let mut image_card = self.image_card.clone();
+        image_card.version = format!("{}-untrained", image_card.version);
+        TwinModels {
+            image: self.image_config.init(&self.device),
+            image_card,
+            image_config: self.image_config.clone(),
+            scene: None,
+            device: self.device.clone(),
+        }
+    }
+
     /// Names the embeddings these models produce: image version, plus scene version or
     /// "mean" when views are averaged.
     pub fn version(&self) -> String {

@@ -34,6 +34,16 @@ pub enum Split {
     Test,
 }
 
+impl Split {
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Validation => "validation",
+            Split::Test => "test",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct PhantomConfig {
     pub seed: u64,
