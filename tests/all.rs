@@ -14,6 +14,7 @@ mod dual_losses;
 mod gui;
 mod gui_labelling;
 mod gui_tracklets;
+mod gui_training;
 mod hostile;
 mod import;
 mod importers;

@@ -87,6 +87,11 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     assert!(report.get("bag purity").unwrap() > 0.0);
 
     let model = burn::module::Module::valid(&model);
+    let twins = endotwin::twins::TwinModels::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
+        &device,
+    )
+    .unwrap();
     let e = endotwin::eval::tracklets::run(
         &store,
         None,
@@ -97,7 +102,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
             }],
             heads: &[],
             untrained: &config.model,
-            twins: None,
+            twins: Some(&twins),
         },
         3,
         0.5,
@@ -105,8 +110,12 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     )
     .unwrap();
     let methods: Vec<&str> = e.retrieval.iter().map(|r| r.method.as_str()).collect();
-    assert_eq!(methods.len(), 3);
-    assert!(methods[1].contains("untrained") && methods[2].contains("colour histogram"));
+    // The trained model, the shipped frozen twin encoder, both architectures untrained, the
+    // histogram.
+    assert_eq!(methods.len(), 5, "{methods:?}");
+    assert!(methods[1].contains("twin image encoder") && methods[1].contains("frozen"));
+    assert!(methods[2].contains("untrained") && methods[3].contains("untrained"));
+    assert!(methods[4].contains("colour histogram"));
     assert!(
         e.reid
             .iter()
@@ -120,11 +129,6 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
 
     // The shipped twin image encoder, frozen, links each revisited polyp's two tracklets above
     // any other polyp's tracklet: what the timeline shows.
-    let twins = endotwin::twins::TwinModels::load(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
-        &device,
-    )
-    .unwrap();
     let e =
         endotwin::tracklets::twin::twin_embeddings(&store, &set, &twins, &Progress::new()).unwrap();
     let cos = |a: usize, b: usize| endotwin::tracklets::grouping::cosine(&e[a], &e[b]);

@@ -2,9 +2,8 @@
 
 use super::state::{Details, Edit, Library, Selection, Tab, ToastLevel};
 use super::{App, Command};
-use crate::data::images;
-use crate::data::import::video::{VIDEO_EXTENSIONS, is_video_file};
-use crate::data::import::{ImportLayout, ImportOptions};
+use crate::data::import::ImportLayout;
+use crate::data::import::video::VIDEO_EXTENSIONS;
 use crate::engine::loader::{ImageKey, Source};
 use crate::engine::{Job, JobDone, JobOutput};
 use crate::store::{self, OpenMode, Store, TargetKind};
@@ -59,6 +58,7 @@ impl App {
                     .insert_full(ctx, key, Err("not in the library".into())),
             }
         }
+        self.poll_training();
         let now = std::time::Instant::now();
         self.state.toasts.retain(|t| !t.expired(now));
     }
@@ -185,6 +185,7 @@ impl App {
                 }
             }
             Command::SetReviewer(name) => self.state.reviewer = name,
+            Command::Training(c) => self.training(c),
             Command::Undo => self.undo(),
             Command::Redo => self.redo(),
             Command::SetLinkThreshold(t) => {
@@ -224,7 +225,7 @@ impl App {
         }
     }
 
-    fn open_library(&mut self, path: &Path) {
+    pub(super) fn open_library(&mut self, path: &Path) {
         match Store::open(path, OpenMode::Existing).and_then(|store| load_library(store, path)) {
             Ok(mut lib) => {
                 lib.tree = lib.store.case_tree(&self.state.filter).unwrap_or_default();
@@ -264,84 +265,9 @@ impl App {
         }
     }
 
-    fn submit(&mut self, name: &str, library: PathBuf, job: Job) {
+    pub(super) fn submit(&mut self, name: &str, library: PathBuf, job: Job) {
         if let Err(e) = self.engine.submit(name, library, job) {
             self.state.toast(ToastLevel::Error, e.to_string());
-        }
-    }
-
-    fn import(&mut self, layout: ImportLayout, path: PathBuf) {
-        let Some(lib) = &self.state.library else {
-            self.state
-                .toast(ToastLevel::Error, "open a library before importing");
-            return;
-        };
-        if lib.store.is_read_only() {
-            self.state.toast(
-                ToastLevel::Error,
-                format!(
-                    "{}: library is read-only; cannot import",
-                    lib.path.display()
-                ),
-            );
-            return;
-        }
-        let db = lib.store.db_path().to_path_buf();
-        self.submit(
-            &format!("import {}", path.display()),
-            db,
-            Job::Import {
-                layout,
-                path,
-                options: ImportOptions::default(),
-            },
-        );
-    }
-
-    fn import_opened_files(&mut self) {
-        let files = self.state.opened_files.clone();
-        let Some(lib) = &self.state.library else {
-            self.state
-                .toast(ToastLevel::Error, "open a library before importing");
-            return;
-        };
-        let db = lib.store.db_path().to_path_buf();
-        self.submit(
-            &format!("import {} images", files.len()),
-            db,
-            Job::ImportFiles {
-                files,
-                options: ImportOptions::default(),
-            },
-        );
-    }
-
-    fn dropped(&mut self, paths: Vec<PathBuf>) {
-        let mut images_in = Vec::new();
-        for path in paths {
-            let is_library = path.join(store::DB_FILE).exists()
-                || path.extension().is_some_and(|e| e == "sqlite" || e == "db");
-            if is_library {
-                self.open_library(&path);
-            } else if path.is_dir() {
-                self.import(ImportLayout::Images, path);
-            } else if is_video_file(&path) {
-                self.import(ImportLayout::Video, path);
-            } else if images::has_image_extension(&path) {
-                images_in.push(path);
-            } else {
-                self.state.toast(
-                    ToastLevel::Error,
-                    format!(
-                        "{}: not an image (png, jpg, bmp, tif), a video (mp4, mov, ...), a folder or a library",
-                        path.display()
-                    ),
-                );
-            }
-        }
-        if !images_in.is_empty() {
-            self.state.opened_files = images_in;
-            self.select(Selection::OpenedFiles);
         }
     }
 

@@ -4,16 +4,19 @@
 
 mod command;
 mod edits;
+mod imports;
 mod labelling;
 mod logic;
 mod state;
 mod textures;
 mod tracklets;
+mod training;
 mod twins;
 mod ui;
 
 pub use command::Command;
 pub use state::{AppState, Edit, LabelField, Selection, Tab, ToastLevel};
+pub use training::TrainingCommand;
 pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};
 
 use crate::compute::{self, BackendPref, Compute};
@@ -29,6 +32,8 @@ pub struct App {
     loader: ImageLoader,
     textures: Textures,
     commands: Vec<Command>,
+    /// Wakes the UI (a repaint) from background threads.
+    notify: Arc<dyn Fn() + Send + Sync>,
 }
 
 impl App {
@@ -68,9 +73,10 @@ impl App {
         let mut app = App {
             state,
             engine: Engine::start(compute, Some(notify.clone())),
-            loader: ImageLoader::start(Some(notify)),
+            loader: ImageLoader::start(Some(notify.clone())),
             textures: Textures::default(),
             commands: Vec::new(),
+            notify,
         };
         if let Some(path) = library {
             app.apply(Command::OpenLibrary(path));
@@ -94,6 +100,11 @@ impl App {
     /// Whether background jobs are still running (tests wait on this).
     pub fn busy(&self) -> bool {
         !self.engine.active().is_empty()
+    }
+
+    /// The Training tab's run, if one was started (tests read its log).
+    pub fn training_run(&self) -> Option<&crate::engine::training::TrainingRun> {
+        self.state.training.run.as_ref()
     }
 }
 

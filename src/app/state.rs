@@ -306,6 +306,7 @@ pub struct AppState {
     pub twins: TwinPanel,
     pub tracklets: TrackletPanel,
     pub labelling: LabellingPanel,
+    pub training: super::training::TrainingPanel,
 }
 
 impl AppState {
@@ -328,6 +329,7 @@ impl AppState {
             twins: TwinPanel::new(),
             tracklets: TrackletPanel::default(),
             labelling: LabellingPanel::default(),
+            training: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 mod jobs;
 pub use jobs::device_check;
 pub mod loader;
+pub mod training;
 
 pub use crate::plumbing::Progress;
 pub use jobs::{Job, JobOutput, TwinAnswer, TwinQuery};

@@ -156,6 +156,9 @@ impl Recipe for TrackletRecipe {
             .message("cropping the fragments of every tracklet...");
         let mut set = TrackletSet::load(&store, &[], size, &Progress::new())
             .map_err(|e| RecipeError::Setting(format!("tracklet data: {e}")))?;
+        // Not enough data is said before anything is encoded or written.
+        super::tracklets::usable_anchors(&config, &set)
+            .map_err(|e| RecipeError::Setting(e.to_string()))?;
         match settings.text(&o, "backbone")?.as_str() {
             "cnn" if settings.flag(&o, "residual") => {
                 return Err(RecipeError::Setting(

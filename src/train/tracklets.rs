@@ -5,18 +5,12 @@
 //! training; when the library has them, the share of bag members showing the anchor's polyp
 //! (bag purity) is logged per epoch.
 
-use super::recipe::{
-    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
-    checkpoint_dir, recorded, resume_from,
-};
 use super::tracklet_losses::{noise_aware, noise_aware_frames};
 use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
 use crate::model::tracklet::{TrackletEncoder, TrackletModel, TrackletModelConfig};
-use crate::model::weights::{self, ModelCard, ModelKind, Training};
-use crate::plumbing::{Progress, Rng};
-use crate::store::{OpenMode, Store};
-use crate::tracklets::bags::{self, BAG_SIZE, Curriculum, RankSampling, T_MAX, T_MIN};
+use crate::plumbing::Rng;
+use crate::tracklets::bags::{self, BAG_SIZE, Curriculum, RankSampling};
 use crate::tracklets::dataset::TrackletSet;
 use burn::config::Config;
 use burn::module::Module;
@@ -119,16 +113,12 @@ pub fn train(
     train_encoder(config, set, device, start, |d| config.model.init(d), events)
 }
 
-/// Trains any [`FragmentEncoder`] on `set` (a fresh one from `init`, or `start`).
-pub fn train_encoder<M: FragmentEncoder>(
+/// The fragments that can be anchors (they have another fragment in their video), or why
+/// `set` cannot train with `config` (checked before anything is written).
+pub fn usable_anchors(
     config: &TrackletTrainingConfig,
     set: &TrackletSet,
-    device: &Device,
-    start: Option<Checkpoint<M>>,
-    init: impl FnOnce(&Device) -> M,
-    events: &mut dyn TrainEvents<M>,
-) -> Result<M, TrainError> {
-    // Anchors need at least one other fragment in their video.
+) -> Result<Vec<usize>, TrainError> {
     let usable: Vec<usize> = (0..set.fragments.len())
         .filter(|&a| !bags::ranked_neighbours(a, &set.fragments).is_empty())
         .collect();
@@ -140,6 +130,20 @@ pub fn train_encoder<M: FragmentEncoder>(
             usable.len()
         )));
     }
+    Ok(usable)
+}
+
+/// Trains any [`FragmentEncoder`] on `set` (a fresh one from `init`, or `start`).
+pub fn train_encoder<M: FragmentEncoder>(
+    config: &TrackletTrainingConfig,
+    set: &TrackletSet,
+    device: &Device,
+    start: Option<Checkpoint<M>>,
+    init: impl FnOnce(&Device) -> M,
+    events: &mut dyn TrainEvents<M>,
+) -> Result<M, TrainError> {
+    let usable = usable_anchors(config, set)?;
+    let anchors = config.anchors.max(2);
     let steps_per_epoch = usable.len() / anchors;
     let total_steps = steps_per_epoch * config.epochs;
     let (mut model, mut optimizer, first_epoch) = match start {

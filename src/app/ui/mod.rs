@@ -8,6 +8,7 @@ mod placeholders;
 mod status;
 mod toasts;
 mod tracklets;
+mod training;
 mod twins;
 mod viewer;
 

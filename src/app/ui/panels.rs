@@ -5,7 +5,7 @@
 use super::super::Command;
 use super::super::state::{AppState, Tab};
 use super::super::textures::Textures;
-use super::{labelling, placeholders, tracklets, twins, viewer};
+use super::{labelling, placeholders, tracklets, training, twins, viewer};
 
 /// Draws a panel: reads the state, pushes commands.
 pub type DrawPanel = fn(&mut egui::Ui, &AppState, &mut Textures, &mut Vec<Command>);
@@ -49,8 +49,8 @@ static PANELS: [PanelSpec; 6] = [
     PanelSpec {
         tab: Tab("training"),
         title: "Training",
-        about: "Fine-tune the models with the training recipes (not built yet)",
-        draw: placeholders::training,
+        about: "Train or fine-tune a model with a recipe of the registry: live loss curve, progress, stop and resume",
+        draw: training::draw,
     },
     PanelSpec {
         tab: Tab("labelling"),

@@ -13,14 +13,6 @@ pub fn prompts(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Co
     );
 }
 
-pub fn training(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Command>) {
-    say(
-        ui,
-        "Training — not built yet",
-        "Filled by the training capability: fine-tune the same burn graphs the viewer uses, with live loss curves, progress, ETA, stop and resume.",
-    );
-}
-
 fn say(ui: &mut egui::Ui, what: &str, text: &str) {
     ui.add_space(24.0);
     ui.heading(what);

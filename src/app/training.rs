@@ -1,0 +1,166 @@
+//! The Training tab's logic: the form over a recipe of the registry (the same options, with
+//! the same defaults, that `endotwin train <recipe>` takes), and the run it starts on the
+//! engine's device (`engine::training`). The panel draws [`TrainingPanel`] and the run's log.
+
+use super::App;
+use super::state::ToastLevel;
+use crate::engine::training::TrainingRun;
+use crate::train::recipe::Settings;
+use std::collections::BTreeMap;
+
+/// What the Training tab asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrainingCommand {
+    /// Show the form of this recipe (by its CLI name).
+    Recipe(String),
+    /// Set one option of the form; `None` returns it to its default.
+    SetOption {
+        name: String,
+        value: Option<String>,
+    },
+    Start,
+    /// Stop after the current step; the last finished epoch's checkpoint stays.
+    Stop,
+}
+
+/// The Training tab's state.
+pub struct TrainingPanel {
+    /// The chosen recipe's name.
+    pub recipe: String,
+    /// Values the user changed, by option name (the rest take the recipe's defaults).
+    pub values: BTreeMap<String, String>,
+    /// The run started last (running or finished).
+    pub run: Option<TrainingRun>,
+    /// Whether the run's end was already announced with a toast.
+    announced: bool,
+}
+
+impl Default for TrainingPanel {
+    fn default() -> Self {
+        TrainingPanel {
+            recipe: crate::train::recipes()
+                .first()
+                .map_or(String::new(), |r| r.name().to_string()),
+            values: BTreeMap::new(),
+            run: None,
+            announced: false,
+        }
+    }
+}
+
+impl TrainingPanel {
+    /// The form's value of `name`, else the recipe's default.
+    pub fn value(&self, name: &str, default: Option<&str>) -> String {
+        self.values
+            .get(name)
+            .cloned()
+            .or(default.map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    pub fn running(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| !r.finished())
+    }
+}
+
+impl App {
+    pub(super) fn training(&mut self, command: TrainingCommand) {
+        let panel = &mut self.state.training;
+        match command {
+            TrainingCommand::Recipe(name) => {
+                if panel.recipe != name {
+                    panel.recipe = name;
+                    panel.values.clear();
+                }
+            }
+            TrainingCommand::SetOption { name, value } => match value {
+                Some(v) => {
+                    panel.values.insert(name, v);
+                }
+                None => {
+                    panel.values.remove(&name);
+                }
+            },
+            TrainingCommand::Stop => {
+                if let Some(run) = &panel.run {
+                    run.stop();
+                }
+            }
+            TrainingCommand::Start => self.start_training(),
+        }
+    }
+
+    fn start_training(&mut self) {
+        let refuse = |app: &mut App, why: String| app.state.toast(ToastLevel::Error, why);
+        if self.state.training.running() {
+            return refuse(
+                self,
+                "a training run is already running; stop it first".into(),
+            );
+        }
+        let Some(lib) = &self.state.library else {
+            return refuse(self, "open a library to train on".into());
+        };
+        if lib.read_only {
+            return refuse(
+                self,
+                format!(
+                    "{} is open read-only: a run records itself in the library; reopen it writable",
+                    lib.path.display()
+                ),
+            );
+        }
+        let library = lib.path.clone();
+        let panel = &self.state.training;
+        let Some(recipe) = crate::train::recipe(&panel.recipe) else {
+            return refuse(self, format!("no training recipe `{}`", panel.recipe));
+        };
+        let mut settings = Settings::default();
+        for (name, value) in &panel.values {
+            if !recipe.options().iter().any(|o| o.name == name) {
+                continue;
+            }
+            settings.set(name, value.trim());
+        }
+        let compute = self.engine.compute();
+        match TrainingRun::start(
+            recipe.name(),
+            settings,
+            library,
+            self.state.twins.models_dir.clone(),
+            compute.device.clone(),
+            compute.summary(),
+            Some(self.notify.clone()),
+        ) {
+            Ok(run) => {
+                self.state.training.run = Some(run);
+                self.state.training.announced = false;
+            }
+            Err(e) => refuse(self, e),
+        }
+    }
+
+    /// Announces a run's end once (a toast: where the model went, or why it stopped).
+    pub(super) fn poll_training(&mut self) {
+        let panel = &mut self.state.training;
+        let Some(run) = &panel.run else { return };
+        if panel.announced {
+            return;
+        }
+        let (outcome, recipe) = {
+            let log = run.log();
+            (log.outcome.clone(), log.recipe.clone())
+        };
+        if let Some(outcome) = outcome {
+            panel.announced = true;
+            match outcome {
+                Ok(saved) => self
+                    .state
+                    .toast(ToastLevel::Info, format!("training {recipe}: {saved}")),
+                Err(why) => self
+                    .state
+                    .toast(ToastLevel::Warning, format!("training {recipe}: {why}")),
+            }
+        }
+    }
+}

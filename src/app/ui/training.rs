@@ -1,0 +1,267 @@
+//! The Training panel: pick a recipe of the registry, set its options (the form is built from
+//! the recipe's own option list, the same one `endotwin train <recipe> --help` prints, with the
+//! same defaults), start it on the engine's device and watch it: the loss of every step as a
+//! curve, each epoch's metrics, progress with the time left, the recipe's messages. Stop lets
+//! the current step finish; the checkpoint of the last finished epoch stays, and ticking
+//! `resume` then starting again continues from it.
+
+use super::super::state::AppState;
+use super::super::textures::Textures;
+use super::super::{Command, TrainingCommand};
+use crate::engine::training::TrainingLog;
+use crate::train::recipe::OptionKind;
+use egui::{Align2, Color32, FontId, RichText, Sense, Stroke, pos2, vec2};
+
+pub fn draw(ui: &mut egui::Ui, state: &AppState, _: &mut Textures, out: &mut Vec<Command>) {
+    let panel = &state.training;
+    let running = panel.running();
+    let send = |out: &mut Vec<Command>, c: TrainingCommand| out.push(Command::Training(c));
+    ui.horizontal(|ui| {
+        ui.heading("Training");
+        ui.label(format!("on {}", state.backend_summary));
+    });
+    let recipes = crate::train::recipes();
+    ui.horizontal_wrapped(|ui| {
+        ui.label("Recipe:");
+        for r in &recipes {
+            let chosen = r.name() == panel.recipe;
+            if ui
+                .add_enabled(!running, egui::Button::selectable(chosen, r.name()))
+                .on_hover_text(r.description())
+                .clicked()
+            {
+                send(out, TrainingCommand::Recipe(r.name().to_string()));
+            }
+        }
+    });
+    let Some(recipe) = recipes.iter().find(|r| r.name() == panel.recipe) else {
+        return;
+    };
+    ui.label(RichText::new(recipe.description()).italics());
+    egui::CollapsingHeader::new("Options")
+        .default_open(true)
+        .show(ui, |ui| {
+            egui::Grid::new("recipe-options")
+                .num_columns(2)
+                .striped(true)
+                .show(ui, |ui| {
+                    for o in recipe.options() {
+                        let name = ui.label(o.name).on_hover_text(o.help);
+                        ui.add_enabled_ui(!running, |ui| {
+                            if o.kind == OptionKind::Flag {
+                                let mut on = panel.value(o.name, None) == "true";
+                                let response = ui
+                                    .checkbox(&mut on, "")
+                                    .labelled_by(name.id)
+                                    .on_hover_text(o.help);
+                                if response.changed() {
+                                    send(
+                                        out,
+                                        TrainingCommand::SetOption {
+                                            name: o.name.into(),
+                                            value: Some(on.to_string()),
+                                        },
+                                    );
+                                }
+                            } else {
+                                // Empty shows the default greyed; typing overrides it.
+                                let mut text = panel.value(o.name, None);
+                                let edit = egui::TextEdit::singleline(&mut text)
+                                    .hint_text(o.default.unwrap_or("(unset)"))
+                                    .desired_width(260.0);
+                                let response =
+                                    ui.add(edit).labelled_by(name.id).on_hover_text(o.help);
+                                if response.changed() {
+                                    let value = (!text.trim().is_empty()).then_some(text);
+                                    send(
+                                        out,
+                                        TrainingCommand::SetOption {
+                                            name: o.name.into(),
+                                            value,
+                                        },
+                                    );
+                                }
+                            }
+                        });
+                        ui.end_row();
+                    }
+                });
+        });
+    ui.horizontal(|ui| {
+        let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
+        if ui
+            .add_enabled(!running && writable, egui::Button::new("Start training"))
+            .on_disabled_hover_text("a run is going, or the library is read-only")
+            .clicked()
+        {
+            send(out, TrainingCommand::Start);
+        }
+        let stopping = panel.run.as_ref().is_some_and(|r| r.stopping());
+        if ui
+            .add_enabled(running && !stopping, egui::Button::new("Stop"))
+            .on_hover_text("Stop after the current step; the last epoch's checkpoint stays (tick resume to continue)")
+            .clicked()
+        {
+            send(out, TrainingCommand::Stop);
+        }
+        if stopping && running {
+            ui.label("stopping after this step…");
+        }
+    });
+    ui.separator();
+    let Some(run) = &panel.run else {
+        ui.label("No run yet. Runs are also recorded in the library, with their settings and final losses.");
+        return;
+    };
+    let log = run.log().clone();
+    status(ui, &log);
+    curve(ui, &log);
+    epochs(ui, &log);
+}
+
+fn status(ui: &mut egui::Ui, log: &TrainingLog) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new(format!("{} on {}", log.recipe, log.device)).strong());
+        if let Some((e, es, s, ss)) = log.position {
+            ui.label(format!("epoch {}/{es}, step {}/{ss}", e + 1, s + 1));
+        }
+        let elapsed = log.started.elapsed().as_secs_f64();
+        match log.eta_seconds() {
+            Some(eta) => ui.label(format!(
+                "{} elapsed, about {} left",
+                clock(elapsed),
+                clock(eta)
+            )),
+            None => ui.label(format!("{} elapsed", clock(elapsed))),
+        };
+    });
+    match &log.outcome {
+        None => {
+            ui.add(egui::ProgressBar::new(log.done_fraction() as f32).show_percentage());
+        }
+        Some(Ok(saved)) => {
+            ui.colored_label(Color32::LIGHT_GREEN, format!("finished: {saved}"));
+        }
+        Some(Err(why)) => {
+            ui.colored_label(Color32::from_rgb(255, 190, 90), format!("stopped: {why}"));
+        }
+    }
+    if let Some(last) = log.messages.last() {
+        ui.label(RichText::new(last).weak());
+    }
+}
+
+fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// The loss of every step (thin) and each epoch's mean loss (dots), on one axis.
+fn curve(ui: &mut egui::Ui, log: &TrainingLog) {
+    let size = vec2(ui.available_width().min(900.0), 220.0);
+    let (rect, _) = ui.allocate_exact_size(size, Sense::hover());
+    let painter = ui.painter_at(rect);
+    painter.rect_filled(rect, 4.0, Color32::from_gray(24));
+    let text = Color32::from_gray(170);
+    if log.losses.is_empty() {
+        painter.text(
+            rect.center(),
+            Align2::CENTER_CENTER,
+            "the loss curve appears with the first step",
+            FontId::proportional(13.0),
+            text,
+        );
+        return;
+    }
+    let (lo, hi) = log
+        .losses
+        .iter()
+        .map(|p| p[1])
+        .filter(|v| v.is_finite())
+        .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let span = (hi - lo).max(1e-9);
+    let total = log.position.map_or(1, |(_, es, _, ss)| (es * ss).max(1)) as f64;
+    let inner = rect.shrink2(vec2(48.0, 14.0));
+    let at = |x: f64, y: f64| {
+        pos2(
+            inner.left() + (x / total) as f32 * inner.width(),
+            inner.bottom() - ((y - lo) / span) as f32 * inner.height(),
+        )
+    };
+    let points: Vec<egui::Pos2> = log.losses.iter().map(|p| at(p[0], p[1])).collect();
+    painter.add(egui::Shape::line(
+        points,
+        Stroke::new(1.2, Color32::from_rgb(86, 180, 233)),
+    ));
+    if let Some((_, _, _, steps)) = log.position {
+        for e in &log.epochs {
+            if let Some(loss) = e.get("loss") {
+                let p = at((e.epoch * steps) as f64, loss);
+                painter.circle_filled(p, 3.5, Color32::from_rgb(230, 159, 0));
+            }
+        }
+    }
+    let font = FontId::monospace(11.0);
+    painter.text(
+        inner.left_top() - vec2(44.0, 0.0),
+        Align2::LEFT_TOP,
+        format!("{hi:.3}"),
+        font.clone(),
+        text,
+    );
+    painter.text(
+        inner.left_bottom() - vec2(44.0, 0.0),
+        Align2::LEFT_BOTTOM,
+        format!("{lo:.3}"),
+        font.clone(),
+        text,
+    );
+    painter.text(
+        inner.right_bottom() + vec2(0.0, 12.0),
+        Align2::RIGHT_BOTTOM,
+        format!("step {}", total as u64),
+        font,
+        text,
+    );
+    ui.label(
+        RichText::new(format!(
+            "loss per step (blue), epoch means (orange); {} steps so far, last {:.4}",
+            log.losses.len(),
+            log.losses.last().map_or(f64::NAN, |p| p[1])
+        ))
+        .small(),
+    );
+}
+
+fn epochs(ui: &mut egui::Ui, log: &TrainingLog) {
+    if log.epochs.is_empty() {
+        return;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("training-epochs")
+        .max_height(160.0)
+        .show(ui, |ui| {
+            egui::Grid::new("training-epochs-grid")
+                .striped(true)
+                .show(ui, |ui| {
+                    ui.label(RichText::new("epoch").strong());
+                    for (name, _) in &log.epochs[0].metrics {
+                        ui.label(RichText::new(name).strong());
+                    }
+                    ui.label(RichText::new("seconds").strong());
+                    ui.end_row();
+                    for e in &log.epochs {
+                        ui.label(e.epoch.to_string());
+                        for (_, v) in &e.metrics {
+                            ui.label(format!("{v:.4}"));
+                        }
+                        ui.label(format!("{:.0}", e.seconds));
+                        ui.end_row();
+                    }
+                });
+        });
+}

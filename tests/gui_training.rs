@@ -1,0 +1,151 @@
+//! The Training tab, clicked through: a tiny tracklet run is set up in the form and started
+//! from the panel; its loss curve fills as steps land; Stop ends it after the first epoch's
+//! checkpoint; ticking `resume` and starting again continues from that checkpoint to a saved
+//! model. A run on a library with no videos says why it cannot train.
+
+use crate::gui::{harness, settle, shows_part};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use endotwin::app::{App, Command, Tab};
+use endotwin::data::phantom::{self, PhantomConfig};
+use endotwin::engine::Progress;
+use endotwin::store::{OpenMode, Store};
+use std::time::{Duration, Instant};
+
+/// Steps the app until `done` holds (the run is on its own thread), at most `secs` seconds.
+fn until(h: &mut Harness<'static, App>, secs: u64, what: &str, done: impl Fn(&App) -> bool) {
+    let start = Instant::now();
+    while !done(h.state()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "waited {secs} s for {what}"
+        );
+        settle(h);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    settle(h);
+}
+
+fn type_into(h: &mut Harness<'static, App>, option: &str, text: &str) {
+    h.get_by_label(option).focus();
+    h.run();
+    h.get_by_label(option).type_text(text);
+    h.run();
+}
+
+#[test]
+fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+        let cfg = PhantomConfig {
+            seed: 5,
+            polyps: 4,
+            views_per_polyp: 4,
+            videos: 2,
+            frames_per_video: 400,
+            background_frames: 0,
+            capsule_images: 0,
+            image_size: 48,
+            video_size: 64,
+            ..PhantomConfig::default()
+        };
+        phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    }
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("training")));
+    settle(&mut h);
+    // The form is the recipe's option list, with its defaults as hints.
+    h.get_by_label("tracklets").click();
+    settle(&mut h);
+    shows_part(&h, "supervised by time alone");
+    type_into(&mut h, "epochs", "3");
+    type_into(&mut h, "anchors", "4");
+    type_into(&mut h, "size", "16");
+    type_into(&mut h, "out", &models.path().display().to_string());
+    type_into(&mut h, "name", "panel");
+    h.get_by_label("Start training").click();
+    settle(&mut h);
+
+    // Curve points arrive while the run goes; the first epoch writes its checkpoint.
+    until(&mut h, 240, "the first epoch", |app| {
+        app.training_run()
+            .is_some_and(|r| !r.log().epochs.is_empty())
+    });
+    let (steps, epoch1) = {
+        let log = h.state().training_run().unwrap().log().clone();
+        (log.losses.len(), log.epochs[0].clone())
+    };
+    assert!(steps > 0, "no loss points");
+    assert!(epoch1.get("loss").unwrap().is_finite());
+    shows_part(&h, "steps so far");
+    h.get_by_label("Stop").click();
+    until(&mut h, 240, "the run to stop", |app| {
+        app.training_run().is_some_and(|r| r.finished())
+    });
+    let stopped = h.state().training_run().unwrap().log().clone();
+    assert!(
+        matches!(&stopped.outcome, Some(Err(why)) if why.contains("cancelled")),
+        "{:?}",
+        stopped.outcome
+    );
+    assert!(stopped.epochs.len() < 3, "stopped before the end");
+    shows_part(&h, "stopped:");
+    assert!(!models.path().join("panel.json").exists());
+
+    // Resume continues from the checkpoint to the end and saves the model.
+    h.get_by_label("resume").click();
+    settle(&mut h);
+    h.get_by_label("Start training").click();
+    settle(&mut h);
+    until(&mut h, 400, "the resumed run to finish", |app| {
+        app.training_run().is_some_and(|r| r.finished())
+    });
+    let resumed = h.state().training_run().unwrap().log().clone();
+    assert!(
+        resumed
+            .messages
+            .iter()
+            .any(|m| m.starts_with("resuming after epoch")),
+        "{:?} {:?}",
+        resumed.messages,
+        resumed.outcome
+    );
+    assert!(
+        matches!(&resumed.outcome, Some(Ok(_))),
+        "{:?}",
+        resumed.outcome
+    );
+    // Only the epochs after the checkpoint ran again.
+    assert_eq!(
+        resumed.epochs.first().map(|e| e.epoch),
+        Some(stopped.epochs.len() + 1)
+    );
+    assert!(models.path().join("panel.json").exists());
+    shows_part(&h, "finished: saved");
+}
+
+#[test]
+fn a_run_without_the_data_it_needs_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(dir.path());
+    let models = tempfile::tempdir().unwrap();
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("training")));
+    settle(&mut h);
+    h.get_by_label("tracklets").click();
+    settle(&mut h);
+    type_into(&mut h, "out", &models.path().display().to_string());
+    h.get_by_label("Start training").click();
+    until(&mut h, 120, "the refusal", |app| {
+        app.training_run().is_some_and(|r| r.finished())
+    });
+    let log = h.state().training_run().unwrap().log().clone();
+    assert!(matches!(&log.outcome, Some(Err(_))), "{:?}", log.outcome);
+    assert!(log.losses.is_empty(), "no step ran");
+    shows_part(&h, "stopped:");
+    assert!(std::fs::read_dir(models.path()).unwrap().next().is_none());
+}
