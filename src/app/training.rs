@@ -63,6 +63,19 @@ impl TrainingPanel {
     }
 }
 
+/// Where the Training tab's runs write their models by default: `runs/` beside the library.
+pub fn runs_dir(library: &std::path::Path) -> std::path::PathBuf {
+    let folder = if library.is_dir() {
+        library.to_path_buf()
+    } else {
+        library
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default()
+    };
+    folder.join("runs")
+}
+
 impl App {
     pub(super) fn training(&mut self, command: TrainingCommand) {
         let panel = &mut self.state.training;
@@ -121,6 +134,11 @@ impl App {
                 continue;
             }
             settings.set(name, value.trim());
+        }
+        // A run writes into the library's `runs/` folder unless told otherwise, never over
+        // the shipped models by accident.
+        if recipe.options().iter().any(|o| o.name == "out") && !panel.values.contains_key("out") {
+            settings.set("out", runs_dir(&library).display().to_string());
         }
         let compute = self.engine.compute();
         match TrainingRun::start(

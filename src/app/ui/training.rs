@@ -13,6 +13,13 @@ use crate::train::recipe::OptionKind;
 use egui::{Align2, Color32, FontId, RichText, Sense, Stroke, pos2, vec2};
 
 pub fn draw(ui: &mut egui::Ui, state: &AppState, _: &mut Textures, out: &mut Vec<Command>) {
+    egui::ScrollArea::vertical()
+        .id_salt("training-panel")
+        .auto_shrink([false, false])
+        .show(ui, |ui| panel(ui, state, out));
+}
+
+fn panel(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     let panel = &state.training;
     let running = panel.running();
     let send = |out: &mut Vec<Command>, c: TrainingCommand| out.push(Command::Training(c));
@@ -40,6 +47,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, _: &mut Textures, out: &mut Vec
     ui.label(RichText::new(recipe.description()).italics());
     egui::CollapsingHeader::new("Options")
         .default_open(true)
+        .open(running.then_some(false))
         .show(ui, |ui| {
             egui::Grid::new("recipe-options")
                 .num_columns(2)
@@ -66,8 +74,13 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, _: &mut Textures, out: &mut Vec
                             } else {
                                 // Empty shows the default greyed; typing overrides it.
                                 let mut text = panel.value(o.name, None);
+                                let hint = match (o.name, o.default) {
+                                    ("out", _) => "runs/ in the library's folder".to_string(),
+                                    (_, Some(d)) => d.to_string(),
+                                    (_, None) => "(unset)".to_string(),
+                                };
                                 let edit = egui::TextEdit::singleline(&mut text)
-                                    .hint_text(o.default.unwrap_or("(unset)"))
+                                    .hint_text(hint)
                                     .desired_width(260.0);
                                 let response =
                                     ui.add(edit).labelled_by(name.id).on_hover_text(o.help);
