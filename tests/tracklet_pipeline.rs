@@ -127,39 +127,55 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
             .all(|r| r.queries > 0 && (0.0..=1.0).contains(&r.map))
     );
 
-    // The shipped twin image encoder, frozen, links each revisited polyp's two tracklets above
-    // any other polyp's tracklet: what the timeline shows.
-    let e =
-        endotwin::tracklets::twin::twin_embeddings(&store, &set, &twins, &Progress::new()).unwrap();
-    let cos = |a: usize, b: usize| endotwin::tracklets::grouping::cosine(&e[a], &e[b]);
-    let (mut revisits, mut compared) = (0, 0);
-    for (a, ta) in set.tracklets.iter().enumerate() {
-        for (b, tb) in set.tracklets.iter().enumerate().skip(a + 1) {
-            if ta.video != tb.video || ta.identity != tb.identity {
-                continue;
-            }
-            revisits += 1;
-            let others = set
-                .tracklets
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.identity != ta.identity);
-            for (c, _) in others {
-                compared += 1;
-                assert!(
-                    cos(a, b) > cos(a, c).max(cos(b, c)),
-                    "revisit {a}-{b}: {:.3}; other polyp {c}: {:.3} / {:.3}",
-                    cos(a, b),
-                    cos(a, c),
-                    cos(b, c)
-                );
+    // Each revisited polyp's two tracklets are linked above any other polyp's tracklet.
+    let links_revisits = |e: &[Vec<f32>], what: &str| {
+        let cos = |a: usize, b: usize| endotwin::tracklets::grouping::cosine(&e[a], &e[b]);
+        let (mut revisits, mut compared) = (0, 0);
+        for (a, ta) in set.tracklets.iter().enumerate() {
+            for (b, tb) in set.tracklets.iter().enumerate().skip(a + 1) {
+                if ta.video != tb.video || ta.identity != tb.identity {
+                    continue;
+                }
+                revisits += 1;
+                for (c, tc) in set.tracklets.iter().enumerate() {
+                    if tc.identity == ta.identity {
+                        continue;
+                    }
+                    compared += 1;
+                    assert!(
+                        cos(a, b) > cos(a, c).max(cos(b, c)),
+                        "{what}: revisit {a}-{b}: {:.3}; other polyp {c}: {:.3} / {:.3}",
+                        cos(a, b),
+                        cos(a, c),
+                        cos(b, c)
+                    );
+                }
             }
         }
-    }
-    assert!(
-        revisits > 0 && compared > 0,
-        "{revisits} revisits, {compared} comparisons"
-    );
+        assert!(
+            revisits > 0 && compared > 0,
+            "{what}: {revisits} revisits, {compared} comparisons"
+        );
+    };
+    // The shipped twin image encoder, frozen, and the shipped tracklet head over it (what the
+    // timeline uses) both do.
+    let e =
+        endotwin::tracklets::twin::twin_embeddings(&store, &set, &twins, &Progress::new()).unwrap();
+    links_revisits(&e, "frozen twin encoder");
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let (shipped, _) = endotwin::tracklets::shipped_head(&models, &twins)
+        .unwrap()
+        .expect("models/ ships a tracklet head");
+    let by_timeline = endotwin::tracklets::twin::head_embeddings_cached(
+        &store,
+        &set,
+        &twins,
+        &shipped,
+        &Progress::new(),
+        &mut Default::default(),
+    )
+    .unwrap();
+    links_revisits(&by_timeline, "shipped tracklet head");
 
     // The specified method over those frozen features (`train tracklets --backbone twin`):
     // a short run trains the temporal encoder alone, and it embeds every tracklet.
@@ -167,6 +183,16 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
         endotwin::tracklets::twin::fragment_features(&store, &set, &twins, &Progress::new())
             .unwrap();
     set.attach_features(dim, features);
+    // The evaluation's path (features attached to the set) gives the timeline's embeddings.
+    let by_eval = endotwin::tracklets::embed_head(&shipped, &set, 8, &device);
+    for (a, b) in by_eval.iter().zip(&by_timeline) {
+        let gap = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(gap < 1e-4, "eval and timeline embeddings differ by {gap}");
+    }
     let head_config = TrackletEncoderConfig::new(dim);
     let mut reports = Reports(Vec::new());
     let head = train_encoder(

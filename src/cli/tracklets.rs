@@ -102,6 +102,13 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         }
     };
     let mut heads = Vec::new();
+    // The shipped tracklet head (what the Tracklets tab uses) is scored first.
+    if let Some(twins) = &twins
+        && let Some((head, card)) =
+            endotwin::tracklets::shipped_head(&twin_dir, twins).map_err(|e| anyhow::anyhow!(e))?
+    {
+        heads.push((format!("tracklet head {} (shipped)", card.version), head));
+    }
     for h in &a.heads {
         let (label, card) = super::eval::compare_arg(h)?;
         let (head, _) = endotwin::tracklets::load_head(card, &compute.device)

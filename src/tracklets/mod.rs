@@ -95,6 +95,30 @@ pub fn load_head(
     )
 }
 
+/// The shipped tracklet head's name in a models folder (`<dir>/tracklet-head.json`).
+pub const HEAD_NAME: &str = "tracklet-head";
+
+/// The tracklet head in `dir` when there is one, checked against the twin encoder it reads.
+pub fn shipped_head(
+    dir: &std::path::Path,
+    twins: &crate::twins::TwinModels,
+) -> Result<Option<(TrackletEncoder, crate::model::weights::ModelCard)>, String> {
+    let path = dir.join(format!("{HEAD_NAME}.json"));
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let (head, card) = load_head(&path, &twins.device).map_err(|e| e.to_string())?;
+    let wants = head.input.weight.val().dims()[0];
+    if wants != twins.code_bits() {
+        return Err(format!(
+            "{}: the head reads {wants}-d features, the twin encoder gives {}",
+            path.display(),
+            twins.code_bits()
+        ));
+    }
+    Ok(Some((head, card)))
+}
+
 /// Scales `v` to unit length (left as is when it is zero).
 pub fn normalise(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();

@@ -22,6 +22,10 @@ pub const MODEL_THRESHOLD: f32 = 0.75;
 /// The grouping threshold it chose for the frozen twin image encoder.
 pub const TWIN_THRESHOLD: f32 = 0.55;
 
+/// The grouping threshold it chose for the shipped tracklet head (residual, over the frozen
+/// twin encoder) on the validation videos.
+pub const HEAD_THRESHOLD: f32 = 0.75;
+
 /// A video's tracklets and their pairwise similarity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timeline {
@@ -216,6 +220,13 @@ pub fn build(
         Some(_) => None,
         None => crate::twins::TwinModels::load(models, device).ok(),
     };
+    let head = match &twins {
+        Some(t) => super::shipped_head(models, t).map_err(|why| TimelineError::Model {
+            dir: models.display().to_string(),
+            why,
+        })?,
+        None => None,
+    };
     let size = model
         .as_ref()
         .map_or(HISTOGRAM_CROP, |m| m.config.backbone.image_size);
@@ -227,6 +238,18 @@ pub fn build(
             format!("tracklet encoder {}", m.card.version),
             MODEL_THRESHOLD,
         ),
+        (None, Some(t)) if head.is_some() => {
+            let (head, card) = head.as_ref().expect("matched");
+            (
+                super::twin::head_embeddings_cached(store, &set, t, head, progress, cache)?,
+                format!(
+                    "tracklet head {} over the frozen digital-twin image encoder {}",
+                    card.version,
+                    t.version()
+                ),
+                HEAD_THRESHOLD,
+            )
+        }
         (None, Some(t)) => (
             super::twin::twin_embeddings_cached(store, &set, t, progress, cache)?,
             format!(

@@ -110,6 +110,89 @@ pub fn fragment_features(
 /// after every edit). Valid for one library and one twin model; the caller keeps one per pair.
 pub type TwinCache = std::collections::HashMap<(i64, i64, usize, i64), Vec<f32>>;
 
+/// A cache key's checksum of a tracklet's box coordinates.
+fn checksum(boxes: &[BoxRow]) -> i64 {
+    boxes
+        .iter()
+        .map(|b| (b.x * 31.0 + b.y * 17.0 + b.w * 7.0 + b.h).round() as i64)
+        .fold(0i64, |a, v| a.wrapping_mul(1_000_003).wrapping_add(v))
+}
+
+/// Keys of head embeddings differ from those of plain means of the same tracklet.
+const HEAD_KEY: i64 = 0x5eed_4eadi64;
+
+/// One unit embedding per tracklet of `set` from a tracklet head (`train tracklets --backbone
+/// twin`) over the frozen twin features of every frame of its fragments: the head embeds each
+/// fragment, the tracklet is the normalised mean of its fragments' unit embeddings (as
+/// [`super::embed_head`] does). Tracklets in `cache` are not encoded again.
+pub fn head_embeddings_cached(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    head: &crate::model::tracklet::TrackletEncoder,
+    progress: &Progress,
+    cache: &mut TwinCache,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    use super::fragments::FRAGMENT_FRAMES;
+    use burn::tensor::{Tensor, TensorData};
+    let mut reader = TrackletFrames::new(store)?;
+    progress.stage(
+        "encoding tracklet frames (twin encoder + tracklet head)",
+        set.tracklets.len() as u64,
+    );
+    let mut out = Vec::with_capacity(set.tracklets.len());
+    for t in &set.tracklets {
+        if progress.is_cancelled() {
+            return Err(TrackletDataError::Cancelled);
+        }
+        let mine = reader.boxes(set, t)?;
+        let key = (
+            t.tracklet_id,
+            t.first_frame,
+            t.frames,
+            checksum(&mine) ^ HEAD_KEY,
+        );
+        if let Some(e) = cache.get(&key) {
+            out.push(e.clone());
+            progress.inc();
+            continue;
+        }
+        let fragments = fragments(mine.len());
+        let mut images = Vec::with_capacity(fragments.len() * FRAGMENT_FRAMES);
+        for fragment in &fragments {
+            for &p in &fragment.positions {
+                images.push(reader.view(&set.videos[t.video], &mine[p])?);
+            }
+        }
+        let features = twins.encode_views(&images);
+        let dim = features.first().map_or(0, Vec::len);
+        let mut mean = vec![0.0f32; dim];
+        if !fragments.is_empty() && dim > 0 {
+            let x = Tensor::<3>::from_data(
+                TensorData::new(features.concat(), [fragments.len(), FRAGMENT_FRAMES, dim]),
+                &twins.device,
+            );
+            let (embedded, _) = head.forward(x); // [fragments, D]
+            let d = embedded.dims()[1];
+            let values = embedded
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32 embeddings");
+            mean = vec![0.0; d];
+            for chunk in values.chunks_exact(d) {
+                let mut e = chunk.to_vec();
+                super::normalise(&mut e);
+                mean.iter_mut().zip(&e).for_each(|(m, x)| *m += x);
+            }
+        }
+        super::normalise(&mut mean);
+        cache.insert(key, mean.clone());
+        out.push(mean);
+        progress.inc();
+    }
+    Ok(out)
+}
+
 /// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
 pub fn twin_embeddings(
     store: &Store,
@@ -139,11 +222,7 @@ pub fn twin_embeddings_cached(
             return Err(TrackletDataError::Cancelled);
         }
         let mine = reader.boxes(set, t)?;
-        let checksum = mine
-            .iter()
-            .map(|b| (b.x * 31.0 + b.y * 17.0 + b.w * 7.0 + b.h).round() as i64)
-            .fold(0i64, |a, v| a.wrapping_mul(1_000_003).wrapping_add(v));
-        let key = (t.tracklet_id, t.first_frame, t.frames, checksum);
+        let key = (t.tracklet_id, t.first_frame, t.frames, checksum(&mine));
         if let Some(e) = cache.get(&key) {
             out.push(e.clone());
             progress.inc();
