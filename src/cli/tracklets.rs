@@ -31,8 +31,9 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 800)]
     pub frames_per_video: usize,
     /// A models folder holding a trained tracklet encoder (`tracklets.json`), scored first.
-    /// Default: the shipped models folder when it holds one (it does not today: the Tracklets
-    /// tab uses the frozen twin image encoder, which is then scored first).
+    /// Default: the shipped models folder when it holds one (it does not: the Tracklets tab
+    /// uses the tracklet head over the frozen twin encoder, `tracklet-head.json` in
+    /// --twin-models, which is then scored first, then the frozen twin encoder alone).
     #[arg(long)]
     pub models: Option<PathBuf>,
     /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
@@ -42,8 +43,9 @@ pub struct EvalArgs {
     /// LABEL=FILE.json; they need --twin-models' encoder.
     #[arg(long = "head", value_name = "LABEL=CARD")]
     pub heads: Vec<String>,
-    /// The digital-twin models whose image encoder, frozen, is compared too (default: the
-    /// models folder; left out with a note when it holds none).
+    /// The digital-twin models whose image encoder, frozen, is compared too, with the
+    /// tracklet head beside it when there is one (default: the shipped models folder; left
+    /// out with a note when it holds none).
     #[arg(long)]
     pub twin_models: Option<PathBuf>,
     /// Similarity at which tracklets are grouped into one polyp, without --validation.
