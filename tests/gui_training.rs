@@ -125,6 +125,32 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
     );
     assert!(models.path().join("panel.json").exists());
     shows_part(&h, "finished: saved");
+
+    // Both runs are in the library's records, listed newest first; ticking them draws their
+    // epoch losses over each other.
+    let runs: Vec<(i64, String, usize)> = h
+        .state()
+        .state
+        .training
+        .runs
+        .iter()
+        .map(|r| (r.row.id, r.row.status.clone(), r.losses.len()))
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].1, "finished");
+    assert_eq!(runs[1].1, "cancelled");
+    assert!(
+        runs.iter().all(|r| r.2 > 0),
+        "each run logged its epochs: {runs:?}"
+    );
+    for (id, _, _) in &runs {
+        h.get_by_label(&format!("#{id}")).scroll_to_me();
+        settle(&mut h);
+        h.get_by_label(&format!("#{id}")).click();
+        settle(&mut h);
+    }
+    assert_eq!(h.state().state.training.overlay.len(), 2);
+    shows_part(&h, "mean loss per epoch of the ticked runs");
 }
 
 #[test]

@@ -250,6 +250,7 @@ impl App {
                 self.state.undo.clear();
                 self.state.redo.clear();
                 self.state.tracklets = Default::default();
+                self.load_runs();
                 // Open on the first polyp so the viewer shows a case straight away.
                 let first = self
                     .state

@@ -21,6 +21,11 @@ pub enum TrainingCommand {
     Start,
     /// Stop after the current step; the last finished epoch's checkpoint stays.
     Stop,
+    /// Draw (or stop drawing) a recorded run's epoch losses in the overlay.
+    Overlay {
+        run: i64,
+        on: bool,
+    },
 }
 
 /// The Training tab's state.
@@ -33,6 +38,20 @@ pub struct TrainingPanel {
     pub run: Option<TrainingRun>,
     /// Whether the run's end was already announced with a toast.
     announced: bool,
+    /// The library's recorded runs, newest first, each with its per-epoch losses.
+    pub runs: Vec<RecordedRun>,
+    /// Runs (ids) whose epoch losses are drawn over each other.
+    pub overlay: std::collections::BTreeSet<i64>,
+}
+
+/// A run from the library's records, for the runs list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRun {
+    pub row: crate::store::RunRow,
+    /// (epoch, mean loss) of every finished epoch.
+    pub losses: Vec<(usize, f64)>,
+    /// Wall seconds of its epochs, summed.
+    pub seconds: f64,
 }
 
 impl Default for TrainingPanel {
@@ -44,6 +63,8 @@ impl Default for TrainingPanel {
             values: BTreeMap::new(),
             run: None,
             announced: false,
+            runs: Vec::new(),
+            overlay: Default::default(),
         }
     }
 }
@@ -100,6 +121,47 @@ impl App {
                 }
             }
             TrainingCommand::Start => self.start_training(),
+            TrainingCommand::Overlay { run, on } => {
+                if on {
+                    panel.overlay.insert(run);
+                } else {
+                    panel.overlay.remove(&run);
+                }
+            }
+        }
+    }
+
+    /// Reads the library's recorded runs into the panel (on opening it and after each run).
+    pub(super) fn load_runs(&mut self) {
+        let Some(lib) = &self.state.library else {
+            self.state.training.runs.clear();
+            return;
+        };
+        let loaded = lib.store.run_list().and_then(|rows| {
+            rows.into_iter()
+                .map(|row| {
+                    let metrics = lib.store.run_metrics(row.id)?;
+                    let pick = |name: &str| {
+                        metrics
+                            .iter()
+                            .filter(|m| m.1 == name)
+                            .map(|m| (m.0, m.2))
+                            .collect::<Vec<_>>()
+                    };
+                    Ok(RecordedRun {
+                        losses: pick("loss"),
+                        seconds: pick("seconds").iter().map(|s| s.1).sum(),
+                        row,
+                    })
+                })
+                .collect::<crate::store::Result<Vec<_>>>()
+        });
+        match loaded {
+            Ok(runs) => self.state.training.runs = runs,
+            Err(e) => self.state.toast(
+                ToastLevel::Warning,
+                format!("cannot read the training runs: {e}"),
+            ),
         }
     }
 
@@ -171,6 +233,7 @@ impl App {
         };
         if let Some(outcome) = outcome {
             panel.announced = true;
+            self.load_runs();
             match outcome {
                 Ok(saved) => self
                     .state

@@ -215,6 +215,25 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Every training run with its settings and times, newest first.
+    pub fn run_list(&self) -> Result<Vec<RunRow>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT id, recipe, status, started_at, finished_at, config_json
+             FROM training_runs ORDER BY id DESC",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(RunRow {
+                id: r.get(0)?,
+                recipe: r.get(1)?,
+                status: r.get(2)?,
+                started_at: r.get(3)?,
+                finished_at: r.get(4)?,
+                config_json: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// (epoch, name, value) of one run, in the order logged.
     pub fn run_metrics(&self, run_id: i64) -> Result<Vec<(usize, String, f64)>> {
         let mut stmt = self.conn().prepare(
@@ -225,4 +244,16 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+/// One training run as recorded in the library.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: i64,
+    pub recipe: String,
+    /// running, finished, cancelled, failed or interrupted.
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub config_json: String,
 }

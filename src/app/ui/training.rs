@@ -47,7 +47,7 @@ fn panel(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     ui.label(RichText::new(recipe.description()).italics());
     egui::CollapsingHeader::new("Options")
         .default_open(true)
-        .open(running.then_some(false))
+        .open(Some(!running))
         .show(ui, |ui| {
             egui::Grid::new("recipe-options")
                 .num_columns(2)
@@ -122,14 +122,146 @@ fn panel(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         }
     });
     ui.separator();
-    let Some(run) = &panel.run else {
-        ui.label("No run yet. Runs are also recorded in the library, with their settings and final losses.");
+    match &panel.run {
+        Some(run) => {
+            let log = run.log().clone();
+            status(ui, &log);
+            curve(ui, &log);
+            epochs(ui, &log);
+        }
+        None => {
+            ui.label("No run started in this session yet.");
+        }
+    }
+    ui.separator();
+    runs(ui, panel, out);
+}
+
+const PALETTE: [Color32; 6] = [
+    Color32::from_rgb(86, 180, 233),
+    Color32::from_rgb(230, 159, 0),
+    Color32::from_rgb(0, 158, 115),
+    Color32::from_rgb(204, 121, 167),
+    Color32::from_rgb(240, 228, 66),
+    Color32::from_rgb(213, 94, 0),
+];
+
+/// The library's recorded runs (settings on hover), and the epoch losses of the ticked ones
+/// drawn over each other.
+fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &mut Vec<Command>) {
+    ui.label(
+        RichText::new(format!(
+            "Runs recorded in this library: {}",
+            panel.runs.len()
+        ))
+        .strong(),
+    );
+    if panel.runs.is_empty() {
         return;
+    }
+    egui::Grid::new("training-runs-grid")
+        .striped(true)
+        .show(ui, |ui| {
+            for h in [
+                "overlay",
+                "run",
+                "recipe",
+                "status",
+                "started (UTC)",
+                "epochs",
+                "last loss",
+                "wall",
+            ] {
+                ui.label(RichText::new(h).strong());
+            }
+            ui.end_row();
+            for r in &panel.runs {
+                let mut on = panel.overlay.contains(&r.row.id);
+                let tick = ui.checkbox(&mut on, "");
+                let name = ui.label(format!("#{}", r.row.id));
+                if tick.labelled_by(name.id).changed() {
+                    out.push(Command::Training(TrainingCommand::Overlay {
+                        run: r.row.id,
+                        on,
+                    }));
+                }
+                ui.label(&r.row.recipe).on_hover_text(&r.row.config_json);
+                ui.label(&r.row.status);
+                ui.label(r.row.started_at.replace('T', " "));
+                ui.label(r.losses.len().to_string());
+                ui.label(
+                    r.losses
+                        .last()
+                        .map_or("—".into(), |l| format!("{:.4}", l.1)),
+                );
+                ui.label(clock(r.seconds));
+                ui.end_row();
+            }
+        });
+    let chosen: Vec<&super::super::training::RecordedRun> = panel
+        .runs
+        .iter()
+        .filter(|r| panel.overlay.contains(&r.row.id) && !r.losses.is_empty())
+        .collect();
+    if chosen.is_empty() {
+        ui.label(RichText::new("tick runs to draw their epoch losses over each other").weak());
+        return;
+    }
+    let size = vec2(ui.available_width().min(900.0), 180.0);
+    let (rect, _) = ui.allocate_exact_size(size, Sense::hover());
+    let painter = ui.painter_at(rect);
+    painter.rect_filled(rect, 4.0, Color32::from_gray(24));
+    let all = chosen.iter().flat_map(|r| r.losses.iter());
+    let (lo, hi, last) = all.fold((f64::MAX, f64::MIN, 1usize), |(lo, hi, e), l| {
+        (lo.min(l.1), hi.max(l.1), e.max(l.0))
+    });
+    let span = (hi - lo).max(1e-9);
+    let inner = rect.shrink2(vec2(48.0, 14.0));
+    let at = |x: usize, y: f64| {
+        pos2(
+            inner.left() + (x as f32 - 1.0) / (last.max(2) as f32 - 1.0) * inner.width(),
+            inner.bottom() - ((y - lo) / span) as f32 * inner.height(),
+        )
     };
-    let log = run.log().clone();
-    status(ui, &log);
-    curve(ui, &log);
-    epochs(ui, &log);
+    let text = Color32::from_gray(170);
+    for (i, r) in chosen.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let points: Vec<egui::Pos2> = r.losses.iter().map(|l| at(l.0, l.1)).collect();
+        for p in &points {
+            painter.circle_filled(*p, 2.5, colour);
+        }
+        painter.add(egui::Shape::line(points, Stroke::new(1.5, colour)));
+        painter.text(
+            inner.right_top() + vec2(0.0, 14.0 * i as f32),
+            Align2::RIGHT_TOP,
+            format!("#{} {}", r.row.id, r.row.recipe),
+            FontId::proportional(12.0),
+            colour,
+        );
+    }
+    let font = FontId::monospace(11.0);
+    painter.text(
+        inner.left_top() - vec2(44.0, 0.0),
+        Align2::LEFT_TOP,
+        format!("{hi:.3}"),
+        font.clone(),
+        text,
+    );
+    painter.text(
+        inner.left_bottom() - vec2(44.0, 0.0),
+        Align2::LEFT_BOTTOM,
+        format!("{lo:.3}"),
+        font.clone(),
+        text,
+    );
+    painter.text(
+        inner.right_bottom() + vec2(0.0, 12.0),
+        Align2::RIGHT_BOTTOM,
+        format!("epoch {last}"),
+        font,
+        text,
+    );
+    ui.label(RichText::new("mean loss per epoch of the ticked runs").small());
 }
 
 fn status(ui: &mut egui::Ui, log: &TrainingLog) {
