@@ -223,7 +223,6 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &
             inner.bottom() - ((y - lo) / span) as f32 * inner.height(),
         )
     };
-    let text = Color32::from_gray(170);
     for (i, r) in chosen.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let points: Vec<egui::Pos2> = r.losses.iter().map(|l| at(l.0, l.1)).collect();
@@ -239,28 +238,7 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &
             colour,
         );
     }
-    let font = FontId::monospace(11.0);
-    painter.text(
-        inner.left_top() - vec2(44.0, 0.0),
-        Align2::LEFT_TOP,
-        format!("{hi:.3}"),
-        font.clone(),
-        text,
-    );
-    painter.text(
-        inner.left_bottom() - vec2(44.0, 0.0),
-        Align2::LEFT_BOTTOM,
-        format!("{lo:.3}"),
-        font.clone(),
-        text,
-    );
-    painter.text(
-        inner.right_bottom() + vec2(0.0, 12.0),
-        Align2::RIGHT_BOTTOM,
-        format!("epoch {last}"),
-        font,
-        text,
-    );
+    axes(&painter, inner, (lo, hi), format!("epoch {last}"));
     ui.label(RichText::new("mean loss per epoch of the ticked runs").small());
 }
 
@@ -350,28 +328,7 @@ fn curve(ui: &mut egui::Ui, log: &TrainingLog) {
             }
         }
     }
-    let font = FontId::monospace(11.0);
-    painter.text(
-        inner.left_top() - vec2(44.0, 0.0),
-        Align2::LEFT_TOP,
-        format!("{hi:.3}"),
-        font.clone(),
-        text,
-    );
-    painter.text(
-        inner.left_bottom() - vec2(44.0, 0.0),
-        Align2::LEFT_BOTTOM,
-        format!("{lo:.3}"),
-        font.clone(),
-        text,
-    );
-    painter.text(
-        inner.right_bottom() + vec2(0.0, 12.0),
-        Align2::RIGHT_BOTTOM,
-        format!("step {}", total as u64),
-        font,
-        text,
-    );
+    axes(&painter, inner, (lo, hi), format!("step {}", total as u64));
     ui.label(
         RichText::new(format!(
             "loss per step (blue), epoch means (orange); {} steps so far, last {:.4}",
@@ -409,4 +366,32 @@ fn epochs(ui: &mut egui::Ui, log: &TrainingLog) {
                     }
                 });
         });
+}
+
+/// The y range at the left of a plot's inner rectangle and `x_label` under its right end.
+fn axes(painter: &egui::Painter, inner: egui::Rect, (lo, hi): (f64, f64), x_label: String) {
+    let font = FontId::monospace(11.0);
+    let text = Color32::from_gray(170);
+    let left = vec2(44.0, 0.0);
+    painter.text(
+        inner.left_top() - left,
+        Align2::LEFT_TOP,
+        format!("{hi:.3}"),
+        font.clone(),
+        text,
+    );
+    painter.text(
+        inner.left_bottom() - left,
+        Align2::LEFT_BOTTOM,
+        format!("{lo:.3}"),
+        font.clone(),
+        text,
+    );
+    painter.text(
+        inner.right_bottom() + vec2(0.0, 12.0),
+        Align2::RIGHT_BOTTOM,
+        x_label,
+        font,
+        text,
+    );
 }
