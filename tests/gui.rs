@@ -276,6 +276,8 @@ fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
 
     // Opening the panel retrieves at once; the library is not indexed yet, and says so.
     h.get_by_label("Digital twins").click();
+    // The click submits the retrieval on the next frames; wait for it to start, then end.
+    settle(&mut h);
     wait_until(&mut h, "the retrieval", |a| a.state.twins.running.is_none());
     shows_part(&h, "index it first");
     h.get_by_label("Index the library now").click();
