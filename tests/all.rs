@@ -18,6 +18,7 @@ mod gui_training;
 mod hostile;
 mod import;
 mod importers;
+mod kill_resume;
 mod labels;
 mod losses;
 mod manifest_props;
