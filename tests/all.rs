@@ -25,6 +25,7 @@ mod manifest_props;
 mod models;
 mod phantom;
 mod preprocess;
+mod recipes;
 mod retrieval;
 mod store;
 mod tracklet_pipeline;
