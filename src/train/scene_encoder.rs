@@ -373,6 +373,12 @@ impl Recipe for SceneEncoderRecipe {
                  (default: the shipped models folder)",
             ),
             RecipeOption::new(
+                "out",
+                Path,
+                None,
+                "Where the scene encoder and its checkpoints go (default: --models)",
+            ),
+            RecipeOption::new(
                 "image-model",
                 Text,
                 Some("twin-image"),
@@ -410,6 +416,7 @@ impl Recipe for SceneEncoderRecipe {
         let models = settings
             .path(&o, "models")
             .unwrap_or_else(|| ctx.models.clone());
+        let out = settings.path(&o, "out").unwrap_or_else(|| models.clone());
         let plain = ctx.device.clone();
         let image_path = models.join(format!("{}.json", settings.text(&o, "image-model")?));
         let (encoder, image_card) =
@@ -449,7 +456,7 @@ impl Recipe for SceneEncoderRecipe {
             features.polyps()
         ));
         let device = ctx.device.clone().autodiff();
-        let checkpoints = checkpoint_dir(&models, &name)?;
+        let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
             settings.flag(&o, "resume"),
             &checkpoints,
@@ -497,7 +504,7 @@ impl Recipe for SceneEncoderRecipe {
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
             metrics: last,
         });
-        let card = weights::save(&model.scene.valid(), &card, &models)?;
+        let card = weights::save(&model.scene.valid(), &card, &out)?;
         Ok(Trained {
             card,
             seconds,
