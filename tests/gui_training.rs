@@ -7,9 +7,6 @@ use crate::gui::{harness, settle, shows_part};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use endotwin::app::{App, Command, Tab};
-use endotwin::data::phantom::{self, PhantomConfig};
-use endotwin::engine::Progress;
-use endotwin::store::{OpenMode, Store};
 use std::time::{Duration, Instant};
 
 /// Steps the app until `done` holds (the run is on its own thread), at most `secs` seconds.
@@ -37,22 +34,7 @@ fn type_into(h: &mut Harness<'static, App>, option: &str, text: &str) {
 fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
-    {
-        let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
-        let cfg = PhantomConfig {
-            seed: 5,
-            polyps: 4,
-            views_per_polyp: 4,
-            videos: 2,
-            frames_per_video: 400,
-            background_frames: 0,
-            capsule_images: 0,
-            image_size: 48,
-            video_size: 64,
-            ..PhantomConfig::default()
-        };
-        phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
-    }
+    crate::common::video_library(dir.path(), 4);
     let mut h = harness(dir.path());
     settle(&mut h);
     h.state_mut().send(Command::ShowTab(Tab("training")));

@@ -3,8 +3,6 @@
 //! finished epoch's checkpoint to a saved model.
 
 use crate::common;
-use endotwin::data::phantom::{self, PhantomConfig};
-use endotwin::engine::Progress;
 use endotwin::store::{OpenMode, Store};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -13,22 +11,7 @@ use std::time::{Duration, Instant};
 fn a_training_run_killed_mid_epoch_resumes_after_its_last_checkpoint() {
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    {
-        let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
-        let cfg = PhantomConfig {
-            seed: 5,
-            polyps: 4,
-            views_per_polyp: 4,
-            videos: 2,
-            frames_per_video: 400,
-            background_frames: 0,
-            capsule_images: 0,
-            image_size: 48,
-            video_size: 64,
-            ..PhantomConfig::default()
-        };
-        phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
-    }
+    crate::common::video_library(lib.path(), 4);
     let out_dir = out.path().display().to_string();
     let args = [
         "train",

@@ -2,9 +2,6 @@
 //! offers) runs end to end on tiny data and saves a model with its card. A recipe added to the
 //! registry without tiny settings here fails this test, so none goes untried.
 
-use endotwin::data::phantom::{self, PhantomConfig};
-use endotwin::engine::Progress;
-use endotwin::store::{OpenMode, Store};
 use endotwin::train::recipe::{RecipeContext, Settings, TrainObserver};
 use endotwin::train::{EpochReport, recipes};
 
@@ -24,22 +21,7 @@ impl TrainObserver for Quiet {
 fn every_recipe_of_the_registry_trains_on_tiny_data() {
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    {
-        let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
-        let cfg = PhantomConfig {
-            seed: 5,
-            polyps: 8,
-            views_per_polyp: 4,
-            videos: 2,
-            frames_per_video: 400,
-            background_frames: 0,
-            capsule_images: 0,
-            image_size: 48,
-            video_size: 64,
-            ..PhantomConfig::default()
-        };
-        phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
-    }
+    crate::common::video_library(lib.path(), 8);
     let out_dir = out.path().display().to_string();
     // In registry order: the scene encoder reads the image encoder trained just before.
     for recipe in recipes() {

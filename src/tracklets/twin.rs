@@ -121,6 +121,58 @@ fn checksum(boxes: &[BoxRow]) -> i64 {
 /// Keys of head embeddings differ from those of plain means of the same tracklet.
 const HEAD_KEY: i64 = 0x5eed_4eadi64;
 
+/// The normalised sum of `rows` each scaled to unit length (zero when there are none).
+fn unit_mean<'a>(rows: impl Iterator<Item = &'a [f32]>) -> Vec<f32> {
+    let mut mean: Vec<f32> = Vec::new();
+    for row in rows {
+        let mut e = row.to_vec();
+        super::normalise(&mut e);
+        mean.resize(e.len(), 0.0);
+        mean.iter_mut().zip(&e).for_each(|(m, x)| *m += x);
+    }
+    super::normalise(&mut mean);
+    mean
+}
+
+/// One embedding per tracklet of `set` from `embed` (given the frame reader, the tracklet's
+/// video and its boxes), taking what `cache` holds (keys tagged with `tag`) and adding what it
+/// computes.
+fn per_tracklet_cached(
+    store: &Store,
+    set: &TrackletSet,
+    progress: &Progress,
+    cache: &mut TwinCache,
+    (stage, tag): (&str, i64),
+    mut embed: impl FnMut(&TrackletFrames<'_>, &str, &[BoxRow]) -> Result<Vec<f32>, TrackletDataError>,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    let mut reader = TrackletFrames::new(store)?;
+    progress.stage(stage, set.tracklets.len() as u64);
+    let mut out = Vec::with_capacity(set.tracklets.len());
+    for t in &set.tracklets {
+        if progress.is_cancelled() {
+            return Err(TrackletDataError::Cancelled);
+        }
+        let mine = reader.boxes(set, t)?;
+        let key = (
+            t.tracklet_id,
+            t.first_frame,
+            t.frames,
+            checksum(&mine) ^ tag,
+        );
+        let e = match cache.get(&key) {
+            Some(e) => e.clone(),
+            None => {
+                let e = embed(&reader, &set.videos[t.video], &mine)?;
+                cache.insert(key, e.clone());
+                e
+            }
+        };
+        out.push(e);
+        progress.inc();
+    }
+    Ok(out)
+}
+
 /// One unit embedding per tracklet of `set` from a tracklet head (`train tracklets --backbone
 /// twin`) over the frozen twin features of every frame of its fragments: the head embeds each
 /// fragment, the tracklet is the normalised mean of its fragments' unit embeddings (as
@@ -135,39 +187,26 @@ pub fn head_embeddings_cached(
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
     use super::fragments::FRAGMENT_FRAMES;
     use burn::tensor::{Tensor, TensorData};
-    let mut reader = TrackletFrames::new(store)?;
-    progress.stage(
-        "encoding tracklet frames (twin encoder + tracklet head)",
-        set.tracklets.len() as u64,
-    );
-    let mut out = Vec::with_capacity(set.tracklets.len());
-    for t in &set.tracklets {
-        if progress.is_cancelled() {
-            return Err(TrackletDataError::Cancelled);
-        }
-        let mine = reader.boxes(set, t)?;
-        let key = (
-            t.tracklet_id,
-            t.first_frame,
-            t.frames,
-            checksum(&mine) ^ HEAD_KEY,
-        );
-        if let Some(e) = cache.get(&key) {
-            out.push(e.clone());
-            progress.inc();
-            continue;
-        }
-        let fragments = fragments(mine.len());
-        let mut images = Vec::with_capacity(fragments.len() * FRAGMENT_FRAMES);
-        for fragment in &fragments {
-            for &p in &fragment.positions {
-                images.push(reader.view(&set.videos[t.video], &mine[p])?);
+    let stage = "encoding tracklet frames (twin encoder + tracklet head)";
+    per_tracklet_cached(
+        store,
+        set,
+        progress,
+        cache,
+        (stage, HEAD_KEY),
+        |reader, video, mine| {
+            let fragments = fragments(mine.len());
+            let mut images = Vec::with_capacity(fragments.len() * FRAGMENT_FRAMES);
+            for fragment in &fragments {
+                for &p in &fragment.positions {
+                    images.push(reader.view(video, &mine[p])?);
+                }
             }
-        }
-        let features = twins.encode_views(&images);
-        let dim = features.first().map_or(0, Vec::len);
-        let mut mean = vec![0.0f32; dim];
-        if !fragments.is_empty() && dim > 0 {
+            let features = twins.encode_views(&images);
+            let dim = features.first().map_or(0, Vec::len);
+            if fragments.is_empty() || dim == 0 {
+                return Ok(Vec::new());
+            }
             let x = Tensor::<3>::from_data(
                 TensorData::new(features.concat(), [fragments.len(), FRAGMENT_FRAMES, dim]),
                 &twins.device,
@@ -178,19 +217,9 @@ pub fn head_embeddings_cached(
                 .into_data()
                 .try_to_vec::<f32>()
                 .expect("f32 embeddings");
-            mean = vec![0.0; d];
-            for chunk in values.chunks_exact(d) {
-                let mut e = chunk.to_vec();
-                super::normalise(&mut e);
-                mean.iter_mut().zip(&e).for_each(|(m, x)| *m += x);
-            }
-        }
-        super::normalise(&mut mean);
-        cache.insert(key, mean.clone());
-        out.push(mean);
-        progress.inc();
-    }
-    Ok(out)
+            Ok(unit_mean(values.chunks_exact(d)))
+        },
+    )
 }
 
 /// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
@@ -211,38 +240,22 @@ pub fn twin_embeddings_cached(
     progress: &Progress,
     cache: &mut TwinCache,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    let mut reader = TrackletFrames::new(store)?;
-    progress.stage(
-        "encoding tracklet frames (twin encoder)",
-        set.tracklets.len() as u64,
-    );
-    let mut out = Vec::with_capacity(set.tracklets.len());
-    for t in &set.tracklets {
-        if progress.is_cancelled() {
-            return Err(TrackletDataError::Cancelled);
-        }
-        let mine = reader.boxes(set, t)?;
-        let key = (t.tracklet_id, t.first_frame, t.frames, checksum(&mine));
-        if let Some(e) = cache.get(&key) {
-            out.push(e.clone());
-            progress.inc();
-            continue;
-        }
-        let mut images = Vec::new();
-        for fragment in fragments(mine.len()) {
-            for &k in &FRAMES_PER_FRAGMENT {
-                images.push(reader.view(&set.videos[t.video], &mine[fragment.positions[k]])?);
+    let stage = "encoding tracklet frames (twin encoder)";
+    per_tracklet_cached(
+        store,
+        set,
+        progress,
+        cache,
+        (stage, 0),
+        |reader, video, mine| {
+            let mut images = Vec::new();
+            for fragment in fragments(mine.len()) {
+                for &k in &FRAMES_PER_FRAGMENT {
+                    images.push(reader.view(video, &mine[fragment.positions[k]])?);
+                }
             }
-        }
-        let embeddings = twins.encode_views(&images);
-        let mut mean = vec![0.0f32; embeddings.first().map_or(0, Vec::len)];
-        for e in &embeddings {
-            mean.iter_mut().zip(e).for_each(|(m, x)| *m += x);
-        }
-        super::normalise(&mut mean);
-        cache.insert(key, mean.clone());
-        out.push(mean);
-        progress.inc();
-    }
-    Ok(out)
+            let embeddings = twins.encode_views(&images);
+            Ok(unit_mean(embeddings.iter().map(Vec::as_slice)))
+        },
+    )
 }

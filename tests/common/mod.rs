@@ -113,3 +113,23 @@ pub fn invalid_rows(library: &Path) -> Vec<String> {
         Err(_) => Vec::new(),
     }
 }
+
+/// A small phantom library with two 400-frame videos (tracklets, a revisit) and `polyps`
+/// polyps of four views each: enough for every training recipe to run a few steps.
+pub fn video_library(dir: &Path, polyps: usize) {
+    use endotwin::data::phantom::{self, PhantomConfig};
+    let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 5,
+        polyps,
+        views_per_polyp: 4,
+        videos: 2,
+        frames_per_video: 400,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 48,
+        video_size: 64,
+        ..PhantomConfig::default()
+    };
+    phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+}

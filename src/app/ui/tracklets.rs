@@ -14,7 +14,8 @@ use crate::store::LinkDecision;
 use crate::tracklets::timeline::Timeline;
 use egui::{Align2, Color32, FontId, Rect, RichText, Sense, Stroke, StrokeKind, pos2, vec2};
 
-const PALETTE: [Color32; 8] = [
+/// Okabe-Ito colours (the last, grey, for things in no group); the training plots use them too.
+pub(super) const PALETTE: [Color32; 8] = [
     Color32::from_rgb(230, 159, 0),
     Color32::from_rgb(86, 180, 233),
     Color32::from_rgb(0, 158, 115),

@@ -8,6 +8,7 @@
 use super::super::state::AppState;
 use super::super::textures::Textures;
 use super::super::{Command, TrainingCommand};
+use super::tracklets::PALETTE;
 use crate::engine::training::TrainingLog;
 use crate::train::recipe::OptionKind;
 use egui::{Align2, Color32, FontId, RichText, Sense, Stroke, pos2, vec2};
@@ -137,15 +138,6 @@ fn panel(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     runs(ui, panel, out);
 }
 
-const PALETTE: [Color32; 6] = [
-    Color32::from_rgb(86, 180, 233),
-    Color32::from_rgb(230, 159, 0),
-    Color32::from_rgb(0, 158, 115),
-    Color32::from_rgb(204, 121, 167),
-    Color32::from_rgb(240, 228, 66),
-    Color32::from_rgb(213, 94, 0),
-];
-
 /// The library's recorded runs (settings on hover), and the epoch losses of the ticked ones
 /// drawn over each other.
 fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &mut Vec<Command>) {
@@ -224,7 +216,7 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &
         )
     };
     for (i, r) in chosen.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
+        let colour = PALETTE[i % (PALETTE.len() - 1)];
         let points: Vec<egui::Pos2> = r.losses.iter().map(|l| at(l.0, l.1)).collect();
         for p in &points {
             painter.circle_filled(*p, 2.5, colour);
