@@ -100,22 +100,23 @@ fn pseudopolyp_never_counts_as_a_polyp() {
 }
 
 #[test]
-fn the_phantoms_capsule_captions_refine_to_their_finding() {
-    use endotwin::data::phantom::report::{CapsuleFinding, capsule_caption};
+fn the_phantoms_capsule_findings_refine_to_exactly_their_entities() {
+    use endotwin::data::phantom::CAPSULE_FINDINGS;
+    use endotwin::data::phantom::report::capsule_finding_text;
     use endotwin::plumbing::Rng;
     let refiner = Refiner::default();
     let mut rng = Rng::new(3);
-    for _ in 0..200 {
-        for (finding, category) in [
-            (CapsuleFinding::Normal, "normal"),
-            (CapsuleFinding::Polyp, "polyp"),
-            (CapsuleFinding::Erosion, "inflammation"),
-            (CapsuleFinding::Angioectasia, "angioectasia"),
-            (CapsuleFinding::Blood, "inflammation"),
-        ] {
-            let raw = capsule_caption(finding, &mut rng);
+    let mut sets: Vec<&[&str]> = CAPSULE_FINDINGS.iter().map(|(e, _)| *e).collect();
+    sets.push(&[]);
+    for _ in 0..100 {
+        for entities in &sets {
+            let raw = capsule_finding_text(entities, &mut rng);
             let r = refiner.refine(&raw);
-            assert_eq!(r.category, category, "raw: {raw} -> {r:?}");
+            let mut want: Vec<&str> = entities.to_vec();
+            want.sort();
+            let mut got: Vec<&str> = r.entities.iter().map(String::as_str).collect();
+            got.sort();
+            assert_eq!(got, want, "raw: {raw} -> {r:?}");
             assert!(CATEGORIES.contains(&r.category.as_str()));
         }
     }

@@ -24,7 +24,11 @@ impl Progress {
     }
 
     pub fn inc(&self) {
-        self.done.fetch_add(1, Ordering::Relaxed);
+        self.add(1);
+    }
+
+    pub fn add(&self, steps: u64) {
+        self.done.fetch_add(steps, Ordering::Relaxed);
     }
 
     pub fn set_done(&self, done: u64) {

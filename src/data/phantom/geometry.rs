@@ -68,8 +68,36 @@ pub struct Colon {
     /// Linear RGB albedo of the mucosa.
     pub mucosa: [f32; 3],
     pub vessel_density: f32,
-    /// Focal spots on the mucosa (erosions, angioectasias): colour, density, size.
-    pub spots: Option<([f32; 3], f32, f32)>,
+    /// Amplitude of the mucosa's fine grain (1 = normal; inflamed mucosa is granular).
+    pub grain: f32,
+    /// Layers of focal spots on the mucosa (erosions, angioectasias, ulcers, fibrin...).
+    pub spots: Vec<Spots>,
+}
+
+/// One layer of focal spots on the mucosa.
+#[derive(Debug, Clone, Copy)]
+pub struct Spots {
+    pub colour: [f32; 3],
+    /// Share of the wall covered, 0..1.
+    pub density: f32,
+    /// Spot size (1 = about a tenth of the circumference).
+    pub size: f32,
+    /// A rim of this colour around each spot (the red halo of an erosion or ulcer).
+    pub rim: Option<[f32; 3]>,
+    /// Stretch along the colon's axis: 1 round, > 1 streaks.
+    pub stretch: f32,
+}
+
+impl Spots {
+    pub fn round(colour: [f32; 3], density: f32, size: f32) -> Spots {
+        Spots {
+            colour,
+            density,
+            size,
+            rim: None,
+            stretch: 1.0,
+        }
+    }
 }
 
 /// A polyp placed on the colon wall.

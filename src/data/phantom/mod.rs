@@ -18,11 +18,12 @@ use crate::plumbing::Progress;
 use crate::plumbing::Rng;
 use crate::store::{Store, StoreError};
 use anatomy::{Pathology, PolypSpec};
-use capsule::render_capsule;
+pub use capsule::{FINDINGS as CAPSULE_FINDINGS, FRAMES_PER_PATIENT};
+use capsule::render_capsule_patient;
 use geometry::{Colon, PlacedPolyp, v3};
 use render::{Camera, Look, Scene};
 use video::render_video;
-use write::{ExamPlan, VideoPlan, encode_jpeg, encode_mask, write_all};
+use write::{CapsulePlan, ExamPlan, VideoPlan, encode_jpeg, encode_mask, write_all};
 
 /// Which part of the phantom: `Test` draws from a disjoint stream and codes, for held-out
 /// evaluation.
@@ -117,7 +118,8 @@ pub fn draw_colon(rng: &mut Rng) -> Colon {
             rng.range(0.10, 0.18),
         ],
         vessel_density: rng.range(0.5, 1.4),
-        spots: None,
+        grain: 1.0,
+        spots: Vec::new(),
     }
 }
 
@@ -289,13 +291,40 @@ pub fn generate(
             .collect::<Result<_, _>>()
     })?;
 
-    let mut capsules = Vec::new();
-    for c in 0..cfg.capsule_images {
-        check_cancel(progress)?;
-        let mut r = root.fork(9000 + c as u64);
-        capsules.push(render_capsule(&mut r, cfg.image_size.min(192), c as u32));
-        progress.inc();
-    }
+    // Capsule patients are independent too (each its own stream).
+    let patients = cfg.capsule_images.div_ceil(FRAMES_PER_PATIENT);
+    let capsule_threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, patients.max(1));
+    let capsule_size = cfg.image_size.min(192);
+    let capsules: Vec<CapsulePlan> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..capsule_threads)
+            .map(|t| {
+                let root = &root;
+                scope.spawn(move || {
+                    (0..patients)
+                        .skip(t)
+                        .step_by(capsule_threads)
+                        .map(|p| {
+                            check_cancel(progress)?;
+                            let frames = FRAMES_PER_PATIENT
+                                .min(cfg.capsule_images - p * FRAMES_PER_PATIENT);
+                            let mut r = root.fork(9000 + p as u64);
+                            let plans = render_capsule_patient(&mut r, capsule_size, p, frames);
+                            progress.add(frames as u64);
+                            Ok((p, plans))
+                        })
+                        .collect::<Vec<Result<_, PhantomError>>>()
+                })
+            })
+            .collect();
+        let mut done: Vec<(usize, Vec<CapsulePlan>)> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a render thread panicked"))
+            .collect::<Result<_, _>>()?;
+        done.sort_by_key(|(p, _)| *p);
+        Ok::<_, PhantomError>(done.into_iter().flat_map(|(_, plans)| plans).collect())
+    })?;
 
     write_all(store, cfg, &prefix, &exams, &videos, &capsules, progress)
 }

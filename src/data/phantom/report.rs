@@ -88,51 +88,73 @@ pub fn opening_sentence(rng: &mut Rng) -> String {
     .to_string()
 }
 
-/// What a capsule frame shows; the caption names it in free text with the distractions real
-/// findings lists carry (modifiers, negations, non-diagnostic terms).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CapsuleFinding {
-    Normal,
-    Polyp,
-    Erosion,
-    Angioectasia,
-    Blood,
-}
+/// How a gastroenterologist might write each capsule entity (canonical name first): spelling
+/// variants, plurals and modifiers the refiner must see through.
+const ENTITY_WORDINGS: &[(&str, &[&str])] = &[
+    ("polyp", &["polyp", "small polyp", "sessile polyp", "polypoid lesion", "polyps"]),
+    ("angioectasia", &["angioectasia", "angiectasia", "small angioectasia", "angiodysplasia", "angioectasias"]),
+    ("lipoma", &["lipoma", "submucosal lipoma", "small lipoma"]),
+    ("hemorrhoid", &["hemorrhoids", "haemorrhoids", "internal hemorrhoid", "hemorrhoid"]),
+    ("biopsy lesion", &["biopsy site", "biopsy lesion", "post-biopsy lesion", "biopsy scar"]),
+    ("inflammation", &["inflammation", "inflamed mucosa", "mild inflammation", "enteritis", "ileitis"]),
+    ("ulcer", &["ulcer", "ulcers", "aphthous ulcer", "ulceration", "large ulcer"]),
+    ("erosion", &["erosion", "erosions", "small erosions", "mild erosion", "eroded mucosa"]),
+    ("fibrin", &["fibrin", "fibrin coating", "fibrinous exudate"]),
+    ("edema", &["edema", "oedema", "edematous folds", "swollen villi"]),
+    ("reduced vascularity", &["reduced vascularity", "loss of vascular pattern", "decreased vascular pattern"]),
+    ("hyperemia", &["hyperemia", "erythema", "redness", "hyperaemic mucosa", "mild erythema"]),
+    ("pseudopolyp", &["pseudopolyps", "pseudopolyp", "inflammatory pseudopolyps", "pseudo-polyps"]),
+    ("blood", &["blood", "fresh blood", "bleeding", "active bleeding", "haematin"]),
+];
 
-pub fn capsule_caption(finding: CapsuleFinding, rng: &mut Rng) -> String {
-    let extra = *rng.pick(&[
-        "",
-        " Some food residue.",
-        " Bubbles partly obscure the view.",
-        " No bleeding.",
-    ]);
-    let main = match finding {
-        CapsuleFinding::Normal => *rng.pick(&[
-            "Normal mucosa.",
-            "No abnormality.",
-            "Normal small bowel mucosa.",
-        ]),
-        CapsuleFinding::Polyp => *rng.pick(&[
-            "Small polyp in the distal ileum.",
-            "Polyp.",
-            "Sessile polyp, jejunum.",
-        ]),
-        CapsuleFinding::Erosion => *rng.pick(&[
-            "Mild erosion.",
-            "Erosions with surrounding edema.",
-            "Erosion and fibrin.",
-        ]),
-        CapsuleFinding::Angioectasia => {
-            *rng.pick(&["Angioectasia.", "Small angioectasia in the jejunum."])
-        }
-        CapsuleFinding::Blood => {
-            *rng.pick(&["Fresh blood in the lumen.", "Blood, source not seen."])
-        }
-    };
-    if finding == CapsuleFinding::Blood && extra == " No bleeding." {
-        return main.to_string();
+/// A capsule frame's raw finding in free text naming exactly `entities` (canonical names; none:
+/// a normal frame), with the distractions real findings lists carry: modifiers, locations, Mayo
+/// scores, negations of other entities and non-diagnostic terms.
+pub fn capsule_finding_text(entities: &[&str], rng: &mut Rng) -> String {
+    if entities.is_empty() {
+        return rng
+            .pick(&[
+                "Normal mucosa.",
+                "No abnormality.",
+                "Normal small bowel mucosa.",
+                "Bubbles, otherwise normal.",
+                "First duodenal image.",
+                "Food residue. No pathology.",
+            ])
+            .to_string();
     }
-    format!("{main}{extra}")
+    let words: Vec<&str> = entities
+        .iter()
+        .map(|e| {
+            let (_, w) = ENTITY_WORDINGS
+                .iter()
+                .find(|(name, _)| name == e)
+                .unwrap_or_else(|| panic!("no wording for capsule entity {e}"));
+            *rng.pick(w)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..words.len()).collect();
+    if rng.chance(0.5) {
+        order.reverse();
+    }
+    let listed: Vec<&str> = order.iter().map(|&i| words[i]).collect();
+    let body = match listed.as_slice() {
+        [one] => one.to_string(),
+        [a, b] => format!("{a}{}{b}", rng.pick(&[" and ", ", ", " with "])),
+        more => more.join(", "),
+    };
+    let place = *rng.pick(&["", " in the jejunum", " in the distal ileum", " in the terminal ileum", ""]);
+    let mayo = if entities.contains(&"inflammation") && rng.chance(0.3) {
+        " Mayo 1."
+    } else {
+        ""
+    };
+    let negated = ["blood", "ulcer"]
+        .iter()
+        .find(|n| !entities.contains(n) && rng.chance(0.25))
+        .map_or("", |n| if *n == "blood" { " No bleeding." } else { " No ulcers." });
+    let residue = *rng.pick(&["", "", " Some food residue.", " Bubbles partly obscure the view."]);
+    format!("{}{place}.{mayo}{negated}{residue}", capitalise(&body))
 }
 
 fn capitalise(s: &str) -> String {

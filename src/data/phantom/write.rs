@@ -72,6 +72,11 @@ pub(super) struct VideoPlan {
 pub(super) struct CapsulePlan {
     pub(super) image: Encoded,
     pub(super) caption: String,
+    /// The capsule patient (one examination each).
+    pub(super) patient: usize,
+    /// Ground truth: the entities the frame shows (canonical names), for tests only.
+    #[allow(dead_code)]
+    pub(super) entities: Vec<&'static str>,
 }
 
 fn new_media(e: &Encoded, kind: MediaKind, exam: Option<i64>, source: String) -> NewMedia {
@@ -245,33 +250,33 @@ pub(super) fn write_all(
             }
             report.videos += 1;
         }
-        let capsule_exam = store::upsert_examination(
-            tx,
-            &NewExamination {
-                code: format!("{prefix}-CAPSULE"),
-                patient_code: Some(format!("{prefix}-C")),
-                kind: "capsule".into(),
-                date: None,
-                source: source.clone(),
-            },
-        )?;
+        let mut capsule_exams: Vec<i64> = Vec::new();
         for (c, cap) in capsules.iter().enumerate() {
+            if cap.patient >= capsule_exams.len() {
+                capsule_exams.push(store::upsert_examination(
+                    tx,
+                    &NewExamination {
+                        code: format!("{prefix}-CAPSULE-{:03}", cap.patient + 1),
+                        patient_code: Some(format!("{prefix}-C{}", cap.patient + 1)),
+                        kind: "capsule".into(),
+                        date: None,
+                        source: source.clone(),
+                    },
+                )?);
+                report.examinations += 1;
+            }
             let (h, p) = next.next().expect("staged capsule");
             let src = format!("phantom:capsule/{c:04}");
+            let exam = capsule_exams[cap.patient];
             let (mid, _) = store::insert_media(
                 tx,
                 h,
                 p,
-                &new_media(&cap.image, MediaKind::Capsule, Some(capsule_exam), src),
+                &new_media(&cap.image, MediaKind::Capsule, Some(exam), src),
             )?;
             store::set_caption(tx, mid, &cap.caption)?;
             report.capsule_images += 1;
             report.media += 1;
-        }
-        if capsules.is_empty() {
-            store::delete_examination(tx, capsule_exam)?;
-        } else {
-            report.examinations += 1;
         }
         Ok(())
     })?;
