@@ -65,6 +65,12 @@ enum Command {
         #[command(subcommand)]
         what: cli::labels::LabelsWhat,
     },
+    /// Capsule captions: `refine` a raw finding (two lines: caption, category), `describe`
+    /// images with the caption model.
+    Captions {
+        #[command(subcommand)]
+        what: cli::captions::CaptionsWhat,
+    },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet(cli::demo::ContactSheetArgs),
 }
@@ -97,5 +103,6 @@ fn run(parsed: Cli) -> anyhow::Result<()> {
         Command::Twins(args) => cli::twins::query(&library, pref, args),
         Command::Model { what } => cli::model::run(what),
         Command::Labels { what } => cli::labels::run(&library, what),
+        Command::Captions { what } => cli::captions::run(&library, pref, what),
     }
 }

@@ -94,6 +94,8 @@ pub enum Command {
         b: i64,
         decision: Option<LinkDecision>,
     },
+    /// The Captions tab: search and open hits.
+    Captions(super::captions::CaptionCommand),
     /// The Training tab: its form, start and stop.
     Training(super::training::TrainingCommand),
     /// Draw (or clear) the polyp box on an opened image; twin queries crop around it.

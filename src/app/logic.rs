@@ -129,11 +129,15 @@ impl App {
             }
             Command::ShowTab(tab) => {
                 let opened = tab == Tab::TWINS && self.state.tab != Tab::TWINS;
+                let opened_captions = tab == super::captions::TAB && self.state.tab != tab;
                 self.state.tab = tab;
                 if opened && self.state.twins.auto {
                     self.retrieve_twins();
                 }
                 self.ensure_timeline();
+                if opened_captions {
+                    self.describe_captions();
+                }
             }
             Command::RetrieveTwins => self.retrieve_twins(),
             Command::IndexTwins => self.index_twins(),
@@ -186,6 +190,7 @@ impl App {
             }
             Command::SetReviewer(name) => self.state.reviewer = name,
             Command::Training(c) => self.training(c),
+            Command::Captions(c) => self.captions(c),
             Command::Undo => self.undo(),
             Command::Redo => self.redo(),
             Command::SetLinkThreshold(t) => {
@@ -310,6 +315,7 @@ impl App {
             self.selection_changed_for_twins();
             self.state.tracklets.selected = None;
             self.ensure_timeline();
+            self.describe_captions();
         }
     }
 
@@ -353,6 +359,7 @@ impl App {
         if self.twin_job_finished(done.id, &done.result)
             || self.timeline_job_finished(done.id, &done.result)
             || self.track_job_finished(done.id, &done.result)
+            || self.caption_job_finished(done.id, &done.result)
         {
             return;
         }
@@ -395,6 +402,8 @@ impl App {
             Ok(
                 JobOutput::Indexed { .. }
                 | JobOutput::Twins(_)
+                | JobOutput::Captions { .. }
+                | JobOutput::CaptionSearch(_)
                 | JobOutput::Timeline(_)
                 | JobOutput::Tracked { .. },
             ) => {}

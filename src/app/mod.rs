@@ -2,6 +2,7 @@
 //! engine's channels and applies the commands. The UI thread never runs burn; panels never
 //! read the library (they draw state that the engine and the loader thread filled).
 
+mod captions;
 mod command;
 mod edits;
 mod imports;
@@ -14,6 +15,7 @@ mod training;
 mod twins;
 mod ui;
 
+pub use captions::CaptionCommand;
 pub use command::Command;
 pub use state::{AppState, Edit, LabelField, Selection, Tab, ToastLevel};
 pub use training::TrainingCommand;

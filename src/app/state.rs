@@ -307,6 +307,7 @@ pub struct AppState {
     pub tracklets: TrackletPanel,
     pub labelling: LabellingPanel,
     pub training: super::training::TrainingPanel,
+    pub captions: super::captions::CaptionPanel,
 }
 
 impl AppState {
@@ -330,6 +331,7 @@ impl AppState {
             tracklets: TrackletPanel::default(),
             labelling: LabellingPanel::default(),
             training: Default::default(),
+            captions: Default::default(),
         }
     }
 

@@ -1,7 +1,13 @@
-//! Capsule captions (METHODS §2). So far: annotation refinement, the deterministic step from
-//! a gastroenterologist's raw finding to a caption label and one of seven categories. The
-//! entity list and category mapping are `assets/capsule_entities.toml`. Training, caption
-//! retrieval and the classifier are still to come (issue #13).
+//! Capsule captions (METHODS §2): annotation refinement (the deterministic step from a
+//! gastroenterologist's raw finding to a caption label and its categories; the entity list and
+//! category mapping are `assets/capsule_entities.toml`), the caption model (a CLIP dual encoder
+//! fine-tuned with the multi-positive KL loss, plus a category head on its image tower), the
+//! library's capsule frames as training and evaluation data, and queries: a frame's top
+//! captions and categories, frames for a caption.
+
+pub mod data;
+pub mod model;
+pub mod query;
 
 use crate::data::vocabulary::{Vocabulary, VocabularyError};
 
@@ -11,7 +17,8 @@ pub const ENTITIES_TOML: &str = include_str!("../../assets/capsule_entities.toml
 /// The caption and category of a frame with no entity.
 pub const NORMAL: &str = "normal";
 
-/// The seven categories, in the order a classifier numbers them.
+/// The seven categories, in the order a classifier numbers them (the precedence of
+/// [`Refined::category`] is the entity list's order, [`Refiner::precedence`]).
 pub const CATEGORIES: [&str; 7] = [
     "inflammation",
     "polyp",
@@ -28,7 +35,11 @@ pub struct Refined {
     pub entities: Vec<String>,
     /// Entities in the list's order joined by ", "; "normal" when none.
     pub caption: String,
+    /// The category under the list's precedence (the first category with an entity).
     pub category: String,
+    /// Every category an entity of the caption maps to, in precedence order; `["normal"]`
+    /// when none (a caption can name several: "polyp, erosion").
+    pub categories: Vec<String>,
 }
 
 impl Refined {
@@ -70,12 +81,42 @@ impl Refiner {
         Ok(Refiner { entities })
     }
 
+    /// The categories in precedence order (the entity list's), "normal" last.
+    pub fn precedence(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .entities
+            .aspects()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        out.push(NORMAL.to_string());
+        out
+    }
+
+    /// The list's entity names (canonical), in order.
+    pub fn entity_names(&self) -> Vec<String> {
+        self.entities
+            .terms()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
     pub fn refine(&self, raw: &str) -> Refined {
         let found = self.entities.describe(raw);
         let category = found
             .first()
             .map(|(category, _)| category.clone())
             .unwrap_or_else(|| NORMAL.to_string());
+        let mut categories: Vec<String> = Vec::new();
+        for (c, _) in &found {
+            if !categories.contains(c) {
+                categories.push(c.clone());
+            }
+        }
+        if categories.is_empty() {
+            categories.push(NORMAL.to_string());
+        }
         let entities: Vec<String> = found.into_iter().map(|(_, e)| e).collect();
         let caption = if entities.is_empty() {
             NORMAL.to_string()
@@ -86,6 +127,7 @@ impl Refiner {
             entities,
             caption,
             category,
+            categories,
         }
     }
 }

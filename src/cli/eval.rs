@@ -55,6 +55,10 @@ pub enum EvalWhat {
     /// pair re-identification (AUROC, AUPR; all pairs and within one video), the polyp count
     /// per video, against an untrained encoder and a colour histogram.
     Tracklets(super::tracklets::EvalArgs),
+    /// Capsule captions on held-out patients: caption retrieval (top-1, top-5) per model with
+    /// its loss and shots, against the majority caption; categories (accuracy, multi-label
+    /// macro-F1) against a colour histogram with the same linear classifier.
+    Captions(super::captions::EvalArgs),
 }
 
 pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
@@ -67,6 +71,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             size,
         } => phantom(held_out, seed, polyps, views, size),
         EvalWhat::Tracklets(args) => super::tracklets::eval(pref, args),
+        EvalWhat::Captions(args) => super::captions::eval(pref, args),
         EvalWhat::Twins {
             held_out,
             seed,

@@ -2,6 +2,7 @@
 //! public functions and printing what they return. Errors become one line on stderr.
 
 pub mod bench;
+pub mod captions;
 pub mod demo;
 pub mod eval;
 pub mod gui;

@@ -54,6 +54,13 @@ pub enum Job {
         frame: i64,
         xywh: [f32; 4],
     },
+    /// Top captions and categories of library media by the caption model in `models`.
+    DescribeCaptions {
+        models: PathBuf,
+        keys: Vec<crate::captions::query::CaptionKey>,
+    },
+    /// The library's capsule frames that best match a caption or a category.
+    SearchCaptions { models: PathBuf, query: String },
 }
 
 /// Where a twin query's views come from.
@@ -106,6 +113,15 @@ pub enum JobOutput {
         video_id: i64,
         boxes: Vec<crate::tracklets::tracker::Tracked>,
     },
+    Captions {
+        frames: Vec<(
+            crate::captions::query::CaptionKey,
+            crate::captions::query::FrameCaptions,
+        )>,
+        /// The caption model's name and version.
+        model: String,
+    },
+    CaptionSearch(Box<crate::captions::query::CaptionSearch>),
 }
 
 pub(super) fn run(
@@ -179,6 +195,23 @@ pub(super) fn run(
             let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
             crate::tracklets::tracker::follow_in_video(&store, video_id, frame, xywh, progress)
                 .map(|boxes| JobOutput::Tracked { video_id, boxes })
+                .map_err(|e| e.to_string())
+        }
+        Job::DescribeCaptions { models, keys } => {
+            let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            let loaded = caption_model(&models, compute)?;
+            crate::captions::query::describe_media(&store, &loaded, &keys, 5, &compute.device)
+                .map(|frames| JobOutput::Captions {
+                    frames,
+                    model: format!("{} {}", loaded.card.name, loaded.card.version),
+                })
+                .map_err(|e| e.to_string())
+        }
+        Job::SearchCaptions { models, query } => {
+            let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            let loaded = caption_model(&models, compute)?;
+            crate::captions::query::search(&store, &loaded, &query, 24, &compute.device)
+                .map(|s| JobOutput::CaptionSearch(Box::new(s)))
                 .map_err(|e| e.to_string())
         }
         Job::TrackletTimeline { video_id, models } => {
@@ -363,4 +396,17 @@ pub fn device_check(compute: &Compute) -> Vec<f32> {
         .into_data()
         .try_to_vec::<f32>()
         .expect("f32 tensor data")
+}
+
+/// The caption model in `models`, or why there is none.
+fn caption_model(
+    models: &Path,
+    compute: &Compute,
+) -> Result<crate::captions::model::LoadedCaptionModel, String> {
+    let path = crate::captions::model::shipped_path(models);
+    crate::captions::model::load(&path, &compute.device).map_err(|e| {
+        format!(
+            "no caption model: {e} (train one with `endotwin train captions` or the Training tab)"
+        )
+    })
 }

@@ -110,3 +110,37 @@ impl Drop for HeldOut {
         }
     }
 }
+
+impl HeldOut {
+    /// `path` when given, else `split` of `seed` with `frames` captioned capsule frames at
+    /// 96 px (patients of 24 frames; nothing else).
+    pub fn open_capsule(
+        path: Option<&Path>,
+        seed: u64,
+        split: Split,
+        frames: usize,
+    ) -> Result<HeldOut, PhantomError> {
+        if let Some(path) = path {
+            return HeldOut::open(Some(path), seed, 0, 0, 0);
+        }
+        let cfg = PhantomConfig {
+            seed,
+            split,
+            polyps: 0,
+            views_per_polyp: 4,
+            videos: 0,
+            frames_per_video: 0,
+            capsule_images: frames,
+            background_frames: 0,
+            image_size: 96,
+            ..PhantomConfig::default()
+        };
+        HeldOut::generate(
+            &cfg,
+            format!(
+                "phantom {} split of seed {seed}, {frames} capsule frames",
+                split.name()
+            ),
+        )
+    }
+}

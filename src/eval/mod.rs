@@ -1,6 +1,7 @@
 //! Evaluation: metrics with hand-checked tests, and the no-learning baselines on the phantom.
 
 pub mod baselines;
+pub mod captions;
 pub mod held_out;
 pub mod metrics;
 pub mod probes;

@@ -55,6 +55,8 @@ pub enum ModelKind {
     /// The tracklet encoder's temporal part alone, over a frozen twin image encoder's
     /// per-frame features.
     TrackletHead,
+    /// A capsule caption model: a CLIP dual encoder with a word tokenizer and a category head.
+    CaptionModel,
     Unifier,
     ReconstructionDecoder,
 }

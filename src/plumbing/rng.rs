@@ -59,6 +59,13 @@ impl Rng {
     }
 
     /// Index drawn with the given (unnormalised) weights.
+    /// Fisher-Yates shuffle in place.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+
     pub fn weighted(&mut self, weights: &[f32]) -> usize {
         let total: f32 = weights.iter().sum();
         let mut x = self.f32() * total;

@@ -164,7 +164,5 @@ pub fn polyp_aware_mask(polyp: &[bool], ratio: f32, rng: &mut Rng) -> (Vec<usize
 }
 
 pub(crate) fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
-    for i in (1..items.len()).rev() {
-        items.swap(i, rng.below(i + 1));
-    }
+    rng.shuffle(items);
 }

@@ -3,6 +3,8 @@
 //! engine's job progress in the GUI), which also checkpoints and can cancel.
 
 pub mod augment;
+pub mod caption_recipe;
+pub mod captions;
 pub mod checkpoint;
 pub mod data;
 pub mod dual_losses;
@@ -24,6 +26,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
         &image_encoder::ImageEncoderRecipe,
         &scene_encoder::SceneEncoderRecipe,
         &tracklet_recipe::TrackletRecipe,
+        &caption_recipe::CaptionRecipe,
     ]
 }
 

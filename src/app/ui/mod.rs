@@ -1,6 +1,7 @@
 //! Drawing only: every function here reads state and pushes commands.
 
 mod browser;
+mod captions;
 mod details;
 mod labelling;
 pub mod panels;

@@ -5,7 +5,7 @@
 use super::super::Command;
 use super::super::state::{AppState, Tab};
 use super::super::textures::Textures;
-use super::{labelling, placeholders, tracklets, training, twins, viewer};
+use super::{captions, labelling, placeholders, tracklets, training, twins, viewer};
 
 /// Draws a panel: reads the state, pushes commands.
 pub type DrawPanel = fn(&mut egui::Ui, &AppState, &mut Textures, &mut Vec<Command>);
@@ -20,7 +20,7 @@ pub struct PanelSpec {
     pub draw: DrawPanel,
 }
 
-static PANELS: [PanelSpec; 6] = [
+static PANELS: [PanelSpec; 7] = [
     PanelSpec {
         tab: Tab::VIEWER,
         title: "Viewer",
@@ -37,8 +37,14 @@ static PANELS: [PanelSpec; 6] = [
     PanelSpec {
         tab: Tab("prompts"),
         title: "Text prompts",
-        about: "Zero-shot text-prompt scores and caption retrieval (not built yet)",
+        about: "Zero-shot text-prompt scores (Endo-CLIP; not built yet)",
         draw: placeholders::prompts,
+    },
+    PanelSpec {
+        tab: super::super::captions::TAB,
+        title: "Captions",
+        about: "Capsule frames: their top captions and predicted category, the finding as written and refined, and a search by caption or category",
+        draw: captions::draw,
     },
     PanelSpec {
         tab: super::super::tracklets::TAB,

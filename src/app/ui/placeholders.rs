@@ -9,7 +9,7 @@ pub fn prompts(ui: &mut egui::Ui, _: &AppState, _: &mut Textures, _: &mut Vec<Co
     say(
         ui,
         "Text prompts (Endo-CLIP) — not built yet",
-        "Filled by the Endo-CLIP capability: zero-shot text-prompt scores for the selected frames and caption retrieval (CLIP with the multi-positive KL loss for capsule images).",
+        "Filled by the Endo-CLIP capability: zero-shot text-prompt scores for the selected frames and text-to-image search. Capsule caption retrieval has its own tab, Captions.",
     );
 }
 

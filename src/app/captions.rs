@@ -1,0 +1,176 @@
+//! The Captions panel's logic: describing the selected capsule frames (or opened images) with
+//! the caption model, and searching the library by a caption or a category. Both run on the
+//! engine thread; the panel draws what they leave in [`CaptionPanel`].
+
+use super::App;
+use super::state::{Selection, Tab, ToastLevel};
+use crate::captions::query::{CaptionKey, CaptionSearch, FrameCaptions};
+use crate::engine::{Job, JobOutput};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// The panel's id in the registry.
+pub const TAB: Tab = Tab("captions");
+
+/// At most this many frames of a selection are described at once.
+const MAX_DESCRIBED: usize = 240;
+
+/// What the Captions panel shows.
+pub struct CaptionPanel {
+    pub models_dir: PathBuf,
+    /// Captions and categories of the shown frames.
+    pub frames: HashMap<CaptionKey, FrameCaptions>,
+    /// The caption model that made them (name and version).
+    pub model: Option<String>,
+    pub running: Option<u64>,
+    /// Why the last answer could not be made (no model...).
+    pub problem: Option<String>,
+    pub search: Option<CaptionSearch>,
+    pub searching: Option<u64>,
+}
+
+impl Default for CaptionPanel {
+    fn default() -> Self {
+        CaptionPanel {
+            models_dir: crate::default_models_dir(),
+            frames: HashMap::new(),
+            model: None,
+            running: None,
+            problem: None,
+            search: None,
+            searching: None,
+        }
+    }
+}
+
+/// What the Captions panel asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaptionCommand {
+    /// Search the library's capsule frames by a caption or a category.
+    Search(String),
+    /// Open a search hit: select its examination and focus the frame.
+    OpenHit { examination: i64, media_id: i64 },
+}
+
+impl App {
+    /// The frames the selection shows: a capsule examination's frames, any selection's media,
+    /// or the opened images.
+    fn caption_keys(&self) -> Vec<CaptionKey> {
+        match self.state.selection {
+            Selection::OpenedFiles => self
+                .state
+                .opened_files
+                .iter()
+                .cloned()
+                .map(CaptionKey::File)
+                .collect(),
+            Selection::Nothing => Vec::new(),
+            _ => self
+                .state
+                .details
+                .media
+                .iter()
+                .take(MAX_DESCRIBED)
+                .map(|m| CaptionKey::Media(m.id))
+                .collect(),
+        }
+    }
+
+    /// Describes the selection's frames when the Captions tab is open.
+    pub(super) fn describe_captions(&mut self) {
+        if self.state.tab != TAB {
+            return;
+        }
+        let Some(lib) = &self.state.library else {
+            return;
+        };
+        let keys = self.caption_keys();
+        if let Some(running) = self.state.captions.running.take() {
+            self.engine.cancel(running);
+        }
+        self.state.captions.frames.clear();
+        if keys.is_empty() {
+            return;
+        }
+        let db = lib.store.db_path().to_path_buf();
+        let job = Job::DescribeCaptions {
+            models: self.state.captions.models_dir.clone(),
+            keys,
+        };
+        match self.engine.submit("caption frames", db, job) {
+            Ok(handle) => self.state.captions.running = Some(handle.id),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    pub(super) fn captions(&mut self, command: CaptionCommand) {
+        match command {
+            CaptionCommand::Search(query) => {
+                let Some(lib) = &self.state.library else {
+                    return;
+                };
+                if query.trim().is_empty() {
+                    self.state.captions.search = None;
+                    return;
+                }
+                let db = lib.store.db_path().to_path_buf();
+                let job = Job::SearchCaptions {
+                    models: self.state.captions.models_dir.clone(),
+                    query,
+                };
+                match self.engine.submit("search captions", db, job) {
+                    Ok(handle) => self.state.captions.searching = Some(handle.id),
+                    Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+                }
+            }
+            CaptionCommand::OpenHit {
+                examination,
+                media_id,
+            } => {
+                self.select(Selection::Examination(examination));
+                let at = self
+                    .state
+                    .details
+                    .media
+                    .iter()
+                    .position(|m| m.id == media_id);
+                self.state.focused = at;
+            }
+        }
+    }
+
+    /// Takes a caption job's result; `false` when `output` was not one.
+    pub(super) fn caption_job_finished(
+        &mut self,
+        id: u64,
+        output: &Result<JobOutput, String>,
+    ) -> bool {
+        let panel = &mut self.state.captions;
+        match output {
+            Ok(JobOutput::Captions { frames, model }) => {
+                if panel.running == Some(id) {
+                    panel.running = None;
+                    panel.frames = frames.iter().cloned().collect();
+                    panel.model = Some(model.clone());
+                    panel.problem = None;
+                }
+                true
+            }
+            Ok(JobOutput::CaptionSearch(search)) => {
+                if panel.searching == Some(id) {
+                    panel.searching = None;
+                    panel.search = Some((**search).clone());
+                    panel.problem = None;
+                }
+                true
+            }
+            Err(e) if panel.running == Some(id) || panel.searching == Some(id) => {
+                panel.running = panel.running.filter(|r| *r != id);
+                panel.searching = panel.searching.filter(|r| *r != id);
+                panel.problem = Some(e.clone());
+                true
+            }
+            _ => false,
+        }
+    }
+}

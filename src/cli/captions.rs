@@ -1,0 +1,274 @@
+//! `endotwin captions refine|describe` and `endotwin eval captions`: the capsule caption
+//! capability from the command line.
+
+use anyhow::{Context, Result};
+use endotwin::captions::data::CaptionSet;
+use endotwin::captions::model::{self, CaptionModelConfig, LoadedCaptionModel};
+use endotwin::captions::{Refiner, query};
+use endotwin::compute::{self, BackendPref};
+use endotwin::data::phantom::Split;
+use endotwin::eval::captions::{Candidate, CaptionEval};
+use endotwin::eval::held_out::HeldOut;
+use endotwin::plumbing::Progress;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Subcommand)]
+pub enum CaptionsWhat {
+    /// Refine a raw finding: prints exactly two lines, the refined caption and its category.
+    Refine { text: String },
+    /// The top captions and the category of capsule images (files), by the caption model.
+    Describe {
+        images: Vec<PathBuf>,
+        /// A caption model card; default: the shipped one (models/captions.json).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Captions to print per image.
+        #[arg(long, default_value_t = 5)]
+        top: usize,
+    },
+}
+
+pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> {
+    match what {
+        CaptionsWhat::Refine { text } => {
+            let r = Refiner::shipped().refine(&text);
+            println!("{}", r.caption);
+            println!("{}", r.category);
+            Ok(())
+        }
+        CaptionsWhat::Describe { images, model, top } => {
+            if images.is_empty() {
+                anyhow::bail!("name at least one image file");
+            }
+            let compute = compute::select(pref)?;
+            let loaded = load(model, &compute.device)?;
+            let mut decoded = Vec::new();
+            for p in &images {
+                let d = endotwin::data::images::decode_file(p)
+                    .with_context(|| format!("{}", p.display()))?;
+                decoded.push(d.image);
+            }
+            // Candidates: the library's refined captions when it has any, and every entity.
+            let seen = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)
+                .ok()
+                .and_then(|s| CaptionSet::load(&s, &loaded.config, &Progress::new()).ok())
+                .map(|s| s.captions)
+                .unwrap_or_default();
+            let candidates = query::candidates(&seen);
+            let out = query::describe(
+                &loaded.model,
+                &loaded.config,
+                &decoded,
+                &candidates,
+                top,
+                &compute.device,
+            );
+            for (p, d) in images.iter().zip(out) {
+                println!("{}: category {}", p.display(), d.category);
+                for (caption, share) in d.captions {
+                    println!("  {share:.3}  {caption}");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn load(card: Option<PathBuf>, device: &burn::tensor::Device) -> Result<LoadedCaptionModel> {
+    let path = card.unwrap_or_else(|| model::shipped_path(&endotwin::default_models_dir()));
+    model::load(&path, device).with_context(|| {
+        format!(
+            "caption model {} (train one with `endotwin train captions`)",
+            path.display()
+        )
+    })
+}
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// A held-out library with captioned capsule frames; default: generate the test split
+    /// of --seed.
+    #[arg(long)]
+    pub held_out: Option<PathBuf>,
+    /// The library whose frames give the majority caption and fit the colour-histogram
+    /// classifier; default: generate the train split of --seed (--train-frames).
+    #[arg(long)]
+    pub baseline_train: Option<PathBuf>,
+    /// Seed of the generated splits and of the bootstrap.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Frames of the generated test split (24 per patient).
+    #[arg(long, default_value_t = 1200)]
+    pub frames: usize,
+    /// Frames of the generated train split for the baselines.
+    #[arg(long, default_value_t = 2400)]
+    pub train_frames: usize,
+    /// The caption model scored first; default: the shipped one (models/captions.json).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// More caption models in the same table (other losses, shots, seeds), each
+    /// LABEL=CARD.json; trained beforehand by their own commands.
+    #[arg(long = "compare", value_name = "LABEL=CARD")]
+    pub compare: Vec<String>,
+    /// Leave out the zero-shot row (the untrained dual encoder).
+    #[arg(long)]
+    pub no_zero_shot: bool,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the first model's category confusion matrix as a PNG to this file.
+    #[arg(long)]
+    pub confusion: Option<PathBuf>,
+}
+
+pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let device = compute.device.clone();
+    let first = load(a.model.clone(), &device)?;
+    let mut loaded: Vec<(String, LoadedCaptionModel)> = vec![("shipped".into(), first)];
+    for c in &a.compare {
+        let (label, card) = super::eval::compare_arg(c)?;
+        let m = model::load(card, &device).with_context(|| format!("--compare {c}"))?;
+        loaded.push((label.to_string(), m));
+    }
+    if a.held_out.is_none() {
+        eprintln!(
+            "generating the test split of seed {} ({} capsule frames)...",
+            a.seed, a.frames
+        );
+    }
+    let test_lib = HeldOut::open_capsule(a.held_out.as_deref(), a.seed, Split::Test, a.frames)?;
+    let train_lib = HeldOut::open_capsule(
+        a.baseline_train.as_deref(),
+        a.seed,
+        Split::Train,
+        a.train_frames,
+    )?;
+    let config = &loaded[0].1.config;
+    let test = CaptionSet::load(&test_lib.store, config, &Progress::new())?;
+    let train = CaptionSet::load(&train_lib.store, config, &Progress::new())?;
+    device.seed(a.seed);
+    let untrained = CaptionModelConfig::small();
+    let zero = untrained.init(&device);
+    let mut candidates: Vec<Candidate<'_>> = loaded
+        .iter()
+        .map(|(label, m)| {
+            let (loss, shots) = trained_with(m);
+            Candidate {
+                label: format!("{label} ({}, {})", m.card.name, m.card.version),
+                model: &m.model,
+                config: &m.config,
+                loss,
+                shots,
+            }
+        })
+        .collect();
+    if !a.no_zero_shot {
+        for loss in ["kl", "clip"] {
+            candidates.push(Candidate {
+                label: "zero-shot: the dual encoder before capsule fine-tuning (untrained; no \
+                        Endo-CLIP model ships yet)"
+                    .into(),
+                model: &zero,
+                config: &untrained,
+                loss: loss.into(),
+                shots: "0".into(),
+            });
+        }
+    }
+    let started = std::time::Instant::now();
+    let e = endotwin::eval::captions::run(
+        &test,
+        &train,
+        &candidates,
+        a.seed,
+        &device,
+        &device.clone().autodiff(),
+    );
+    print(&e, &test_lib.described, &train_lib.described);
+    eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&e)?)
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &a.confusion {
+        endotwin::eval::captions::confusion_png(&e.categories[0])
+            .save(path)
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The loss and shots a model's card says it was trained with.
+fn trained_with(m: &LoadedCaptionModel) -> (String, String) {
+    let data = m
+        .card
+        .training
+        .as_ref()
+        .map(|t| t.data.clone())
+        .unwrap_or_default();
+    let field = |key: &str| {
+        data.split(&format!("{key} "))
+            .nth(1)
+            .and_then(|rest| rest.split([',', ';', ' ']).next())
+            .map(str::to_string)
+    };
+    let loss = field("loss").unwrap_or_else(|| "?".into());
+    let shots = match field("shots").as_deref() {
+        Some("0") | None => "full".to_string(),
+        Some(k) => k.to_string(),
+    };
+    (loss, shots)
+}
+
+fn print(e: &CaptionEval, test: &str, train: &str) {
+    let ci = |c: [f64; 2]| format!("[{:.3}, {:.3}]", c[0], c[1]);
+    println!(
+        "held-out: {test} ({} frames, {} patients, {} distinct captions ranked per frame); \
+         baselines fitted on: {train}; bootstrap {} resamples of patients, seed {}",
+        e.frames, e.patients, e.candidates, e.bootstrap, e.seed
+    );
+    println!("\ncaption retrieval");
+    println!("| method | loss | shots | top-1 [95% CI] | top-5 [95% CI] |");
+    println!("| --- | --- | --- | --- | --- |");
+    for r in e.retrieval.iter().chain(&e.baselines) {
+        println!(
+            "| {} | {} | {} | {:.3} {} | {:.3} {} |",
+            r.method,
+            r.loss,
+            r.shots,
+            r.top1,
+            ci(r.top1_ci),
+            r.top5,
+            ci(r.top5_ci)
+        );
+    }
+    println!("\nby loss and shots (mean ± sd over models)");
+    println!("| loss | shots | models | top-1 | top-5 |\n| --- | --- | --- | --- | --- |");
+    for s in &e.retrieval_summary {
+        println!(
+            "| {} | {} | {} | {:.3} ± {:.3} | {:.3} ± {:.3} |",
+            s.loss, s.shots, s.models, s.top1_mean, s.top1_sd, s.top5_mean, s.top5_sd
+        );
+    }
+    println!("\ncategories (top category under precedence; multi-label macro-F1, one vs rest)");
+    println!("| method | accuracy [95% CI] | macro-F1 [95% CI] |\n| --- | --- | --- |");
+    for r in &e.categories {
+        println!(
+            "| {} | {:.3} {} | {:.3} {} |",
+            r.method,
+            r.accuracy,
+            ci(r.accuracy_ci),
+            r.macro_f1,
+            ci(r.macro_f1_ci)
+        );
+    }
+    if let Some(first) = e.categories.first() {
+        println!("\nF1 per category ({})", first.method);
+        for (c, f) in &first.f1 {
+            println!("  {c}: {f:.3}");
+        }
+    }
+}
