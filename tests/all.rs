@@ -7,6 +7,7 @@
 mod common;
 
 mod backend;
+mod caption_model;
 mod captions;
 mod cli;
 mod clip_import;

@@ -196,7 +196,7 @@ fn train_list_names_every_recipe_one_a_line() {
         .collect();
     assert_eq!(
         names,
-        ["image-encoder", "scene-encoder", "tracklets"],
+        ["image-encoder", "scene-encoder", "tracklets", "captions"],
         "{text}"
     );
     assert!(

@@ -126,7 +126,7 @@ pub fn video_library(dir: &Path, polyps: usize) {
         videos: 2,
         frames_per_video: 400,
         background_frames: 0,
-        capsule_images: 0,
+        capsule_images: 12,
         image_size: 48,
         video_size: 64,
         ..PhantomConfig::default()
