@@ -359,3 +359,90 @@ fn captiv8_rows_become_captioned_capsule_images() {
         Some("Mild erosion. No bleeding.")
     );
 }
+
+/// The public CAPTIV8 release's layout: frame CSVs under `data/img_text_pair/` with the
+/// pandas index column and image paths relative to the dataset root, diagnostic CSVs under
+/// `data/diag_data/`, videos named but absent, and the usual untidiness.
+#[test]
+fn captiv8_imports_as_published_from_the_dataset_root() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    for (i, name) in ["P001/a.png", "P001/b.png", "P001/c.png", "P002/d.png", "P002/e.png"]
+        .iter()
+        .enumerate()
+    {
+        png(&r.join("data/images").join(name), 8, 8, 10 + i as u8);
+    }
+    std::fs::create_dir_all(r.join("data/img_text_pair")).unwrap();
+    std::fs::create_dir_all(r.join("data/diag_data")).unwrap();
+    let mut p1: Vec<u8> = b",Patient ID,name,capture_time,image_path,video_path,image_label\n\
+        0,P001,a,2021-03-04 10:00:01,data/images/P001/a.png,Files/P001.mpg,\"Ulcer, fibrin\"\n\
+        1,P001,b,2021-03-04 10:00:02,data/images/P001/b.png,Files/P001.mpg,Erosion,\n\
+        2,P001,c,2021-03-04 10:00:03,data/images/P001/c.png,Files/P001.mpg,Bubbles. Mild erythem"
+        .to_vec();
+    p1.extend_from_slice(b"\xe4\n3,P001,x,2021-03-04 10:00:04,data/images/P001/gone.png,Files/P001.mpg,Polyp\n\n\n");
+    std::fs::write(r.join("data/img_text_pair/P001.csv"), p1).unwrap();
+    // Another patient: paths relative to nothing but the file name, no final newline.
+    std::fs::write(
+        r.join("data/img_text_pair/P002.csv"),
+        "Patient ID,name,capture_time,image_path,video_path,image_label\n\
+         P002,d,,somewhere/else/d.png,Files/P002.mpg,Angioectasia\n\
+         P002,e,,e.png,Files/P002.mpg,",
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("data/diag_data/P001.csv"),
+        "No.,Attribute,Value\n1,Reason for referral,Iron deficiency anaemia\n\
+         2,Summary,Erosions and an ulcer in the ileum\n3,Histopathology ileum,Mild chronic ileitis\n\n",
+    )
+    .unwrap();
+    let (lib, store, report) = run(ImportLayout::Captiv8, r, false);
+    let report = report.unwrap();
+    assert_eq!(report.media_added, 5, "{}", reasons(&report));
+    let why = reasons(&report);
+    assert!(why.contains("row 5: 'data/images/P001/gone.png'"), "{why}");
+    assert!(why.contains("not UTF-8"), "{why}");
+    assert!(why.contains("row 3: no finding"), "{why}");
+    assert!(!why.contains("diag_data"), "diagnostic CSVs are not failures: {why}");
+    assert!(!why.contains(".mpg"), "an absent video never matters: {why}");
+    let exams = store.examinations().unwrap();
+    assert_eq!(exams.len(), 2);
+    let p1 = exams.iter().find(|e| e.patient.as_deref() == Some("P001")).unwrap();
+    let frames = store.loose_frames(p1.id).unwrap();
+    assert_eq!(frames.len(), 3);
+    assert_eq!(frames[0].captured_at.as_deref(), Some("2021-03-04 10:00:01"));
+    assert_eq!(store.caption(frames[0].id).unwrap().as_deref(), Some("Ulcer, fibrin"));
+    let notes: Vec<String> = store
+        .report_sentences(p1.id)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.text)
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "Reason for referral: Iron deficiency anaemia",
+            "Summary: Erosions and an ulcer in the ileum",
+            "Histopathology ileum: Mild chronic ileitis"
+        ]
+    );
+    // The same import again adds nothing, notes included.
+    let mut store = store;
+    let again = endotwin::data::import::run(
+        ImportLayout::Captiv8,
+        &mut store,
+        r,
+        ImportOptions::default(),
+        &endotwin::engine::Progress::new(),
+    )
+    .unwrap();
+    assert_eq!(again.media_added, 0);
+    assert_eq!(store.report_sentences(p1.id).unwrap().len(), 3);
+    // `info` counts the capsule frames.
+    let ran = crate::common::run({
+        let mut c = crate::common::endotwin(lib.path());
+        c.arg("info");
+        c
+    });
+    assert!(ran.says("capsule: 5 frames, 4 with a finding"), "{}", ran.text());
+}

@@ -35,5 +35,11 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
         stats.media,
         stats.media_bytes as f64 / 1e6
     );
+    if stats.capsule_frames > 0 {
+        println!(
+            "capsule: {} frames, {} with a finding (caption)",
+            stats.capsule_frames, stats.captioned
+        );
+    }
     Ok(())
 }

@@ -112,6 +112,9 @@ pub struct LibraryStats {
     pub media: i64,
     pub videos: i64,
     pub media_bytes: i64,
+    /// Capsule frames, and how many of them have a caption (finding).
+    pub capsule_frames: i64,
+    pub captioned: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -258,6 +261,30 @@ pub fn insert_report(
     Ok(report_id)
 }
 
+/// Adds the report unless the examination already has one with the same text (a repeated
+/// import adds nothing). Returns whether it was added.
+pub fn insert_report_once(
+    tx: &Transaction<'_>,
+    examination_id: i64,
+    sentences: &[SentenceRow],
+) -> Result<bool> {
+    let text = sentences
+        .iter()
+        .map(|s| s.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let known: i64 = tx.query_row(
+        "SELECT COUNT(*) FROM reports WHERE examination_id = ?1 AND text = ?2",
+        params![examination_id, text],
+        |r| r.get(0),
+    )?;
+    if known > 0 {
+        return Ok(false);
+    }
+    insert_report(tx, examination_id, sentences)?;
+    Ok(true)
+}
+
 pub fn set_caption(tx: &Transaction<'_>, media_id: i64, text: &str) -> Result<()> {
     tx.execute(
         "INSERT OR REPLACE INTO captions(media_id, text) VALUES (?1, ?2)",
@@ -295,7 +322,10 @@ impl Store {
         Ok(self.conn().query_row(
             "SELECT (SELECT count(*) FROM examinations), (SELECT count(*) FROM polyps),
                     (SELECT count(*) FROM media), (SELECT count(*) FROM videos),
-                    (SELECT coalesce(sum(bytes), 0) FROM media)",
+                    (SELECT coalesce(sum(bytes), 0) FROM media),
+                    (SELECT count(*) FROM media WHERE kind = 'capsule'),
+                    (SELECT count(*) FROM media m JOIN captions c ON c.media_id = m.id
+                       WHERE m.kind = 'capsule')",
             [],
             |r| {
                 Ok(LibraryStats {
@@ -304,6 +334,8 @@ impl Store {
                     media: r.get(2)?,
                     videos: r.get(3)?,
                     media_bytes: r.get(4)?,
+                    capsule_frames: r.get(5)?,
+                    captioned: r.get(6)?,
                 })
             },
         )?)

@@ -69,6 +69,8 @@ pub struct MediaRow {
     pub bytes: u64,
     pub examination_id: Option<i64>,
     pub mask_media_id: Option<i64>,
+    /// When it was captured, as the source wrote it (a capsule frame's capture time).
+    pub captured_at: Option<String>,
 }
 
 /// Hex SHA-256 of a file's bytes: the media item's identity in the library.
@@ -232,7 +234,7 @@ impl Store {
 }
 
 pub(crate) const MEDIA_COLUMNS: &str =
-    "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id";
+    "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id, captured_at";
 
 pub(crate) fn media_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MediaRow> {
     media_from_row_at(r, 0)
@@ -261,6 +263,7 @@ pub(crate) fn media_from_row_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::R
         bytes: r.get::<_, i64>(at + 7)? as u64,
         examination_id: r.get(at + 8)?,
         mask_media_id: r.get(at + 9)?,
+        captured_at: r.get(at + 10)?,
     })
 }
 

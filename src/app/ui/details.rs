@@ -103,6 +103,11 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                     ui.label("Source");
                     ui.label(&media.source_path);
                     ui.end_row();
+                    if let Some(at) = &media.captured_at {
+                        ui.label("Captured");
+                        ui.label(at);
+                        ui.end_row();
+                    }
                     ui.label("SHA-256");
                     ui.monospace(&media.hash[..16]);
                     ui.end_row();

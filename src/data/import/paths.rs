@@ -118,7 +118,31 @@ impl SourceRoot {
             self.check(dir)
                 .map_err(|r| ImportError::source_error(dir, r))?,
         );
-        self.walk(dir, &mut seen, &mut out, problems)
+        self.walk(dir, &mut seen, &mut out, problems, &images::has_image_extension)
+            .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every file below `dir` (a folder inside the root) whose extension is `ext`, sorted,
+    /// with the same rules as [`SourceRoot::image_files`].
+    pub fn files_below(
+        &self,
+        dir: &Path,
+        ext: &str,
+        problems: &mut Problems,
+    ) -> Result<Vec<PathBuf>, ImportError> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        seen.insert(
+            self.check(dir)
+                .map_err(|r| ImportError::source_error(dir, r))?,
+        );
+        let keep = |p: &Path| {
+            p.extension()
+                .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case(ext))
+        };
+        self.walk(dir, &mut seen, &mut out, problems, &keep)
             .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
         out.sort();
         Ok(out)
@@ -130,6 +154,7 @@ impl SourceRoot {
         seen: &mut HashSet<PathBuf>,
         out: &mut Vec<PathBuf>,
         problems: &mut Problems,
+        keep: &dyn Fn(&Path) -> bool,
     ) -> std::io::Result<()> {
         let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
         entries.sort_by_key(|e| e.path());
@@ -149,8 +174,8 @@ impl SourceRoot {
                     );
                     continue;
                 }
-                self.walk(&path, seen, out, problems)?;
-            } else if real.is_file() && images::has_image_extension(&path) {
+                self.walk(&path, seen, out, problems, keep)?;
+            } else if real.is_file() && keep(&path) {
                 out.push(path);
             }
         }

@@ -23,6 +23,9 @@ pub struct PlanExam {
     pub frames: Vec<PlanImage>,
     pub polyps: Vec<PlanPolyp>,
     pub videos: Vec<PlanVideo>,
+    /// Free-text notes of the examination (a capsule study's diagnostic data), written as
+    /// one report unless the examination already has that report.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -443,6 +446,17 @@ pub fn write(
                 },
             )?;
             report.examinations += 1;
+            if !e.notes.is_empty() {
+                let sentences: Vec<store::SentenceRow> = e
+                    .notes
+                    .iter()
+                    .map(|text| store::SentenceRow {
+                        text: text.clone(),
+                        polyp_id: None,
+                    })
+                    .collect();
+                store::insert_report_once(tx, exam, &sentences)?;
+            }
             for f in &e.frames {
                 insert(f, exam, &mut report, &mut merge)?;
             }
