@@ -71,7 +71,9 @@ pub(crate) fn tiny_model(set: &CaptionSet, epochs: usize) -> CaptionModel {
         .with_seed(3);
     let device = Device::flex().autodiff();
     use burn::module::Module;
-    train(&config, set, &device, None, &mut Quiet).unwrap().valid()
+    train(&config, set, &device, None, &mut Quiet)
+        .unwrap()
+        .valid()
 }
 
 #[test]
@@ -134,9 +136,11 @@ fn the_caption_towers_agree_on_wgpu_and_the_cpu() {
     cpu.seed(21);
     let config = tiny_config();
     let model = config.init(&cpu);
-    let images = vec![image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(40, 40, |x, y| {
-        image::Rgb([(x * 6) as u8, (y * 5) as u8, 90])
-    }))];
+    let images = vec![image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(
+        40,
+        40,
+        |x, y| image::Rgb([(x * 6) as u8, (y * 5) as u8, 90]),
+    ))];
     let captions = vec!["ulcer, fibrin".to_string(), "normal".to_string()];
     let run = |m: &CaptionModel, d: &Device| {
         let v = endotwin::captions::query::image_embeddings(m, &config, &images, d);
@@ -166,7 +170,12 @@ fn captions_refine_prints_the_caption_and_the_category_only() {
         c
     });
     assert!(ran.ok(), "{}", ran.text());
-    assert_eq!(ran.stdout, "erosion, fibrin\ninflammation\n", "{}", ran.text());
+    assert_eq!(
+        ran.stdout,
+        "erosion, fibrin\ninflammation\n",
+        "{}",
+        ran.text()
+    );
 }
 
 #[test]
@@ -215,15 +224,20 @@ fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
     crate::gui::settle(&mut h);
     let panel = &h.state().state.captions;
     assert_eq!(panel.problem, None);
-    assert_eq!(panel.frames.len(), 24, "every frame of the examination is captioned");
+    assert_eq!(
+        panel.frames.len(),
+        24,
+        "every frame of the examination is captioned"
+    );
     crate::gui::shows(&h, "Top captions");
     crate::gui::shows(&h, "Predicted category:");
     crate::gui::shows(&h, "Refined caption");
     crate::gui::shows(&h, &refined.caption);
     // A search by category lists frames, and opening one focuses it.
-    h.state_mut().send(Command::Captions(endotwin::app::CaptionCommand::Search(
-        "inflammation".into(),
-    )));
+    h.state_mut()
+        .send(Command::Captions(endotwin::app::CaptionCommand::Search(
+            "inflammation".into(),
+        )));
     for _ in 0..400 {
         crate::gui::settle(&mut h);
         if h.state().state.captions.search.is_some() {
@@ -231,7 +245,13 @@ fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let search = h.state().state.captions.search.clone().expect("a search answer");
+    let search = h
+        .state()
+        .state
+        .captions
+        .search
+        .clone()
+        .expect("a search answer");
     assert_eq!(search.read_as, "category inflammation");
     assert_eq!(search.searched, 48);
     assert!(!search.hits.is_empty());

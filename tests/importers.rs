@@ -367,9 +367,15 @@ fn captiv8_rows_become_captioned_capsule_images() {
 fn captiv8_imports_as_published_from_the_dataset_root() {
     let root = tempfile::tempdir().unwrap();
     let r = root.path();
-    for (i, name) in ["P001/a.png", "P001/b.png", "P001/c.png", "P002/d.png", "P002/e.png"]
-        .iter()
-        .enumerate()
+    for (i, name) in [
+        "P001/a.png",
+        "P001/b.png",
+        "P001/c.png",
+        "P002/d.png",
+        "P002/e.png",
+    ]
+    .iter()
+    .enumerate()
     {
         png(&r.join("data/images").join(name), 8, 8, 10 + i as u8);
     }
@@ -380,7 +386,9 @@ fn captiv8_imports_as_published_from_the_dataset_root() {
         1,P001,b,2021-03-04 10:00:02,data/images/P001/b.png,Files/P001.mpg,Erosion,\n\
         2,P001,c,2021-03-04 10:00:03,data/images/P001/c.png,Files/P001.mpg,Bubbles. Mild erythem"
         .to_vec();
-    p1.extend_from_slice(b"\xe4\n3,P001,x,2021-03-04 10:00:04,data/images/P001/gone.png,Files/P001.mpg,Polyp\n\n\n");
+    p1.extend_from_slice(
+        b"\xe4\n3,P001,x,2021-03-04 10:00:04,data/images/P001/gone.png,Files/P001.mpg,Polyp\n\n\n",
+    );
     std::fs::write(r.join("data/img_text_pair/P001.csv"), p1).unwrap();
     // Another patient: paths relative to nothing but the file name, no final newline.
     std::fs::write(
@@ -403,15 +411,30 @@ fn captiv8_imports_as_published_from_the_dataset_root() {
     assert!(why.contains("row 5: 'data/images/P001/gone.png'"), "{why}");
     assert!(why.contains("not UTF-8"), "{why}");
     assert!(why.contains("row 3: no finding"), "{why}");
-    assert!(!why.contains("diag_data"), "diagnostic CSVs are not failures: {why}");
-    assert!(!why.contains(".mpg"), "an absent video never matters: {why}");
+    assert!(
+        !why.contains("diag_data"),
+        "diagnostic CSVs are not failures: {why}"
+    );
+    assert!(
+        !why.contains(".mpg"),
+        "an absent video never matters: {why}"
+    );
     let exams = store.examinations().unwrap();
     assert_eq!(exams.len(), 2);
-    let p1 = exams.iter().find(|e| e.patient.as_deref() == Some("P001")).unwrap();
+    let p1 = exams
+        .iter()
+        .find(|e| e.patient.as_deref() == Some("P001"))
+        .unwrap();
     let frames = store.loose_frames(p1.id).unwrap();
     assert_eq!(frames.len(), 3);
-    assert_eq!(frames[0].captured_at.as_deref(), Some("2021-03-04 10:00:01"));
-    assert_eq!(store.caption(frames[0].id).unwrap().as_deref(), Some("Ulcer, fibrin"));
+    assert_eq!(
+        frames[0].captured_at.as_deref(),
+        Some("2021-03-04 10:00:01")
+    );
+    assert_eq!(
+        store.caption(frames[0].id).unwrap().as_deref(),
+        Some("Ulcer, fibrin")
+    );
     let notes: Vec<String> = store
         .report_sentences(p1.id)
         .unwrap()
@@ -444,5 +467,9 @@ fn captiv8_imports_as_published_from_the_dataset_root() {
         c.arg("info");
         c
     });
-    assert!(ran.says("capsule: 5 frames, 4 with a finding"), "{}", ran.text());
+    assert!(
+        ran.says("capsule: 5 frames, 4 with a finding"),
+        "{}",
+        ran.text()
+    );
 }

@@ -14,7 +14,9 @@ use image::RgbImage;
 pub enum CaptionDataError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("the library has no captioned capsule frames (import CAPTIV8 data or run `endotwin demo --capsule N`)")]
+    #[error(
+        "the library has no captioned capsule frames (import CAPTIV8 data or run `endotwin demo --capsule N`)"
+    )]
     Empty,
 }
 
@@ -78,7 +80,11 @@ impl CaptionSet {
         if frames.is_empty() {
             return Err(CaptionDataError::Empty);
         }
-        Ok(CaptionSet::from_frames(frames, config.image_size(), skipped))
+        Ok(CaptionSet::from_frames(
+            frames,
+            config.image_size(),
+            skipped,
+        ))
     }
 
     fn from_frames(mut frames: Vec<CaptionFrame>, size: u32, skipped: Vec<String>) -> CaptionSet {

@@ -90,7 +90,10 @@ pub fn describe(
     let probs = activation::sigmoid(model.category_logits(v)); // [n, 7]
     let m = candidates.len();
     let shares: Vec<f32> = shares.into_data().try_to_vec::<f32>().expect("f32 shares");
-    let probs: Vec<f32> = probs.into_data().try_to_vec::<f32>().expect("f32 probabilities");
+    let probs: Vec<f32> = probs
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("f32 probabilities");
     (0..images.len())
         .map(|i| {
             let mut ranked: Vec<(String, f32)> = candidates
@@ -203,7 +206,14 @@ pub fn describe_media(
         kept.push(key.clone());
     }
     let candidates = candidates(&library_captions(store)?);
-    let out = describe(&loaded.model, &loaded.config, &images, &candidates, top, device);
+    let out = describe(
+        &loaded.model,
+        &loaded.config,
+        &images,
+        &candidates,
+        top,
+        device,
+    );
     Ok(kept.into_iter().zip(out).collect())
 }
 
@@ -213,7 +223,9 @@ pub fn library_captions(store: &crate::store::Store) -> Result<Vec<String>, Capt
     let ids: Vec<i64> = rows.iter().map(|(_, m)| m.id).collect();
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
     for raw in store.captions_of(&ids)?.values() {
-        *counts.entry(Refiner::shipped().refine(raw).caption).or_default() += 1;
+        *counts
+            .entry(Refiner::shipped().refine(raw).caption)
+            .or_default() += 1;
     }
     let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

@@ -127,7 +127,9 @@ pub fn run(
             top5_ci,
         });
         if !categories.iter().any(|r: &CategoryRow| r.method == c.label) {
-            categories.push(category_row(&c.label, &probs, &truth, test, &patients, &weights));
+            categories.push(category_row(
+                &c.label, &probs, &truth, test, &patients, &weights,
+            ));
         }
     }
     // Majority caption: the training split's most frequent captions, in order.
@@ -405,17 +407,14 @@ fn summarise(rows: &[RetrievalRow]) -> Vec<RetrievalSummary> {
         .collect()
 }
 
-/// The confusion matrix as a PNG: one cell per (true, predicted) top category, shade by the
-/// row's share, labels in the 5x7 font of the on-screen display.
+/// The confusion matrix as a PNG: one cell per (true, predicted) top category, shaded by the
+/// row's share (green on the diagonal, red off it), rows labelled and columns numbered in the
+/// 5x7 font of the on-screen display, drawn at twice its size.
 pub fn confusion_png(row: &CategoryRow) -> image::RgbImage {
-    let cell = 44u32;
-    let margin = 130u32;
+    let cell = 48u32;
+    let margin = 230u32;
     let side = margin + cell * 7 + 10;
     let mut img = image::RgbImage::from_pixel(side, side, image::Rgb([0, 0, 0]));
-    let labels: Vec<String> = CATEGORIES
-        .iter()
-        .map(|c| c.to_uppercase().replace(' ', "-"))
-        .collect();
     for (i, r) in row.confusion.iter().enumerate() {
         let total: usize = r.iter().sum();
         for (j, &n) in r.iter().enumerate() {
@@ -436,31 +435,38 @@ pub fn confusion_png(row: &CategoryRow) -> image::RgbImage {
                     img.put_pixel(x, y, colour);
                 }
             }
+            text(&mut img, &n.to_string(), x0 + 6, y0 + cell / 2 - 7);
+        }
+        let label = format!(
+            "{} {}",
+            i + 1,
+            CATEGORIES[i].to_uppercase().replace(' ', "-")
+        );
+        text(&mut img, &label, 4, margin + i as u32 * cell + cell / 2 - 7);
+        text(
+            &mut img,
+            &(i + 1).to_string(),
+            margin + i as u32 * cell + cell / 2 - 5,
+            margin - 24,
+        );
+    }
+    text(&mut img, "TRUE ROWS / PREDICTED COLUMNS", 4, 8);
+    img
+}
+
+/// `s` in the on-screen display's font at twice its size, top-left at (x, y).
+fn text(img: &mut image::RgbImage, s: &str, x: u32, y: u32) {
+    let mut tile = image::RgbImage::new(6 * s.len() as u32 + 4, 9);
+    crate::data::phantom::osd::draw(&mut tile, &[s.to_string()]);
+    let big = image::imageops::resize(
+        &tile,
+        tile.width() * 2,
+        tile.height() * 2,
+        image::imageops::FilterType::Nearest,
+    );
+    for (dx, dy, p) in big.enumerate_pixels() {
+        if p.0 != [0, 0, 0] && x + dx < img.width() && y + dy < img.height() {
+            img.put_pixel(x + dx, y + dy, *p);
         }
     }
-    // Row labels at the left of each row; column labels as numbers 1-7 above (the legend
-    // repeats the row labels' numbers).
-    let mut lines: Vec<String> = Vec::new();
-    for (i, l) in labels.iter().enumerate() {
-        lines.push(format!("{} {l}", i + 1));
-    }
-    for (i, line) in lines.iter().enumerate() {
-        let mut tile = image::RgbImage::new(margin - 4, 9);
-        crate::data::phantom::osd::draw(&mut tile, std::slice::from_ref(line));
-        image::imageops::overlay(
-            &mut img,
-            &tile,
-            2,
-            (margin + i as u32 * cell + cell / 2 - 4) as i64,
-        );
-        let mut num = image::RgbImage::new(12, 9);
-        crate::data::phantom::osd::draw(&mut num, &[format!("{}", i + 1)]);
-        image::imageops::overlay(
-            &mut img,
-            &num,
-            (margin + i as u32 * cell + cell / 2 - 3) as i64,
-            (margin - 14) as i64,
-        );
-    }
-    img
 }

@@ -233,8 +233,7 @@ impl Store {
     }
 }
 
-pub(crate) const MEDIA_COLUMNS: &str =
-    "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id, captured_at";
+pub(crate) const MEDIA_COLUMNS: &str = "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id, captured_at";
 
 pub(crate) fn media_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MediaRow> {
     media_from_row_at(r, 0)

@@ -91,7 +91,8 @@ impl Recipe for CaptionRecipe {
             .with_shots(settings.count(&o, "shots")?)
             .with_seed(seed);
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
-        ctx.observer.message("reading the captioned capsule frames...");
+        ctx.observer
+            .message("reading the captioned capsule frames...");
         let mut set = CaptionSet::load(&store, &config.model, &Progress::new())
             .map_err(|e| RecipeError::Setting(e.to_string()))?;
         if config.shots > 0 {

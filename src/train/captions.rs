@@ -182,10 +182,7 @@ pub fn fit_multilabel(
     let [n, d] = features.dims();
     device.seed(seed ^ 0xCA7E);
     let mut head = LinearConfig::new(d, 7).init(device);
-    let y: Vec<f32> = targets
-        .iter()
-        .flat_map(|t| t.map(f32::from))
-        .collect();
+    let y: Vec<f32> = targets.iter().flat_map(|t| t.map(f32::from)).collect();
     let weights: Vec<f32> = (0..7)
         .map(|c| {
             let pos = targets.iter().filter(|t| t[c]).count() as f32;

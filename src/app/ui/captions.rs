@@ -4,10 +4,10 @@
 //! the finding as written with its refined caption and category when the library knows it;
 //! above, a search of the library by a caption or a category.
 
+use super::super::Command;
 use super::super::captions::CaptionCommand;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
-use super::super::Command;
 use crate::captions::query::{CaptionKey, FrameCaptions};
 use crate::engine::loader::ImageKey;
 use egui::Color32;
@@ -71,7 +71,12 @@ fn shown_keys(state: &AppState) -> Vec<CaptionKey> {
     }
 }
 
-fn search_bar(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &mut Vec<Command>) {
+fn search_bar(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    textures: &mut Textures,
+    out: &mut Vec<Command>,
+) {
     let id = ui.make_persistent_id("caption-query");
     let mut text: String = ui.data_mut(|d| d.get_temp::<String>(id).unwrap_or_default());
     ui.horizontal(|ui| {
@@ -159,7 +164,14 @@ fn strip(
                     );
                 }
                 let text = answer.map_or("…".to_string(), |a| a.category.clone());
-                ui.add(egui::Label::new(egui::RichText::new(text).small().color(category_colour(answer))).truncate());
+                ui.add(
+                    egui::Label::new(
+                        egui::RichText::new(text)
+                            .small()
+                            .color(category_colour(answer)),
+                    )
+                    .truncate(),
+                );
                 if r.clicked() {
                     out.push(Command::Focus(Some(i)));
                 }
@@ -178,7 +190,12 @@ fn category_colour(answer: Option<&FrameCaptions>) -> Color32 {
     }
 }
 
-fn image(ui: &mut egui::Ui, key: &CaptionKey, side: f32, textures: &mut Textures) -> egui::Response {
+fn image(
+    ui: &mut egui::Ui,
+    key: &CaptionKey,
+    side: f32,
+    textures: &mut Textures,
+) -> egui::Response {
     let texture = match key {
         CaptionKey::Media(id) => textures.thumbnail(*id),
         CaptionKey::File(p) => match textures.full(&ImageKey::File(p.clone())) {
@@ -192,7 +209,10 @@ fn image(ui: &mut egui::Ui, key: &CaptionKey, side: f32, textures: &mut Textures
                 .fit_to_exact_size(egui::vec2(side, side))
                 .sense(egui::Sense::click()),
         ),
-        None => ui.allocate_exact_size(egui::vec2(side, side), egui::Sense::click()).1,
+        None => {
+            ui.allocate_exact_size(egui::vec2(side, side), egui::Sense::click())
+                .1
+        }
     }
 }
 
@@ -220,33 +240,37 @@ fn frame_details(
             match state.captions.frames.get(key) {
                 Some(answer) => {
                     ui.strong("Top captions");
-                    egui::Grid::new("top-captions").num_columns(2).show(ui, |ui| {
-                        for (caption, share) in &answer.captions {
-                            ui.add(
-                                egui::ProgressBar::new(*share)
-                                    .desired_width(90.0)
-                                    .text(format!("{share:.2}")),
-                            );
-                            ui.label(caption);
-                            ui.end_row();
-                        }
-                    });
+                    egui::Grid::new("top-captions")
+                        .num_columns(2)
+                        .show(ui, |ui| {
+                            for (caption, share) in &answer.captions {
+                                ui.add(
+                                    egui::ProgressBar::new(*share)
+                                        .desired_width(90.0)
+                                        .text(format!("{share:.2}")),
+                                );
+                                ui.label(caption);
+                                ui.end_row();
+                            }
+                        });
                     ui.add_space(6.0);
                     ui.horizontal(|ui| {
                         ui.strong("Predicted category:");
                         ui.label(&answer.category);
                     });
-                    egui::Grid::new("category-probabilities").num_columns(2).show(ui, |ui| {
-                        for (c, p) in &answer.category_probabilities {
-                            ui.label(c);
-                            ui.add(
-                                egui::ProgressBar::new(*p)
-                                    .desired_width(90.0)
-                                    .text(format!("{p:.2}")),
-                            );
-                            ui.end_row();
-                        }
-                    });
+                    egui::Grid::new("category-probabilities")
+                        .num_columns(2)
+                        .show(ui, |ui| {
+                            for (c, p) in &answer.category_probabilities {
+                                ui.label(c);
+                                ui.add(
+                                    egui::ProgressBar::new(*p)
+                                        .desired_width(90.0)
+                                        .text(format!("{p:.2}")),
+                                );
+                                ui.end_row();
+                            }
+                        });
                 }
                 None if state.captions.running.is_some() => {
                     ui.label("captioning...");
@@ -258,17 +282,19 @@ fn frame_details(
             if let Some(Some((raw, refined))) = state.details.captions.get(index) {
                 ui.add_space(6.0);
                 ui.strong("Ground truth (the library's finding)");
-                egui::Grid::new("caption-truth").num_columns(2).show(ui, |ui| {
-                    ui.label("Finding");
-                    ui.label(raw);
-                    ui.end_row();
-                    ui.label("Refined caption");
-                    ui.label(&refined.caption);
-                    ui.end_row();
-                    ui.label("Category");
-                    ui.label(&refined.category);
-                    ui.end_row();
-                });
+                egui::Grid::new("caption-truth")
+                    .num_columns(2)
+                    .show(ui, |ui| {
+                        ui.label("Finding");
+                        ui.label(raw);
+                        ui.end_row();
+                        ui.label("Refined caption");
+                        ui.label(&refined.caption);
+                        ui.end_row();
+                        ui.label("Category");
+                        ui.label(&refined.category);
+                        ui.end_row();
+                    });
             }
         });
     });

@@ -27,7 +27,10 @@ pub fn read(
 ) -> Result<Plan, ImportError> {
     let source = SourceRoot::new(path)?;
     let (root, csvs): (PathBuf, Vec<PathBuf>) = if path.is_dir() {
-        (path.to_path_buf(), source.files_below(path, "csv", problems)?)
+        (
+            path.to_path_buf(),
+            source.files_below(path, "csv", problems)?,
+        )
     } else {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         (dir, vec![path.to_path_buf()])
@@ -295,7 +298,10 @@ impl Table {
             ));
         }
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes).to_vec();
+        let bytes = bytes
+            .strip_prefix(b"\xef\xbb\xbf")
+            .unwrap_or(&bytes)
+            .to_vec();
         let mut reader = csv::ReaderBuilder::new()
             .flexible(true)
             .has_headers(true)

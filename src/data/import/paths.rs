@@ -118,8 +118,14 @@ impl SourceRoot {
             self.check(dir)
                 .map_err(|r| ImportError::source_error(dir, r))?,
         );
-        self.walk(dir, &mut seen, &mut out, problems, &images::has_image_extension)
-            .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
+        self.walk(
+            dir,
+            &mut seen,
+            &mut out,
+            problems,
+            &images::has_image_extension,
+        )
+        .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
         out.sort();
         Ok(out)
     }

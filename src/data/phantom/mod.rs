@@ -18,8 +18,8 @@ use crate::plumbing::Progress;
 use crate::plumbing::Rng;
 use crate::store::{Store, StoreError};
 use anatomy::{Pathology, PolypSpec};
-pub use capsule::{FINDINGS as CAPSULE_FINDINGS, FRAMES_PER_PATIENT};
 use capsule::render_capsule_patient;
+pub use capsule::{FINDINGS as CAPSULE_FINDINGS, FRAMES_PER_PATIENT};
 use geometry::{Colon, PlacedPolyp, v3};
 use render::{Camera, Look, Scene};
 use video::render_video;
@@ -307,8 +307,8 @@ pub fn generate(
                         .step_by(capsule_threads)
                         .map(|p| {
                             check_cancel(progress)?;
-                            let frames = FRAMES_PER_PATIENT
-                                .min(cfg.capsule_images - p * FRAMES_PER_PATIENT);
+                            let frames =
+                                FRAMES_PER_PATIENT.min(cfg.capsule_images - p * FRAMES_PER_PATIENT);
                             let mut r = root.fork(9000 + p as u64);
                             let plans = render_capsule_patient(&mut r, capsule_size, p, frames);
                             progress.add(frames as u64);

@@ -128,7 +128,12 @@ impl Scene<'_> {
         let fine_n = fbm(u * 4.5, v * 4.5, 7.7, 2, seed ^ 0x5A5A);
         let fine = 1.0 - (2.0 * fine_n - 1.0).abs();
         let mut c = self.colon.mucosa;
-        let g = 1.0 + self.colon.grain * 0.2 * (grain - 0.5);
+        // Exactly the historical formula at the normal grain, so colonoscopy renders do not move.
+        let g = if self.colon.grain == 1.0 {
+            0.9 + 0.2 * grain
+        } else {
+            1.0 + self.colon.grain * 0.2 * (grain - 0.5)
+        };
         for ch in &mut c {
             *ch *= g;
         }
@@ -136,24 +141,33 @@ impl Scene<'_> {
         let vessel = ((ridge - (1.0 - 0.035 * vd)) / (0.035 * vd))
             .clamp(0.0, 1.0)
             .max(0.4 * ((fine - (1.0 - 0.05 * vd)) / (0.05 * vd)).clamp(0.0, 1.0));
-        let vessel = if self.colon.vessel_density < 0.05 { 0.0 } else { vessel };
+        let vessel = if self.colon.vessel_density < 0.05 {
+            0.0
+        } else {
+            vessel
+        };
         let vcol = [0.40, 0.04, 0.05];
         for i in 0..3 {
             c[i] = c[i] * (1.0 - 0.45 * vessel) + vcol[i] * 0.45 * vessel;
         }
         for (k, s) in self.colon.spots.iter().enumerate() {
             let salt = 0x3C3C ^ (k as u32).wrapping_mul(0x9E37);
-            let n = value_noise(u * 4.0 / s.size, v * 4.0 / (s.size * s.stretch), 9.1, seed ^ salt);
+            let n = value_noise(
+                u * 4.0 / s.size,
+                v * 4.0 / (s.size * s.stretch),
+                9.1,
+                seed ^ salt,
+            );
             let threshold = 1.0 - 0.2 * s.density;
             let core = ((n - threshold) / 0.05).clamp(0.0, 1.0);
             if let Some(rim) = s.rim {
                 let ring = (((n - (threshold - 0.08)) / 0.03).clamp(0.0, 1.0) - core).max(0.0);
-                for i in 0..3 {
-                    c[i] = c[i] * (1.0 - ring) + rim[i] * ring;
+                for (ch, r) in c.iter_mut().zip(rim) {
+                    *ch = *ch * (1.0 - ring) + r * ring;
                 }
             }
-            for i in 0..3 {
-                c[i] = c[i] * (1.0 - core) + s.colour[i] * core;
+            for (ch, k) in c.iter_mut().zip(s.colour) {
+                *ch = *ch * (1.0 - core) + k * core;
             }
         }
         c

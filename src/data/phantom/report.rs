@@ -91,20 +91,117 @@ pub fn opening_sentence(rng: &mut Rng) -> String {
 /// How a gastroenterologist might write each capsule entity (canonical name first): spelling
 /// variants, plurals and modifiers the refiner must see through.
 const ENTITY_WORDINGS: &[(&str, &[&str])] = &[
-    ("polyp", &["polyp", "small polyp", "sessile polyp", "polypoid lesion", "polyps"]),
-    ("angioectasia", &["angioectasia", "angiectasia", "small angioectasia", "angiodysplasia", "angioectasias"]),
+    (
+        "polyp",
+        &[
+            "polyp",
+            "small polyp",
+            "sessile polyp",
+            "polypoid lesion",
+            "polyps",
+        ],
+    ),
+    (
+        "angioectasia",
+        &[
+            "angioectasia",
+            "angiectasia",
+            "small angioectasia",
+            "angiodysplasia",
+            "angioectasias",
+        ],
+    ),
     ("lipoma", &["lipoma", "submucosal lipoma", "small lipoma"]),
-    ("hemorrhoid", &["hemorrhoids", "haemorrhoids", "internal hemorrhoid", "hemorrhoid"]),
-    ("biopsy lesion", &["biopsy site", "biopsy lesion", "post-biopsy lesion", "biopsy scar"]),
-    ("inflammation", &["inflammation", "inflamed mucosa", "mild inflammation", "enteritis", "ileitis"]),
-    ("ulcer", &["ulcer", "ulcers", "aphthous ulcer", "ulceration", "large ulcer"]),
-    ("erosion", &["erosion", "erosions", "small erosions", "mild erosion", "eroded mucosa"]),
+    (
+        "hemorrhoid",
+        &[
+            "hemorrhoids",
+            "haemorrhoids",
+            "internal hemorrhoid",
+            "hemorrhoid",
+        ],
+    ),
+    (
+        "biopsy lesion",
+        &[
+            "biopsy site",
+            "biopsy lesion",
+            "post-biopsy lesion",
+            "biopsy scar",
+        ],
+    ),
+    (
+        "inflammation",
+        &[
+            "inflammation",
+            "inflamed mucosa",
+            "mild inflammation",
+            "enteritis",
+            "ileitis",
+        ],
+    ),
+    (
+        "ulcer",
+        &[
+            "ulcer",
+            "ulcers",
+            "aphthous ulcer",
+            "ulceration",
+            "large ulcer",
+        ],
+    ),
+    (
+        "erosion",
+        &[
+            "erosion",
+            "erosions",
+            "small erosions",
+            "mild erosion",
+            "eroded mucosa",
+        ],
+    ),
     ("fibrin", &["fibrin", "fibrin coating", "fibrinous exudate"]),
-    ("edema", &["edema", "oedema", "edematous folds", "swollen villi"]),
-    ("reduced vascularity", &["reduced vascularity", "loss of vascular pattern", "decreased vascular pattern"]),
-    ("hyperemia", &["hyperemia", "erythema", "redness", "hyperaemic mucosa", "mild erythema"]),
-    ("pseudopolyp", &["pseudopolyps", "pseudopolyp", "inflammatory pseudopolyps", "pseudo-polyps"]),
-    ("blood", &["blood", "fresh blood", "bleeding", "active bleeding", "haematin"]),
+    (
+        "edema",
+        &["edema", "oedema", "edematous folds", "swollen villi"],
+    ),
+    (
+        "reduced vascularity",
+        &[
+            "reduced vascularity",
+            "loss of vascular pattern",
+            "decreased vascular pattern",
+        ],
+    ),
+    (
+        "hyperemia",
+        &[
+            "hyperemia",
+            "erythema",
+            "redness",
+            "hyperaemic mucosa",
+            "mild erythema",
+        ],
+    ),
+    (
+        "pseudopolyp",
+        &[
+            "pseudopolyps",
+            "pseudopolyp",
+            "inflammatory pseudopolyps",
+            "pseudo-polyps",
+        ],
+    ),
+    (
+        "blood",
+        &[
+            "blood",
+            "fresh blood",
+            "bleeding",
+            "active bleeding",
+            "haematin",
+        ],
+    ),
 ];
 
 /// A capsule frame's raw finding in free text naming exactly `entities` (canonical names; none:
@@ -143,7 +240,13 @@ pub fn capsule_finding_text(entities: &[&str], rng: &mut Rng) -> String {
         [a, b] => format!("{a}{}{b}", rng.pick(&[" and ", ", ", " with "])),
         more => more.join(", "),
     };
-    let place = *rng.pick(&["", " in the jejunum", " in the distal ileum", " in the terminal ileum", ""]);
+    let place = *rng.pick(&[
+        "",
+        " in the jejunum",
+        " in the distal ileum",
+        " in the terminal ileum",
+        "",
+    ]);
     let mayo = if entities.contains(&"inflammation") && rng.chance(0.3) {
         " Mayo 1."
     } else {
@@ -152,8 +255,19 @@ pub fn capsule_finding_text(entities: &[&str], rng: &mut Rng) -> String {
     let negated = ["blood", "ulcer"]
         .iter()
         .find(|n| !entities.contains(n) && rng.chance(0.25))
-        .map_or("", |n| if *n == "blood" { " No bleeding." } else { " No ulcers." });
-    let residue = *rng.pick(&["", "", " Some food residue.", " Bubbles partly obscure the view."]);
+        .map_or("", |n| {
+            if *n == "blood" {
+                " No bleeding."
+            } else {
+                " No ulcers."
+            }
+        });
+    let residue = *rng.pick(&[
+        "",
+        "",
+        " Some food residue.",
+        " Bubbles partly obscure the view.",
+    ]);
     format!("{}{place}.{mayo}{negated}{residue}", capitalise(&body))
 }
 
