@@ -253,6 +253,24 @@ fn print(e: &CaptionEval, test: &str, train: &str) {
             s.loss, s.shots, s.models, s.top1_mean, s.top1_sd, s.top5_mean, s.top5_sd
         );
     }
+    if !e.paired.is_empty() {
+        println!("\nKL minus CLIP on the same frames (mean over each loss's models; paired bootstrap of patients)");
+        println!("| shots | models (kl / clip) | top-1 diff [95% CI] | KL ahead | top-5 diff [95% CI] |");
+        println!("| --- | --- | --- | --- | --- |");
+        for p in &e.paired {
+            println!(
+                "| {} | {} / {} | {:+.3} {} | {:.0}% | {:+.3} {} |",
+                p.shots,
+                p.kl_models,
+                p.clip_models,
+                p.top1_diff,
+                ci(p.top1_diff_ci),
+                p.top1_kl_ahead * 100.0,
+                p.top5_diff,
+                ci(p.top5_diff_ci)
+            );
+        }
+    }
     println!("\ncategories (top category under precedence; multi-label macro-F1, one vs rest)");
     println!("| method | accuracy [95% CI] | macro-F1 [95% CI] |\n| --- | --- | --- |");
     for r in &e.categories {

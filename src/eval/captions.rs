@@ -50,6 +50,21 @@ pub struct RetrievalSummary {
     pub top5_sd: f64,
 }
 
+/// The KL models' mean hit rate minus the CLIP models' on the same frames, with a paired
+/// bootstrap over patients (the same resamples for both).
+#[derive(Debug, Clone, Serialize)]
+pub struct PairedRow {
+    pub shots: String,
+    pub kl_models: usize,
+    pub clip_models: usize,
+    pub top1_diff: f64,
+    pub top1_diff_ci: [f64; 2],
+    /// Share of resamples in which KL's top-1 is higher.
+    pub top1_kl_ahead: f64,
+    pub top5_diff: f64,
+    pub top5_diff_ci: [f64; 2],
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CategoryRow {
     pub method: String,
@@ -76,6 +91,8 @@ pub struct CategorySummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct CaptionEval {
     pub retrieval: Vec<RetrievalRow>,
+    /// KL minus CLIP at each shot count where both were evaluated (fine-tuned models only).
+    pub paired: Vec<PairedRow>,
     pub retrieval_summary: Vec<RetrievalSummary>,
     /// The majority-caption baseline (captions ranked by their training-split frequency).
     pub baselines: Vec<RetrievalRow>,
@@ -113,8 +130,10 @@ pub fn run(
     let mut retrieval = Vec::new();
     let mut categories = Vec::new();
     let truth: Vec<[bool; 7]> = test.category_targets();
+    let mut per_frame: Vec<(String, String, Vec<f64>, Vec<f64>)> = Vec::new();
     for c in candidates {
         let (ranks, probs) = score(c.model, c.config, test, device);
+        per_frame.push((c.loss.clone(), c.shots.clone(), hits(&ranks, 1), hits(&ranks, 5)));
         let (top1, top1_ci) = cluster(&hits(&ranks, 1));
         let (top5, top5_ci) = cluster(&hits(&ranks, 5));
         retrieval.push(RetrievalRow {
@@ -191,7 +210,9 @@ pub fn run(
         baseline_macro_f1: baseline.macro_f1,
     };
     categories.push(baseline);
+    let paired = paired_kl_clip(&per_frame, &patients.0, &weights);
     CaptionEval {
+        paired,
         retrieval_summary: summarise(&retrieval),
         retrieval,
         baselines,
@@ -240,6 +261,62 @@ fn score(
         probs.extend(probabilities(model.category_logits(v)));
     }
     (ranks, probs)
+}
+
+fn paired_kl_clip(
+    per_frame: &[(String, String, Vec<f64>, Vec<f64>)],
+    patient: &[usize],
+    weights: &[Vec<f64>],
+) -> Vec<PairedRow> {
+    let mut shots: Vec<&String> = per_frame.iter().map(|r| &r.1).collect();
+    shots.sort();
+    shots.dedup();
+    let mut out = Vec::new();
+    for s in shots.into_iter().filter(|s| s.as_str() != "0") {
+        let of = |loss: &str| -> Vec<&(String, String, Vec<f64>, Vec<f64>)> {
+            per_frame
+                .iter()
+                .filter(|r| r.0 == loss && r.1 == *s)
+                .collect()
+        };
+        let (kl, clip) = (of("kl"), of("clip"));
+        if kl.is_empty() || clip.is_empty() {
+            continue;
+        }
+        // Per-frame mean over the models of each loss, then the difference.
+        let mean_of = |rows: &[&(String, String, Vec<f64>, Vec<f64>)], top5: bool| -> Vec<f64> {
+            let n = rows[0].2.len();
+            (0..n)
+                .map(|i| {
+                    rows.iter()
+                        .map(|r| if top5 { r.3[i] } else { r.2[i] })
+                        .sum::<f64>()
+                        / rows.len() as f64
+                })
+                .collect()
+        };
+        let diff = |top5: bool| -> Vec<f64> {
+            mean_of(&kl, top5)
+                .iter()
+                .zip(mean_of(&clip, top5))
+                .map(|(a, b)| a - b)
+                .collect()
+        };
+        let (d1, d5) = (diff(false), diff(true));
+        let all1: Vec<f64> = weights.iter().map(|w| mean_weighted(&d1, patient, w)).collect();
+        let all5: Vec<f64> = weights.iter().map(|w| mean_weighted(&d5, patient, w)).collect();
+        out.push(PairedRow {
+            shots: s.clone(),
+            kl_models: kl.len(),
+            clip_models: clip.len(),
+            top1_diff: all1[0],
+            top1_kl_ahead: all1.iter().filter(|d| **d > 0.0).count() as f64 / all1.len() as f64,
+            top1_diff_ci: super::tracklets::interval(all1),
+            top5_diff: all5[0],
+            top5_diff_ci: super::tracklets::interval(all5),
+        });
+    }
+    out
 }
 
 fn probabilities(logits: Tensor<2>) -> Vec<Vec<f32>> {
