@@ -113,7 +113,11 @@ fn a_few_kl_steps_rank_captions_above_chance_for_other_patients() {
     );
     assert!(r.top5 >= r.top1 && r.top1_ci[0] <= r.top1 && r.top1 <= r.top1_ci[1]);
     // The category head and the histogram baseline both report on the same frames.
-    assert_eq!(e.categories.len(), 2);
+    assert_eq!(
+        e.categories.len(),
+        3,
+        "the head, its top caption's categories, the histogram"
+    );
     assert!(e.category.accuracy.is_finite() && e.category.baseline_macro_f1.is_finite());
     assert_eq!(e.categories[0].confusion.len(), CATEGORIES.len());
     let counted: usize = e.categories[0].confusion.iter().flatten().sum();

@@ -117,24 +117,17 @@ pub fn describe(
         .collect()
 }
 
-/// The predicted categories and the first of them under the entity list's precedence. A
-/// category is predicted when its probability is above one half, "normal" only when it is
-/// the most probable category of all (it then stands alone), and the most probable category
-/// when none passes.
+/// The predicted categories and the top category. A category is predicted when its
+/// probability is above one half, "normal" only when it is the most probable category of all
+/// (it then stands alone), and the most probable category always. The top category is the
+/// most probable one, ties broken by the entity list's precedence. (Taking the first predicted
+/// category by precedence instead was tried on the validation split and lost, 0.780 against
+/// 0.862 top-category accuracy: the class-weighted head over-predicts the rare categories that
+/// the precedence puts first.)
 pub fn predicted_categories(probabilities: &[f32]) -> ([bool; 7], String) {
     let normal = CATEGORIES.len() - 1;
-    let best = (0..probabilities.len().min(7))
-        .max_by(|&a, &b| probabilities[a].total_cmp(&probabilities[b]))
-        .unwrap_or(normal);
-    let mut set = [false; 7];
-    if best == normal {
-        set[normal] = true;
-    } else {
-        for (k, &p) in probabilities.iter().enumerate().take(normal) {
-            set[k] = p > 0.5;
-        }
-        set[best] = true;
-    }
+    let p = |k: usize| probabilities.get(k).copied().unwrap_or(0.0);
+    let highest = (0..CATEGORIES.len()).map(p).fold(f32::MIN, f32::max);
     let top = Refiner::shipped()
         .precedence()
         .into_iter()
@@ -142,9 +135,19 @@ pub fn predicted_categories(probabilities: &[f32]) -> ([bool; 7], String) {
             CATEGORIES
                 .iter()
                 .position(|k| k == c)
-                .is_some_and(|i| set[i])
+                .is_some_and(|i| p(i) == highest)
         })
         .unwrap_or_else(|| NORMAL.to_string());
+    let best = CATEGORIES.iter().position(|k| *k == top).unwrap_or(normal);
+    let mut set = [false; 7];
+    if best == normal {
+        set[normal] = true;
+    } else {
+        for (k, flag) in set.iter_mut().enumerate().take(normal) {
+            *flag = p(k) > 0.5;
+        }
+        set[best] = true;
+    }
     (set, top)
 }
 

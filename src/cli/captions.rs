@@ -254,8 +254,12 @@ fn print(e: &CaptionEval, test: &str, train: &str) {
         );
     }
     if !e.paired.is_empty() {
-        println!("\nKL minus CLIP on the same frames (mean over each loss's models; paired bootstrap of patients)");
-        println!("| shots | models (kl / clip) | top-1 diff [95% CI] | KL ahead | top-5 diff [95% CI] |");
+        println!(
+            "\nKL minus CLIP on the same frames (mean over each loss's models; paired bootstrap of patients)"
+        );
+        println!(
+            "| shots | models (kl / clip) | top-1 diff [95% CI] | KL ahead | top-5 diff [95% CI] |"
+        );
         println!("| --- | --- | --- | --- | --- |");
         for p in &e.paired {
             println!(
@@ -271,7 +275,11 @@ fn print(e: &CaptionEval, test: &str, train: &str) {
             );
         }
     }
-    println!("\ncategories (top category under precedence; multi-label macro-F1, one vs rest)");
+    println!(
+        "\ncategories: accuracy of the top category (truth: the refined caption's category under \
+         the entity list's precedence; predicted: the most probable); multi-label macro-F1, one \
+         vs rest"
+    );
     println!("| method | accuracy [95% CI] | macro-F1 [95% CI] |\n| --- | --- | --- |");
     for r in &e.categories {
         println!(

@@ -132,8 +132,13 @@ pub fn run(
     let truth: Vec<[bool; 7]> = test.category_targets();
     let mut per_frame: Vec<(String, String, Vec<f64>, Vec<f64>)> = Vec::new();
     for c in candidates {
-        let (ranks, probs) = score(c.model, c.config, test, device);
-        per_frame.push((c.loss.clone(), c.shots.clone(), hits(&ranks, 1), hits(&ranks, 5)));
+        let (ranks, probs, from_caption) = score(c.model, c.config, test, device);
+        per_frame.push((
+            c.loss.clone(),
+            c.shots.clone(),
+            hits(&ranks, 1),
+            hits(&ranks, 5),
+        ));
         let (top1, top1_ci) = cluster(&hits(&ranks, 1));
         let (top5, top5_ci) = cluster(&hits(&ranks, 5));
         retrieval.push(RetrievalRow {
@@ -149,6 +154,17 @@ pub fn run(
             categories.push(category_row(
                 &c.label, &probs, &truth, test, &patients, &weights,
             ));
+            if categories.len() == 1 {
+                let label = format!("{}: the categories of its top caption (no head)", c.label);
+                categories.push(category_row(
+                    &label,
+                    &from_caption,
+                    &truth,
+                    test,
+                    &patients,
+                    &weights,
+                ));
+            }
         }
     }
     // Majority caption: the training split's most frequent captions, in order.
@@ -233,11 +249,24 @@ fn score(
     config: &CaptionModelConfig,
     set: &CaptionSet,
     device: &Device,
-) -> (Vec<usize>, Vec<Vec<f32>>) {
+) -> (Vec<usize>, Vec<Vec<f32>>, Vec<Vec<f32>>) {
     let t = caption_embeddings(model, config, &set.captions, device);
     let all: Vec<usize> = (0..set.frames.len()).collect();
     let mut ranks = Vec::with_capacity(all.len());
     let mut probs = Vec::with_capacity(all.len());
+    // The categories of each frame's top caption, as 0/1 "probabilities".
+    let caption_categories: Vec<Vec<f32>> = set
+        .captions
+        .iter()
+        .map(|c| {
+            let cats = crate::captions::Refiner::shipped().refine(c).categories;
+            CATEGORIES
+                .iter()
+                .map(|k| f32::from(u8::from(cats.iter().any(|c| c == k))))
+                .collect()
+        })
+        .collect();
+    let mut from_caption = Vec::with_capacity(all.len());
     for idx in all.chunks(64) {
         let v = model.encode_images(set.batch(idx, &[], device));
         let s: Vec<f32> = v
@@ -249,6 +278,10 @@ fn score(
         let m = set.captions.len();
         for (k, &i) in idx.iter().enumerate() {
             let row = &s[k * m..(k + 1) * m];
+            let best = (0..m)
+                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                .unwrap_or(0);
+            from_caption.push(caption_categories[best].clone());
             let own = row[set.frames[i].caption];
             // Ties count against the frame (pessimistic).
             ranks.push(
@@ -260,7 +293,7 @@ fn score(
         }
         probs.extend(probabilities(model.category_logits(v)));
     }
-    (ranks, probs)
+    (ranks, probs, from_caption)
 }
 
 fn paired_kl_clip(
@@ -303,8 +336,14 @@ fn paired_kl_clip(
                 .collect()
         };
         let (d1, d5) = (diff(false), diff(true));
-        let all1: Vec<f64> = weights.iter().map(|w| mean_weighted(&d1, patient, w)).collect();
-        let all5: Vec<f64> = weights.iter().map(|w| mean_weighted(&d5, patient, w)).collect();
+        let all1: Vec<f64> = weights
+            .iter()
+            .map(|w| mean_weighted(&d1, patient, w))
+            .collect();
+        let all5: Vec<f64> = weights
+            .iter()
+            .map(|w| mean_weighted(&d5, patient, w))
+            .collect();
         out.push(PairedRow {
             shots: s.clone(),
             kl_models: kl.len(),

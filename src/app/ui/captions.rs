@@ -151,7 +151,9 @@ fn strip(
     ui.horizontal_wrapped(|ui| {
         for (i, key) in keys.iter().enumerate() {
             let answer = state.captions.frames.get(key);
-            ui.vertical(|ui| {
+            // A known size lets the wrapping layout start a new row before it.
+            let cell = egui::vec2(STRIP_THUMB, STRIP_THUMB + 22.0);
+            ui.allocate_ui_with_layout(cell, egui::Layout::top_down(egui::Align::Min), |ui| {
                 ui.set_max_width(STRIP_THUMB);
                 let selected = state.focused == Some(i);
                 let r = image(ui, key, STRIP_THUMB, textures);
