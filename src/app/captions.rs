@@ -4,44 +4,14 @@
 
 use super::App;
 use super::state::{Selection, Tab, ToastLevel};
-use crate::captions::query::{CaptionKey, CaptionSearch, FrameCaptions};
+use crate::captions::query::CaptionKey;
 use crate::engine::{Job, JobOutput};
-use std::collections::HashMap;
-use std::path::PathBuf;
 
 /// The panel's id in the registry.
 pub const TAB: Tab = Tab("captions");
 
 /// At most this many frames of a selection are described at once.
 const MAX_DESCRIBED: usize = 240;
-
-/// What the Captions panel shows.
-pub struct CaptionPanel {
-    pub models_dir: PathBuf,
-    /// Captions and categories of the shown frames.
-    pub frames: HashMap<CaptionKey, FrameCaptions>,
-    /// The caption model that made them (name and version).
-    pub model: Option<String>,
-    pub running: Option<u64>,
-    /// Why the last answer could not be made (no model...).
-    pub problem: Option<String>,
-    pub search: Option<CaptionSearch>,
-    pub searching: Option<u64>,
-}
-
-impl Default for CaptionPanel {
-    fn default() -> Self {
-        CaptionPanel {
-            models_dir: crate::default_models_dir(),
-            frames: HashMap::new(),
-            model: None,
-            running: None,
-            problem: None,
-            search: None,
-            searching: None,
-        }
-    }
-}
 
 /// What the Captions panel asks for.
 #[derive(Debug, Clone, PartialEq)]

@@ -238,6 +238,90 @@ impl Default for TrackletPanel {
     }
 }
 
+/// What the Captions panel shows.
+pub struct CaptionPanel {
+    pub models_dir: PathBuf,
+    /// Captions and categories of the shown frames.
+    pub frames: HashMap<crate::captions::query::CaptionKey, crate::captions::query::FrameCaptions>,
+    /// The caption model that made them (name and version).
+    pub model: Option<String>,
+    pub running: Option<u64>,
+    /// Why the last answer could not be made (no model...).
+    pub problem: Option<String>,
+    pub search: Option<crate::captions::query::CaptionSearch>,
+    pub searching: Option<u64>,
+}
+
+impl Default for CaptionPanel {
+    fn default() -> Self {
+        CaptionPanel {
+            models_dir: crate::default_models_dir(),
+            frames: HashMap::new(),
+            model: None,
+            running: None,
+            problem: None,
+            search: None,
+            searching: None,
+        }
+    }
+}
+
+/// The Training tab's state.
+pub struct TrainingPanel {
+    /// The chosen recipe's name.
+    pub recipe: String,
+    /// Values the user changed, by option name (the rest take the recipe's defaults).
+    pub values: std::collections::BTreeMap<String, String>,
+    /// The run started last (running or finished).
+    pub run: Option<crate::engine::training::TrainingRun>,
+    /// Whether the run's end was already announced with a toast.
+    pub(super) announced: bool,
+    /// The library's recorded runs, newest first, each with its per-epoch losses.
+    pub runs: Vec<RecordedRun>,
+    /// Runs (ids) whose epoch losses are drawn over each other.
+    pub overlay: std::collections::BTreeSet<i64>,
+}
+
+/// A run from the library's records, for the runs list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRun {
+    pub row: crate::store::RunRow,
+    /// (epoch, mean loss) of every finished epoch.
+    pub losses: Vec<(usize, f64)>,
+    /// Wall seconds of its epochs, summed.
+    pub seconds: f64,
+}
+
+impl Default for TrainingPanel {
+    fn default() -> Self {
+        TrainingPanel {
+            recipe: crate::train::recipes()
+                .first()
+                .map_or(String::new(), |r| r.name().to_string()),
+            values: Default::default(),
+            run: None,
+            announced: false,
+            runs: Vec::new(),
+            overlay: Default::default(),
+        }
+    }
+}
+
+impl TrainingPanel {
+    /// The form's value of `name`, else the recipe's default.
+    pub fn value(&self, name: &str, default: Option<&str>) -> String {
+        self.values
+            .get(name)
+            .cloned()
+            .or(default.map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    pub fn running(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| !r.finished())
+    }
+}
+
 /// The digital-twin panel: its settings and the last answer.
 pub struct TwinPanel {
     pub models_dir: PathBuf,
@@ -306,8 +390,8 @@ pub struct AppState {
     pub twins: TwinPanel,
     pub tracklets: TrackletPanel,
     pub labelling: LabellingPanel,
-    pub training: super::training::TrainingPanel,
-    pub captions: super::captions::CaptionPanel,
+    pub training: TrainingPanel,
+    pub captions: CaptionPanel,
 }
 
 impl AppState {

@@ -3,10 +3,9 @@
 //! engine's device (`engine::training`). The panel draws [`TrainingPanel`] and the run's log.
 
 use super::App;
-use super::state::ToastLevel;
+use super::state::{RecordedRun, ToastLevel};
 use crate::engine::training::TrainingRun;
 use crate::train::recipe::Settings;
-use std::collections::BTreeMap;
 
 /// What the Training tab asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,62 +25,6 @@ pub enum TrainingCommand {
         run: i64,
         on: bool,
     },
-}
-
-/// The Training tab's state.
-pub struct TrainingPanel {
-    /// The chosen recipe's name.
-    pub recipe: String,
-    /// Values the user changed, by option name (the rest take the recipe's defaults).
-    pub values: BTreeMap<String, String>,
-    /// The run started last (running or finished).
-    pub run: Option<TrainingRun>,
-    /// Whether the run's end was already announced with a toast.
-    announced: bool,
-    /// The library's recorded runs, newest first, each with its per-epoch losses.
-    pub runs: Vec<RecordedRun>,
-    /// Runs (ids) whose epoch losses are drawn over each other.
-    pub overlay: std::collections::BTreeSet<i64>,
-}
-
-/// A run from the library's records, for the runs list.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecordedRun {
-    pub row: crate::store::RunRow,
-    /// (epoch, mean loss) of every finished epoch.
-    pub losses: Vec<(usize, f64)>,
-    /// Wall seconds of its epochs, summed.
-    pub seconds: f64,
-}
-
-impl Default for TrainingPanel {
-    fn default() -> Self {
-        TrainingPanel {
-            recipe: crate::train::recipes()
-                .first()
-                .map_or(String::new(), |r| r.name().to_string()),
-            values: BTreeMap::new(),
-            run: None,
-            announced: false,
-            runs: Vec::new(),
-            overlay: Default::default(),
-        }
-    }
-}
-
-impl TrainingPanel {
-    /// The form's value of `name`, else the recipe's default.
-    pub fn value(&self, name: &str, default: Option<&str>) -> String {
-        self.values
-            .get(name)
-            .cloned()
-            .or(default.map(str::to_string))
-            .unwrap_or_default()
-    }
-
-    pub fn running(&self) -> bool {
-        self.run.as_ref().is_some_and(|r| !r.finished())
-    }
 }
 
 /// Where the Training tab's runs write their models by default: `runs/` beside the library.

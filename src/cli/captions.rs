@@ -127,7 +127,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let first = load(a.model.clone(), &device)?;
     let mut loaded: Vec<(String, LoadedCaptionModel)> = vec![("shipped".into(), first)];
     for c in &a.compare {
-        let (label, card) = super::eval::compare_arg(c)?;
+        let (label, card) = super::compare_arg(c)?;
         let m = model::load(card, &device).with_context(|| format!("--compare {c}"))?;
         loaded.push((label.to_string(), m));
     }

@@ -90,7 +90,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             let models = TwinModels::load(&dir, &compute.device)?;
             let mut others = Vec::new();
             for c in &compare {
-                let (label, folder) = compare_arg(c)?;
+                let (label, folder) = super::compare_arg(c)?;
                 let loaded = TwinModels::load(folder, &compute.device)
                     .with_context(|| format!("--compare {c}"))?;
                 others.push((label.to_string(), loaded));
@@ -124,16 +124,6 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             }
             Ok(())
         }
-    }
-}
-
-/// One `--compare LABEL=FOLDER` argument.
-pub fn compare_arg(c: &str) -> Result<(&str, &Path)> {
-    match c.split_once('=') {
-        Some((label, folder)) if !label.is_empty() && !folder.is_empty() => {
-            Ok((label, Path::new(folder)))
-        }
-        _ => anyhow::bail!("--compare {c}: write LABEL=FOLDER"),
     }
 }
 

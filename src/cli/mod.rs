@@ -90,3 +90,13 @@ pub fn watch(progress: Arc<Progress>, bar: ProgressBar) -> std::thread::JoinHand
         }
     })
 }
+
+/// One `--compare LABEL=FOLDER` argument.
+pub fn compare_arg(c: &str) -> anyhow::Result<(&str, &std::path::Path)> {
+    match c.split_once('=') {
+        Some((label, folder)) if !label.is_empty() && !folder.is_empty() => {
+            Ok((label, std::path::Path::new(folder)))
+        }
+        _ => anyhow::bail!("--compare {c}: write LABEL=FOLDER"),
+    }
+}

@@ -73,7 +73,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     };
     let mut others = Vec::new();
     for c in &a.compare {
-        let (label, folder) = super::eval::compare_arg(c)?;
+        let (label, folder) = super::compare_arg(c)?;
         let loaded = endotwin::tracklets::load_model(folder, &compute.device)
             .with_context(|| format!("--compare {c}"))?;
         others.push((label.to_string(), loaded));
@@ -112,7 +112,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         heads.push((format!("tracklet head {} (shipped)", card.version), head));
     }
     for h in &a.heads {
-        let (label, card) = super::eval::compare_arg(h)?;
+        let (label, card) = super::compare_arg(h)?;
         let (head, _) = endotwin::tracklets::load_head(card, &compute.device)
             .with_context(|| format!("--head {h}"))?;
         heads.push((label.to_string(), head));

@@ -125,7 +125,7 @@ pub fn run(
             .iter()
             .map(|w| mean_weighted(hits, &patients.0, w))
             .collect();
-        (point, super::tracklets::interval(all))
+        (point, super::metrics::interval(all))
     };
     let mut retrieval = Vec::new();
     let mut categories = Vec::new();
@@ -350,9 +350,9 @@ fn paired_kl_clip(
             clip_models: clip.len(),
             top1_diff: all1[0],
             top1_kl_ahead: all1.iter().filter(|d| **d > 0.0).count() as f64 / all1.len() as f64,
-            top1_diff_ci: super::tracklets::interval(all1),
+            top1_diff_ci: super::metrics::interval(all1),
             top5_diff: all5[0],
-            top5_diff_ci: super::tracklets::interval(all5),
+            top5_diff_ci: super::metrics::interval(all5),
         });
     }
     out
@@ -401,14 +401,14 @@ fn category_row(
             .iter()
             .map(|w| mean_weighted(&correct, &patients.0, w))
             .collect();
-        (point, super::tracklets::interval(all))
+        (point, super::metrics::interval(all))
     };
     CategoryRow {
         method: method.to_string(),
         accuracy,
         accuracy_ci,
         macro_f1,
-        macro_f1_ci: super::tracklets::interval(weights.iter().map(|w| f1(w).0).collect()),
+        macro_f1_ci: super::metrics::interval(weights.iter().map(|w| f1(w).0).collect()),
         f1: CATEGORIES.iter().map(|c| c.to_string()).zip(per).collect(),
         confusion,
     }

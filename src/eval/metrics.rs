@@ -139,6 +139,17 @@ fn sort_pessimistic(predictions: &[(f64, bool)]) -> Vec<(f64, bool)> {
     sorted
 }
 
+/// The percentile 95 % interval of bootstrap figures (non-finite ones left out).
+pub fn interval(mut v: Vec<f64>) -> [f64; 2] {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return [f64::NAN, f64::NAN];
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    [at(0.025), at(0.975)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

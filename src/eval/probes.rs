@@ -170,8 +170,7 @@ fn one(
             .collect()
     };
     let value = metric(&items(None));
-    let ci =
-        super::tracklets::interval(resamples.iter().map(|w| metric(&items(Some(w)))).collect());
+    let ci = super::metrics::interval(resamples.iter().map(|w| metric(&items(Some(w)))).collect());
     (value, ci, scored.len())
 }
 

@@ -161,15 +161,7 @@ pub fn weighted_ap(items: &[(f64, bool, f64)]) -> f64 {
     sum / total_pos
 }
 
-pub(crate) fn interval(mut v: Vec<f64>) -> [f64; 2] {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return [f64::NAN, f64::NAN];
-    }
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    [at(0.025), at(0.975)]
-}
+pub(crate) use super::metrics::interval;
 
 /// Video weights of each bootstrap resample (multiplicities), the first all ones.
 fn resamples(videos: usize, seed: u64) -> Vec<Vec<f64>> {

@@ -140,7 +140,7 @@ fn panel(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
 
 /// The library's recorded runs (settings on hover), and the epoch losses of the ticked ones
 /// drawn over each other.
-fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &mut Vec<Command>) {
+fn runs(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut Vec<Command>) {
     ui.label(
         RichText::new(format!(
             "Runs recorded in this library: {}",
@@ -190,7 +190,7 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::training::TrainingPanel, out: &
                 ui.end_row();
             }
         });
-    let chosen: Vec<&super::super::training::RecordedRun> = panel
+    let chosen: Vec<&super::super::state::RecordedRun> = panel
         .runs
         .iter()
         .filter(|r| panel.overlay.contains(&r.row.id) && !r.losses.is_empty())
