@@ -85,7 +85,13 @@ fn the_phantom_carries_ground_truth_for_every_method() {
         .unwrap();
     let frames = store.loose_frames(capsule.id).unwrap();
     assert_eq!(frames.len(), 2);
-    assert!(store.caption(frames[0].id).unwrap().is_some());
+    let raw = store.caption(frames[0].id).unwrap().unwrap();
+    let refined = endotwin::captions::Refiner::shipped().refine(&raw);
+    assert_eq!(
+        store.caption_refinement(frames[0].id).unwrap(),
+        Some((refined.caption, refined.category)),
+        "the refinement is stored beside the finding"
+    );
 }
 
 #[test]

@@ -4,5 +4,6 @@ pub mod contact_sheet;
 pub mod images;
 pub mod import;
 pub mod phantom;
+pub mod refine;
 pub mod tracklets;
 pub mod vocabulary;

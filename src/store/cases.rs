@@ -285,10 +285,16 @@ pub fn insert_report_once(
     Ok(true)
 }
 
-pub fn set_caption(tx: &Transaction<'_>, media_id: i64, text: &str) -> Result<()> {
+/// A media item's raw finding and, when known, its refinement (caption label, category).
+pub fn set_caption(
+    tx: &Transaction<'_>,
+    media_id: i64,
+    text: &str,
+    refined: Option<(&str, &str)>,
+) -> Result<()> {
     tx.execute(
-        "INSERT OR REPLACE INTO captions(media_id, text) VALUES (?1, ?2)",
-        params![media_id, text],
+        "INSERT OR REPLACE INTO captions(media_id, text, refined, category) VALUES (?1, ?2, ?3, ?4)",
+        params![media_id, text, refined.map(|r| r.0), refined.map(|r| r.1)],
     )?;
     Ok(())
 }
@@ -489,6 +495,19 @@ impl Store {
                 "SELECT text FROM captions WHERE media_id = ?1",
                 [media_id],
                 |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// A media item's stored refinement (caption label, category), when it has one.
+    pub fn caption_refinement(&self, media_id: i64) -> Result<Option<(String, String)>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT refined, category FROM captions WHERE media_id = ?1
+                   AND refined IS NOT NULL AND category IS NOT NULL",
+                [media_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?)
     }

@@ -260,6 +260,7 @@ pub fn merge_caption(
     media_id: i64,
     name: &str,
     text: &str,
+    refined: Option<(&str, &str)>,
     merge: &mut Merge,
 ) -> Result<()> {
     let old: Option<String> = tx
@@ -271,7 +272,7 @@ pub fn merge_caption(
         .optional()?;
     if old.is_none() {
         // A new caption on media this import brings is plain data, not a change.
-        return super::set_caption(tx, media_id, text);
+        return super::set_caption(tx, media_id, text, refined);
     }
     let target = Target {
         kind: TargetKind::Media,
@@ -279,7 +280,7 @@ pub fn merge_caption(
         name,
     };
     if merge.label(tx, &target, "caption", old, Some(text.to_string()))? {
-        super::set_caption(tx, media_id, text)?;
+        super::set_caption(tx, media_id, text, refined)?;
     }
     Ok(())
 }

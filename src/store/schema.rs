@@ -5,18 +5,23 @@
 //! version. A library whose version is newer than [`CURRENT_VERSION`] is refused untouched.
 
 /// Schema version this build writes.
-pub const CURRENT_VERSION: i64 = 2;
+pub const CURRENT_VERSION: i64 = 3;
 
 /// `application_id` stamped into every library so foreign SQLite files are recognised
 /// ("ETWN" in ASCII).
 pub const APPLICATION_ID: i64 = 0x4554_574E;
 
 /// Migration `i` brings a library from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 2: a training run records the process that runs it, so a run whose process died
 /// (killed, crashed) is marked `interrupted` when the library is next opened.
 const V2: &str = "ALTER TABLE training_runs ADD COLUMN pid INTEGER;";
+
+/// Version 3: a caption keeps its refinement (caption label and category) beside the raw
+/// finding, which is never overwritten; rows written before it have none until written again.
+const V3: &str = "ALTER TABLE captions ADD COLUMN refined TEXT;
+ALTER TABLE captions ADD COLUMN category TEXT;";
 
 const V1: &str = r#"
 CREATE TABLE meta (

@@ -427,7 +427,9 @@ pub fn write(
             }
             let name = format!("media {id} ({})", pi.image.source.display());
             if let Some(c) = &pi.caption {
-                store::merge_caption(tx, id, &name, c, merge)?;
+                let r = crate::data::refine::Refiner::shipped().refine(c);
+                let refined = Some((r.caption.as_str(), r.category.as_str()));
+                store::merge_caption(tx, id, &name, c, refined, merge)?;
             }
             for (k, v) in &pi.labels {
                 store::merge_media_label(tx, id, &name, k, v, merge)?;

@@ -274,7 +274,8 @@ pub(super) fn write_all(
                 p,
                 &new_media(&cap.image, MediaKind::Capsule, Some(exam), src),
             )?;
-            store::set_caption(tx, mid, &cap.caption)?;
+            let r = crate::data::refine::Refiner::shipped().refine(&cap.caption);
+            store::set_caption(tx, mid, &cap.caption, Some((&r.caption, &r.category)))?;
             report.capsule_images += 1;
             report.media += 1;
         }
