@@ -112,22 +112,7 @@ impl SourceRoot {
         dir: &Path,
         problems: &mut Problems,
     ) -> Result<Vec<PathBuf>, ImportError> {
-        let mut out = Vec::new();
-        let mut seen = HashSet::new();
-        seen.insert(
-            self.check(dir)
-                .map_err(|r| ImportError::source_error(dir, r))?,
-        );
-        self.walk(
-            dir,
-            &mut seen,
-            &mut out,
-            problems,
-            &images::has_image_extension,
-        )
-        .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
-        out.sort();
-        Ok(out)
+        self.files_where(dir, problems, &images::has_image_extension)
     }
 
     /// Every file below `dir` (a folder inside the root) whose extension is `ext`, sorted,
@@ -138,17 +123,27 @@ impl SourceRoot {
         ext: &str,
         problems: &mut Problems,
     ) -> Result<Vec<PathBuf>, ImportError> {
+        let keep = |p: &Path| {
+            p.extension()
+                .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case(ext))
+        };
+        self.files_where(dir, problems, &keep)
+    }
+
+    /// Every file below `dir` that `keep` accepts, sorted (the walk of both above).
+    fn files_where(
+        &self,
+        dir: &Path,
+        problems: &mut Problems,
+        keep: &dyn Fn(&Path) -> bool,
+    ) -> Result<Vec<PathBuf>, ImportError> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         seen.insert(
             self.check(dir)
                 .map_err(|r| ImportError::source_error(dir, r))?,
         );
-        let keep = |p: &Path| {
-            p.extension()
-                .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case(ext))
-        };
-        self.walk(dir, &mut seen, &mut out, problems, &keep)
+        self.walk(dir, &mut seen, &mut out, problems, keep)
             .map_err(|e| ImportError::source_error(dir, e.to_string()))?;
         out.sort();
         Ok(out)
