@@ -3,7 +3,7 @@
 
 use super::Refined;
 use super::Refiner;
-use super::model::{CaptionModelConfig, input, pixels};
+use super::model::{CaptionModelConfig, input, input_of_side, pixels};
 use crate::data::images;
 use crate::plumbing::{Progress, Rng};
 use crate::store::{MediaKind, Store, StoreError};
@@ -137,10 +137,7 @@ impl CaptionSet {
     /// vertical) per frame augment training batches.
     pub fn batch(&self, idx: &[usize], flips: &[(bool, bool)], device: &Device) -> Tensor<4> {
         let s = self.size as usize;
-        let pre = crate::model::preprocess::Preprocess {
-            centre_crop: false,
-            ..crate::model::preprocess::Preprocess::clip(self.size)
-        };
+        let pre = input_of_side(self.size);
         let mut data = Vec::with_capacity(idx.len() * 3 * s * s);
         for (k, &i) in idx.iter().enumerate() {
             let mut img = self.frames[i].image.clone();

@@ -112,9 +112,14 @@ impl CaptionModel {
 /// How a capsule frame becomes the image tower's input: resized to a square of the model's
 /// side, CLIP's mean and std (one function at training, indexing and query time).
 pub fn input(config: &CaptionModelConfig) -> Preprocess {
+    input_of_side(config.image_size())
+}
+
+/// [`input`] for a tower of side `size`.
+pub fn input_of_side(size: u32) -> Preprocess {
     Preprocess {
         centre_crop: false,
-        ..Preprocess::clip(config.image_size())
+        ..Preprocess::clip(size)
     }
 }
 

@@ -101,17 +101,7 @@ impl HeldOut {
             ),
         )
     }
-}
 
-impl Drop for HeldOut {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.generated {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl HeldOut {
     /// `path` when given, else `split` of `seed` with `frames` captioned capsule frames at
     /// 96 px (patients of 24 frames; nothing else).
     pub fn open_capsule(
@@ -142,5 +132,13 @@ impl HeldOut {
                 split.name()
             ),
         )
+    }
+}
+
+impl Drop for HeldOut {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.generated {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

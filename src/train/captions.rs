@@ -73,16 +73,13 @@ pub fn train(
     }
     let steps_per_epoch = set.frames.len() / batch;
     let total_steps = steps_per_epoch * config.epochs;
-    let (mut model, mut optimizer, first_epoch) = match start {
-        Some(c) => (c.model, c.optimizer, c.epoch),
-        None => {
-            device.seed(config.seed);
-            let optimizer = AdamWConfig::new()
-                .with_weight_decay(config.weight_decay as f32)
-                .init();
-            (config.model.init(device), optimizer, 0)
-        }
-    };
+    let Checkpoint {
+        mut model,
+        mut optimizer,
+        epoch: first_epoch,
+    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
+        config.model.init(d)
+    });
     let context = config.model.clip.text.context;
     for epoch in first_epoch..config.epochs {
         let started = Instant::now();

@@ -17,6 +17,30 @@ pub struct Checkpoint<M> {
     pub epoch: usize,
 }
 
+impl<M> Checkpoint<M> {
+    /// Where a training loop starts: `start` when it resumes, else epoch 0 with a fresh model
+    /// from `init` (the device seeded with `seed` first, so a run is reproducible) and a fresh
+    /// AdamW with `weight_decay`.
+    pub fn resume_or_fresh(
+        start: Option<Checkpoint<M>>,
+        device: &burn::tensor::Device,
+        seed: u64,
+        weight_decay: f64,
+        init: impl FnOnce(&burn::tensor::Device) -> M,
+    ) -> Checkpoint<M> {
+        start.unwrap_or_else(|| {
+            device.seed(seed);
+            Checkpoint {
+                model: init(device),
+                optimizer: burn::optim::AdamWConfig::new()
+                    .with_weight_decay(weight_decay as f32)
+                    .init(),
+                epoch: 0,
+            }
+        })
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct State {
     epoch: usize,

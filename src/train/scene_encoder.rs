@@ -26,7 +26,7 @@ use crate::plumbing::Rng;
 use crate::store::{OpenMode, Store};
 use burn::config::Config;
 use burn::module::Module;
-use burn::optim::{AdamWConfig, GradientsParams};
+use burn::optim::GradientsParams;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use std::time::Instant;
 
@@ -241,16 +241,13 @@ pub fn train(
     let batch = config.batch.clamp(2, features.polyps());
     let steps_per_epoch = features.polyps() / batch;
     let total_steps = steps_per_epoch * config.epochs;
-    let (mut model, mut optimizer, first_epoch) = match start {
-        Some(c) => (c.model, c.optimizer, c.epoch),
-        None => {
-            device.seed(config.seed);
-            let optimizer = AdamWConfig::new()
-                .with_weight_decay(config.weight_decay as f32)
-                .init();
-            (config.init(device), optimizer, 0)
-        }
-    };
+    let Checkpoint {
+        mut model,
+        mut optimizer,
+        epoch: first_epoch,
+    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
+        config.init(d)
+    });
     let (d, w, v, n_p, px) = (
         features.dim,
         features.width,

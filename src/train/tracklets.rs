@@ -14,7 +14,7 @@ use crate::tracklets::bags::{self, BAG_SIZE, Curriculum, RankSampling};
 use crate::tracklets::dataset::TrackletSet;
 use burn::config::Config;
 use burn::module::Module;
-use burn::optim::{AdamWConfig, GradientsParams};
+use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use std::time::Instant;
 
@@ -146,16 +146,11 @@ pub fn train_encoder<M: FragmentEncoder>(
     let anchors = config.anchors.max(2);
     let steps_per_epoch = usable.len() / anchors;
     let total_steps = steps_per_epoch * config.epochs;
-    let (mut model, mut optimizer, first_epoch) = match start {
-        Some(c) => (c.model, c.optimizer, c.epoch),
-        None => {
-            device.seed(config.seed);
-            let optimizer = AdamWConfig::new()
-                .with_weight_decay(config.weight_decay as f32)
-                .init();
-            (init(device), optimizer, 0)
-        }
-    };
+    let Checkpoint {
+        mut model,
+        mut optimizer,
+        epoch: first_epoch,
+    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, init);
     for epoch in first_epoch..config.epochs {
         let started = Instant::now();
         let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
