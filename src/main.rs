@@ -71,6 +71,12 @@ enum Command {
         #[command(subcommand)]
         what: cli::captions::CaptionsWhat,
     },
+    /// Text prompts (Endo-CLIP): `score` an image against a prompt set, `search` the
+    /// library's polyps by a sentence, `index` the library with a prompt model.
+    Prompts {
+        #[command(subcommand)]
+        what: cli::prompts::PromptsWhat,
+    },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet(cli::demo::ContactSheetArgs),
 }
@@ -104,5 +110,6 @@ fn run(parsed: Cli) -> anyhow::Result<()> {
         Command::Model { what } => cli::model::run(what),
         Command::Labels { what } => cli::labels::run(&library, what),
         Command::Captions { what } => cli::captions::run(&library, pref, what),
+        Command::Prompts { what } => cli::prompts::run(&library, pref, what),
     }
 }

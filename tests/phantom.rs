@@ -13,6 +13,7 @@ fn tiny(seed: u64, split: Split) -> PhantomConfig {
         videos: 1,
         frames_per_video: 8,
         background_frames: 1,
+        frames_per_exam: 0,
         capsule_images: 2,
         image_size: 48,
         video_size: 48,

@@ -79,6 +79,7 @@ fn training_and_inference_cut_one_view_into_the_same_tensor() {
         videos: 0,
         frames_per_video: 0,
         background_frames: 0,
+        frames_per_exam: 0,
         capsule_images: 0,
         image_size: 128,
         video_size: 64,

@@ -21,7 +21,7 @@ fn check(text: &str, expected: &[&str]) {
 }
 
 #[test]
-fn the_shipped_vocabulary_has_nine_aspects() {
+fn the_shipped_vocabulary_has_methods_nine_aspects_and_histology() {
     let v = Vocabulary::default();
     assert_eq!(
         v.aspects(),
@@ -34,10 +34,40 @@ fn the_shipped_vocabulary_has_nine_aspects() {
             "pedicle",
             "boundary",
             "ulceration",
-            "count"
+            "count",
+            "histology"
         ]
     );
     assert_eq!(v.extract("").len(), v.len());
+}
+
+#[test]
+fn pathology_sentences_give_histology_and_negated_dysplasia_is_not_neoplastic() {
+    check(
+        "Histology: hyperplastic polyp (Vienna 1).",
+        &["histology/hyperplastic"],
+    );
+    check(
+        "Pathology report: tubular adenoma with low-grade dysplasia, Vienna category 3.",
+        &["histology/adenoma", "histology/neoplastic"],
+    );
+    check(
+        "Histopathology showed sessile serrated lesion without dysplasia (Vienna 3).",
+        &["histology/sessile serrated", "histology/neoplastic"],
+    );
+    check(
+        "Histology: invasive adenocarcinoma (Vienna 5).",
+        &["histology/carcinoma", "histology/neoplastic"],
+    );
+    check(
+        "Biopsies: tubular adenoma with high-grade dysplasia.",
+        &[
+            "histology/adenoma",
+            "histology/high-grade dysplasia",
+            "histology/neoplastic",
+        ],
+    );
+    check("Hyperplastic, no dysplasia.", &["histology/hyperplastic"]);
 }
 
 #[test]
@@ -123,6 +153,8 @@ fn sentences_the_phantom_never_writes() {
             "location/ascending colon",
             "surface pattern/tubular pits",
             "boundary/well demarcated",
+            "histology/adenoma",
+            "histology/neoplastic",
         ],
     );
     check(

@@ -31,6 +31,10 @@ pub struct DemoArgs {
     /// Frames without a polyp per examination.
     #[arg(long, default_value_t = 2)]
     background: usize,
+    /// Examination records for Endo-CLIP: every examination gets this many frames in all (its
+    /// polyps' views plus withdrawal frames without a polyp); 0: only `--background` frames.
+    #[arg(long, default_value_t = 0)]
+    frames_per_exam: usize,
     /// Side of still frames in pixels.
     #[arg(long, default_value_t = 256)]
     size: u32,
@@ -58,6 +62,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         frames_per_video: args.frames_per_video,
         capsule_images: args.capsule,
         background_frames: args.background,
+        frames_per_exam: args.frames_per_exam,
         image_size: args.size,
         ..PhantomConfig::default()
     };

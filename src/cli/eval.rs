@@ -59,6 +59,10 @@ pub enum EvalWhat {
     /// its loss and shots, against the majority caption; categories (accuracy, multi-label
     /// macro-F1) against a colour histogram with the same linear classifier.
     Captions(super::captions::EvalArgs),
+    /// Text prompts (Endo-CLIP) on held-out examination records: zero-shot polyp detection per
+    /// frame (rounds 1 and 2), zero-shot benign vs neoplastic per polyp, few-shot probes, the
+    /// colour-histogram baseline, the untrained model, plain CLIP and the ablations.
+    Prompts(super::prompts::EvalArgs),
 }
 
 pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
@@ -72,6 +76,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
         } => phantom(held_out, seed, polyps, views, size),
         EvalWhat::Tracklets(args) => super::tracklets::eval(pref, args),
         EvalWhat::Captions(args) => super::captions::eval(pref, args),
+        EvalWhat::Prompts(args) => super::prompts::eval(pref, args),
         EvalWhat::Twins {
             held_out,
             seed,

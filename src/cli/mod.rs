@@ -10,6 +10,7 @@ pub mod import;
 pub mod info;
 pub mod labels;
 pub mod model;
+pub mod prompts;
 pub mod tracklets;
 pub mod train;
 pub mod twins;

@@ -150,6 +150,11 @@ impl Vocabulary {
         &self.terms
     }
 
+    /// Every phrase the vocabulary reads, as text (a tokenizer's corpus).
+    pub fn phrases(&self) -> Vec<String> {
+        self.phrases.iter().map(|(w, _)| w.join(" ")).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.terms.len()
     }

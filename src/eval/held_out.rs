@@ -49,6 +49,38 @@ impl HeldOut {
         )
     }
 
+    /// `path` when given, else examination records (METHODS §1) of the test split of `seed`:
+    /// `polyps` polyps in examinations of `frames` frames each, at `size` px.
+    pub fn open_records(
+        path: Option<&Path>,
+        seed: u64,
+        polyps: usize,
+        frames: usize,
+        size: u32,
+    ) -> Result<HeldOut, PhantomError> {
+        if path.is_some() {
+            return HeldOut::open(path, seed, polyps, 4, size);
+        }
+        let cfg = PhantomConfig {
+            seed,
+            split: Split::Test,
+            polyps,
+            views_per_polyp: 4,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 2,
+            frames_per_exam: frames,
+            image_size: size,
+            ..PhantomConfig::default()
+        };
+        HeldOut::generate(
+            &cfg,
+            format!(
+                "phantom test split of seed {seed}: examination records, {polyps} polyps, {frames} frames per examination, {size} px"
+            ),
+        )
+    }
+
     /// Generates `cfg` into a temporary folder, removed on drop.
     fn generate(cfg: &PhantomConfig, described: String) -> Result<HeldOut, PhantomError> {
         let dir = std::env::temp_dir().join(format!(

@@ -5,5 +5,6 @@ pub mod captions;
 pub mod held_out;
 pub mod metrics;
 pub mod probes;
+pub mod prompts;
 pub mod tracklets;
 pub mod twins;

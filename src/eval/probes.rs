@@ -49,7 +49,7 @@ pub struct ProbeRow {
 }
 
 /// A logistic regression: weights and bias.
-struct Logistic {
+pub(crate) struct Logistic {
     w: Vec<f64>,
     b: f64,
 }
@@ -57,7 +57,7 @@ struct Logistic {
 impl Logistic {
     /// Fits on `x` (rows) and `y`, each class weighted by the inverse of its share, L2 1e-3,
     /// 400 steps of gradient descent (deterministic).
-    fn fit(x: &[&Vec<f32>], y: &[bool]) -> Logistic {
+    pub(crate) fn fit(x: &[&Vec<f32>], y: &[bool]) -> Logistic {
         let d = x.first().map_or(0, |r| r.len());
         let n = y.len().max(1) as f64;
         let positives = y.iter().filter(|&&v| v).count().max(1) as f64;
@@ -91,7 +91,7 @@ impl Logistic {
         m
     }
 
-    fn p(&self, row: &[f32]) -> f64 {
+    pub(crate) fn p(&self, row: &[f32]) -> f64 {
         let z: f64 = self.b
             + self
                 .w

@@ -57,6 +57,9 @@ pub enum ModelKind {
     TrackletHead,
     /// A capsule caption model: a CLIP dual encoder with a word tokenizer and a category head.
     CaptionModel,
+    /// A text-prompt model (Endo-CLIP): a CLIP dual encoder with a word tokenizer and the
+    /// stage-3 unifier.
+    PromptModel,
     Unifier,
     ReconstructionDecoder,
 }

@@ -1,7 +1,140 @@
-//! Text prompts (Endo-CLIP, METHODS §1). So far: the clinical attribute vocabulary
-//! (`assets/vocabulary.toml`, read by [`crate::data::vocabulary::Vocabulary`]), which stage 2
-//! (attunement) and stage 3 (unification) take their soft targets from, and the losses in
-//! `train::dual_losses`. Training, zero-shot scores and the prompt panel are still to come
-//! (issue #12).
+//! Text prompts (Endo-CLIP, METHODS §1): the clinical attribute vocabulary
+//! (`assets/vocabulary.toml`), examination records ([`records`]), the dual-encoder model with
+//! its unifier ([`model`]), and what the prompt panel and the CLI ask of it ([`query`]):
+//! scores of a prompt set for images, text-to-image search, the polyp probability of frames.
+//! Training is `train::prompts` (three stages), evaluation `eval::prompts`.
+
+pub mod model;
+pub mod query;
+pub mod records;
 
 pub use crate::data::vocabulary::{Term, Vocabulary, VocabularyError};
+
+/// The prompt sets shipped in `assets/prompt_sets.toml`.
+pub const DEFAULT_PROMPT_SETS: &str = include_str!("../../assets/prompt_sets.toml");
+
+/// A named list of prompts; `classes` (when given, one per prompt) groups them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PromptSet {
+    pub name: String,
+    pub prompts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<String>,
+}
+
+impl PromptSet {
+    /// The indices of the prompts of `class`.
+    pub fn class(&self, class: &str) -> Vec<usize> {
+        (0..self.prompts.len())
+            .filter(|&i| self.classes.get(i).is_some_and(|c| c == class))
+            .collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromptSetError {
+    #[error("{path}: not a prompt set file: {why}")]
+    Parse { path: String, why: String },
+    #[error("{path}: {why}")]
+    Invalid { path: String, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SetFile {
+    #[serde(default)]
+    set: Vec<PromptSet>,
+}
+
+/// Prompt sets from TOML text (`[[set]] name, prompts, classes`); `path` names it in errors.
+pub fn parse_prompt_sets(text: &str, path: &str) -> Result<Vec<PromptSet>, PromptSetError> {
+    let file: SetFile = toml::from_str(text).map_err(|e| PromptSetError::Parse {
+        path: path.into(),
+        why: e.message().to_string(),
+    })?;
+    for s in &file.set {
+        let bad = |why: String| PromptSetError::Invalid {
+            path: path.into(),
+            why,
+        };
+        if s.prompts.iter().all(|p| p.trim().is_empty()) {
+            return Err(bad(format!("set `{}` has no prompts", s.name)));
+        }
+        if !s.classes.is_empty() && s.classes.len() != s.prompts.len() {
+            return Err(bad(format!(
+                "set `{}` has {} prompts but {} classes (one per prompt, or none)",
+                s.name,
+                s.prompts.len(),
+                s.classes.len()
+            )));
+        }
+    }
+    if file.set.is_empty() {
+        return Err(PromptSetError::Invalid {
+            path: path.into(),
+            why: "no `[[set]]` in the file".into(),
+        });
+    }
+    Ok(file.set)
+}
+
+/// The shipped prompt sets.
+pub fn default_prompt_sets() -> Vec<PromptSet> {
+    parse_prompt_sets(DEFAULT_PROMPT_SETS, "assets/prompt_sets.toml").expect("shipped sets parse")
+}
+
+/// The set called `name` among the shipped ones.
+pub fn default_set(name: &str) -> PromptSet {
+    default_prompt_sets()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("assets/prompt_sets.toml has no set `{name}`"))
+}
+
+/// Prompt sets from a file (a prompt set TOML, or plain text: one prompt per line).
+pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, PromptSetError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| PromptSetError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    let is_toml = path.extension().is_some_and(|e| e == "toml") || text.contains("[[set]]");
+    if is_toml {
+        return parse_prompt_sets(&text, &shown);
+    }
+    let prompts: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    if prompts.is_empty() {
+        return Err(PromptSetError::Invalid {
+            path: shown,
+            why: "no prompts (one per line)".into(),
+        });
+    }
+    Ok(vec![PromptSet {
+        name: path
+            .file_stem()
+            .map_or("prompts".into(), |s| s.to_string_lossy().into_owned()),
+        prompts,
+        classes: Vec::new(),
+    }])
+}
+
+/// Writes `sets` to `path` as prompt set TOML (atomically: a temporary file, then a rename).
+pub fn write_prompt_sets(path: &std::path::Path, sets: &[PromptSet]) -> Result<(), PromptSetError> {
+    let text = toml::to_string(&SetFile { set: sets.to_vec() }).expect("prompt sets serialise");
+    let tmp = path.with_extension("toml.tmp");
+    let io = |source| PromptSetError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}

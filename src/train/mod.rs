@@ -10,6 +10,8 @@ pub mod data;
 pub mod dual_losses;
 pub mod image_encoder;
 pub mod losses;
+pub mod prompt_recipe;
+pub mod prompts;
 pub mod recipe;
 pub mod scene_encoder;
 pub mod tracklet_losses;
@@ -27,6 +29,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
         &scene_encoder::SceneEncoderRecipe,
         &tracklet_recipe::TrackletRecipe,
         &caption_recipe::CaptionRecipe,
+        &prompt_recipe::PromptRecipe,
     ]
 }
 

@@ -54,6 +54,11 @@ pub struct PhantomConfig {
     pub videos: usize,
     pub frames_per_video: usize,
     pub background_frames: usize,
+    /// Examination records (Endo-CLIP, METHODS §1): when > 0, every examination gets this many
+    /// frames in all: its polyps' views plus withdrawal frames without a polyp (half looking
+    /// down the lumen, half close to the wall, as polyp views are), at least
+    /// `background_frames`. 0 keeps exactly `background_frames` lumen frames.
+    pub frames_per_exam: usize,
     pub capsule_images: usize,
     /// Side of still frames and views, pixels.
     pub image_size: u32,
@@ -71,6 +76,7 @@ impl Default for PhantomConfig {
             videos: 2,
             frames_per_video: 160,
             background_frames: 2,
+            frames_per_exam: 0,
             capsule_images: 40,
             image_size: 256,
             video_size: 160,
@@ -217,7 +223,7 @@ pub fn generate(
         counts.push(0);
     }
     let total_work = cfg.polyps * cfg.views_per_polyp
-        + counts.len() * cfg.background_frames
+        + counts.len() * cfg.background_frames.max(cfg.frames_per_exam)
         + cfg.videos * cfg.frames_per_video
         + cfg.capsule_images;
     progress.stage("rendering", total_work as u64);
@@ -422,6 +428,16 @@ fn render_exam(
         background.push(encode_jpeg(&frame.image));
         progress.inc();
     }
+    let shown = polyps.len() * cfg.views_per_polyp + background.len();
+    let extra = cfg.frames_per_exam.saturating_sub(shown);
+    // A stream of its own: libraries without examination records render as before.
+    let mut wr = r.fork(700);
+    for b in 0..extra {
+        check_cancel(progress)?;
+        let frame = withdrawal_frame(&colon, &patient, cfg.image_size, b % 2 == 1, &mut wr);
+        background.push(encode_jpeg(&frame.image));
+        progress.inc();
+    }
     Ok(ExamPlan {
         code: format!("{prefix}-E{:03}", e + 1),
         patient,
@@ -431,6 +447,41 @@ fn render_exam(
         views,
         background,
     })
+}
+
+/// A withdrawal frame without a polyp: down the lumen, or (`wall`) close to the mucosa as a
+/// polyp view is framed, aimed at a spot where no polyp grows.
+fn withdrawal_frame(
+    colon: &Colon,
+    patient: &str,
+    size: u32,
+    wall: bool,
+    r: &mut Rng,
+) -> render::Frame {
+    let cam = if wall {
+        let spec = PolypSpec::draw(Pathology::draw(r), r);
+        let spot = colon.place(spec, r.range(1.0, 12.0), r.range(0.0, std::f32::consts::TAU));
+        view_camera(colon, &spot, r)
+    } else {
+        let z = r.range(0.5, 12.0);
+        let (cx, cy) = colon.centre(z);
+        let pos = v3(cx + r.range(-0.3, 0.3), cy + r.range(-0.3, 0.3), z);
+        let ahead = colon.centre(z + 2.0);
+        let target = v3(
+            ahead.0 + r.range(-0.6, 0.6),
+            ahead.1 + r.range(-0.6, 0.6),
+            z + 2.0,
+        );
+        Camera::look_at(pos, target, r.range(0.0, std::f32::consts::TAU))
+    };
+    let look = view_look(r);
+    let osd = osd_lines(patient, r);
+    let scene = Scene {
+        colon,
+        polyps: &[],
+    };
+    let noise_seed = r.next_u64() as u32;
+    render::render(&scene, &cam, &look, size, &osd, noise_seed)
 }
 
 fn check_cancel(progress: &Progress) -> Result<(), PhantomError> {

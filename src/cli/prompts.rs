@@ -1,0 +1,308 @@
+//! `endotwin prompts score|search|index` and `endotwin eval prompts`: the text-prompt
+//! capability (Endo-CLIP) from the command line.
+
+use anyhow::{Context, Result};
+use endotwin::compute::{self, BackendPref};
+use endotwin::eval::held_out::HeldOut;
+use endotwin::eval::prompts::{Curves, HeldOutItems, Named};
+use endotwin::plumbing::Progress;
+use endotwin::prompts::model::{self, LoadedPromptModel, PromptModelConfig};
+use endotwin::prompts::{query, read_prompt_sets};
+use endotwin::store::{OpenMode, Store};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(clap::Subcommand)]
+pub enum PromptsWhat {
+    /// The score of every prompt for an image: softmax over the set and the raw cosine.
+    Score {
+        #[arg(long)]
+        image: PathBuf,
+        /// A prompt set file: TOML (`[[set]] name, prompts`) or one prompt per line.
+        #[arg(long)]
+        prompts: PathBuf,
+        /// A prompt model card; default: the shipped one (models/prompts.json).
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+    /// The library's polyps that best match a sentence, one per line with its score (encodes
+    /// the library first when it is not encoded with this model yet).
+    Search {
+        text: String,
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+    /// Encode the library's stills and video frames with a prompt model (cached per version).
+    Index {
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+}
+
+fn load(card: Option<PathBuf>, device: &burn::tensor::Device) -> Result<LoadedPromptModel> {
+    let path = card.unwrap_or_else(|| model::shipped_path(&endotwin::default_models_dir()));
+    model::load(&path, device).with_context(|| {
+        format!(
+            "prompt model {} (train one with `endotwin train prompts`)",
+            path.display()
+        )
+    })
+}
+
+pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let device = compute.device.clone();
+    match what {
+        PromptsWhat::Score {
+            image,
+            prompts,
+            model,
+        } => {
+            let sets = read_prompt_sets(&prompts)?;
+            let loaded = load(model, &device)?;
+            let decoded = endotwin::data::images::decode_file(&image)
+                .with_context(|| format!("{}", image.display()))?;
+            let emb = query::image_embeddings(&loaded, &[decoded.image], &device);
+            println!("model {}", loaded.named());
+            for set in sets {
+                let scores = query::scores(&loaded, emb.clone(), &set.prompts, &device)
+                    .with_context(|| format!("prompt set `{}`", set.name))?;
+                println!("set {}", set.name);
+                for s in &scores[0] {
+                    println!("  {:.3}  cos {:+.3}  {}", s.probability, s.cosine, s.prompt);
+                }
+            }
+            Ok(())
+        }
+        PromptsWhat::Search { text, top, model } => {
+            let loaded = load(model, &device)?;
+            query::check_prompt(&loaded, &text)?;
+            let mut store = Store::open(library, OpenMode::Existing)?;
+            index(&loaded, &mut store, &device)?;
+            let hits = query::search(&loaded, &store, &text, top, &device)?;
+            for h in hits {
+                println!(
+                    "{:.3}  {}  {}",
+                    h.score,
+                    h.code,
+                    h.histology.as_deref().unwrap_or("histology unknown")
+                );
+            }
+            Ok(())
+        }
+        PromptsWhat::Index { model } => {
+            let loaded = load(model, &device)?;
+            let mut store = Store::open(library, OpenMode::Existing)?;
+            let n = index(&loaded, &mut store, &device)?;
+            println!("encoded {n} frames with {}", loaded.named());
+            Ok(())
+        }
+    }
+}
+
+/// Encodes what `loaded` has not encoded yet, with a progress bar on stderr.
+fn index(loaded: &LoadedPromptModel, store: &mut Store, device: &burn::tensor::Device) -> Result<usize> {
+    let progress = Arc::new(Progress::new());
+    let bar = super::stage_bar();
+    let watcher = super::watch(progress.clone(), bar.clone());
+    let result = query::index_library(loaded, store, device, &progress);
+    bar.finish_and_clear();
+    let _ = watcher.join();
+    Ok(result?)
+}
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// A held-out library of examination records; default: generate the test split of --seed.
+    #[arg(long)]
+    pub held_out: Option<PathBuf>,
+    /// Seed of the generated test split, the bootstrap and the few-shot draws.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Polyps of the generated test split.
+    #[arg(long, default_value_t = 420)]
+    pub polyps: usize,
+    /// Frames per examination of the generated test split.
+    #[arg(long, default_value_t = 24)]
+    pub frames: usize,
+    /// Side of the generated frames, pixels.
+    #[arg(long, default_value_t = 96)]
+    pub size: u32,
+    /// Models folder holding `<name>-round1`, `<name>-detect`, `<name>-stage2` and `<name>`;
+    /// default: the shipped one.
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    #[arg(long, default_value = "prompts")]
+    pub name: String,
+    /// The plain-CLIP comparison's card (`train prompts --stage plain`).
+    #[arg(long)]
+    pub plain: Option<PathBuf>,
+    /// Ablation models, LABEL=CARD (e.g. a stage-3 model trained with `--targets onehot` or
+    /// `--pool mean`): their zero-shot benign-vs-neoplastic AUROC joins the ablation list.
+    #[arg(long = "ablation", value_name = "LABEL=CARD")]
+    pub ablations: Vec<String>,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let device = compute.device.clone();
+    let models = a.models.clone().unwrap_or_else(endotwin::default_models_dir);
+    let card = |suffix: &str| models.join(format!("{}{suffix}.json", a.name));
+    let get = |path: PathBuf| {
+        model::load(&path, &device).with_context(|| {
+            format!(
+                "{} (train it with `endotwin train prompts`)",
+                path.display()
+            )
+        })
+    };
+    let round1 = get(card("-round1"))?;
+    let detector = get(card("-detect"))?;
+    let stage3 = get(card(""))?;
+    let stage2 = model::load(&card("-stage2"), &device).ok();
+    let plain = a.plain.clone().map(get).transpose()?;
+    let mut ablations = Vec::new();
+    for c in &a.ablations {
+        let (label, path) = super::compare_arg(c)?;
+        ablations.push((label.to_string(), get(path.to_path_buf())?));
+    }
+    if a.held_out.is_none() {
+        eprintln!(
+            "generating the test split of seed {} ({} polyps, {} frames per examination)...",
+            a.seed, a.polyps, a.frames
+        );
+    }
+    let started = std::time::Instant::now();
+    let lib = HeldOut::open_records(a.held_out.as_deref(), a.seed, a.polyps, a.frames, a.size)?;
+    let items = HeldOutItems::load(&lib.store, stage3.config.image_size(), a.seed)
+        .map_err(anyhow::Error::msg)?;
+    device.seed(a.seed);
+    let untrained_config = PromptModelConfig::small(std::iter::empty::<&str>());
+    let untrained = untrained_config.init(&device);
+    let untrained = Named {
+        label: "untrained".into(),
+        model: &untrained,
+        config: &untrained_config,
+    };
+    let (frames, polyp_frames) = items.frame_count();
+    let (polyps, benign) = items.polyp_count();
+    println!(
+        "held-out: {} ({} examinations, {frames} frames of which {polyp_frames} show a polyp; {polyps} polyps, {benign} benign); bootstrap 200 resamples over examinations, seed {}",
+        lib.described,
+        items.examinations(),
+        a.seed
+    );
+    let r1 = Named::of("round 1", &round1);
+    let r2 = Named::of("round 2", &detector);
+    let s3 = Named::of("stage 3", &stage3);
+    let mut detection = vec![
+        ("round1", items.detection(&r1, &device)),
+        ("round2", items.detection(&r2, &device)),
+        ("untrained", items.detection(&untrained, &device)),
+        ("colour_histogram_lr", items.histogram(true, a.seed)),
+        ("few_shot_5", items.few_shot(&r2, true, 0.05, a.seed, &device)),
+        ("few_shot_10", items.few_shot(&r2, true, 0.10, a.seed, &device)),
+    ];
+    let mut pathology = vec![
+        ("zero_shot", items.pathology(&s3, &device)),
+        ("untrained", items.pathology(&untrained, &device)),
+        ("colour_histogram_lr", items.histogram(false, a.seed)),
+        ("few_shot_10", items.few_shot(&s3, false, 0.10, a.seed, &device)),
+        ("few_shot_20", items.few_shot(&s3, false, 0.20, a.seed, &device)),
+    ];
+    if let Some(p) = &plain {
+        let n = Named::of("plain CLIP", p);
+        detection.push(("plain_clip", items.detection(&n, &device)));
+        pathology.push(("plain_clip", items.pathology(&n, &device)));
+    }
+    let mut ablation_rows: Vec<(String, Curves)> = vec![
+        (
+            "stage 1: round 1 (detection)".into(),
+            detection[0].1,
+        ),
+        (
+            "stage 1: round 2 (detection)".into(),
+            detection[1].1,
+        ),
+        (
+            "stage 3, cross-attention unification (pathology)".into(),
+            pathology[0].1,
+        ),
+    ];
+    if let Some(s2) = &stage2 {
+        ablation_rows.push((
+            "after stage 2, soft attribute targets (pathology)".into(),
+            items.pathology(&Named::of("stage 2", s2), &device),
+        ));
+    }
+    for (label, m) in &ablations {
+        ablation_rows.push((
+            format!("{label} (pathology)"),
+            items.pathology(&Named::of(label, m), &device),
+        ));
+    }
+    let row = |name: &str, c: &Curves| {
+        println!(
+            "  {name:<44} AUROC {:.3} [{:.3}, {:.3}]  AUPR {:.3} [{:.3}, {:.3}]  (n {}, {} positive)",
+            c.auroc, c.auroc_ci[0], c.auroc_ci[1], c.aupr, c.aupr_ci[0], c.aupr_ci[1], c.n, c.positives
+        )
+    };
+    println!("zero-shot polyp detection per frame (prompts: assets/prompt_sets.toml, `polyp vs background`):");
+    for (name, c) in &detection {
+        row(name, c);
+    }
+    println!("benign (Vienna 1) vs neoplastic (Vienna 3-5) per polyp (`benign vs neoplastic`):");
+    for (name, c) in &pathology {
+        row(name, c);
+    }
+    println!("ablations:");
+    for (name, c) in &ablation_rows {
+        row(name, c);
+    }
+    println!(
+        "models: round 1 {}, round 2 {}, stage 3 {} ({:.0} s)",
+        round1.named(),
+        detector.named(),
+        stage3.named(),
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &a.json {
+        let curves = |rows: &[(&str, Curves)]| {
+            serde_json::Value::Object(
+                rows.iter()
+                    .map(|(k, c)| (k.to_string(), serde_json::to_value(c).expect("curves")))
+                    .collect(),
+            )
+        };
+        let json = serde_json::json!({
+            "held_out": {
+                "described": lib.described,
+                "seed": a.seed,
+                "examinations": items.examinations(),
+                "frames": frames,
+                "polyp_frames": polyp_frames,
+                "polyps": polyps,
+                "benign": benign,
+            },
+            "models": {
+                "round1": round1.named(),
+                "round2": detector.named(),
+                "stage3": stage3.named(),
+            },
+            "detection": curves(&detection),
+            "pathology": curves(&pathology),
+            "ablations": ablation_rows.iter().map(|(name, c)| serde_json::json!({
+                "name": name, "auroc": c.auroc, "auroc_ci": c.auroc_ci, "aupr": c.aupr,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! The text-prompt model (Endo-CLIP, METHODS §1): a small CLIP dual encoder (ViT image tower,
+//! word-level text tower) and stage 3's cross-attention unifier. The word tokenizer travels in
+//! the config, so a card alone rebuilds the model; words it never saw read as "unknown".
+
+use super::Vocabulary;
+use crate::model::clip::{Clip, ClipConfig};
+use crate::model::preprocess::Preprocess;
+use crate::model::text::TextEncoderConfig;
+use crate::model::tokenizer::WordTokenizer;
+use crate::model::unifier::{Unifier, UnifierConfig};
+use crate::model::vit::{Positions, VitConfig};
+use crate::model::weights::{self, ModelCard, ModelKind, WeightsError};
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+use std::path::{Path, PathBuf};
+
+/// The shipped stage-3 model (benign vs neoplastic, text search) in `models/`.
+pub const SHIPPED_NAME: &str = "prompts";
+/// The shipped stage-1 model (polyp vs background: detection, the video strip).
+pub const SHIPPED_DETECTOR: &str = "prompts-detect";
+
+/// Stage 1's fixed sentences (METHODS §1), also the zero-shot detection prompts.
+pub const POLYP_SENTENCE: &str = "This is a colon with polyps.";
+pub const BACKGROUND_SENTENCE: &str = "This is a normal background.";
+
+#[derive(Config, Debug)]
+pub struct PromptModelConfig {
+    pub clip: ClipConfig,
+    pub tokenizer: WordTokenizer,
+    pub unifier: UnifierConfig,
+}
+
+impl PromptModelConfig {
+    /// Our default: a 64 px ViT (patch 8, width 128, 4 blocks of 4 heads) and the small
+    /// word-level text encoder (context 48), both projecting to 128; the tokenizer knows
+    /// `corpus`'s words (the training reports), the vocabulary's phrases and the stage-1
+    /// sentences.
+    pub fn small<'a>(corpus: impl IntoIterator<Item = &'a str>) -> PromptModelConfig {
+        let tokenizer = prompt_tokenizer(corpus);
+        let dim = 128;
+        let vision = VitConfig::new(64, 8, 128, 4, 4)
+            .with_positions(Positions::SinCos)
+            .with_activation(crate::model::block::Activation::Gelu)
+            .with_norm_before_blocks(false)
+            .with_projection(Some(dim));
+        let text = TextEncoderConfig::word_small(tokenizer.vocab_size(), dim).with_context(48);
+        PromptModelConfig::new(
+            ClipConfig::new(vision, text),
+            tokenizer,
+            UnifierConfig::new(dim),
+        )
+    }
+
+    pub fn image_size(&self) -> u32 {
+        self.clip.vision.image_size as u32
+    }
+
+    pub fn init(&self, device: &Device) -> PromptModel {
+        PromptModel {
+            clip: self.clip.init(device),
+            unifier: self.unifier.init(device),
+        }
+    }
+
+    /// `texts` as token ids for the text tower: [n, context].
+    pub fn tokens(&self, texts: &[&str], device: &Device) -> Tensor<2, burn::tensor::Int> {
+        self.tokenizer.batch(texts, self.clip.text.context, device)
+    }
+}
+
+/// Words of `corpus`, of every vocabulary phrase and of the fixed sentences.
+pub fn prompt_tokenizer<'a>(corpus: impl IntoIterator<Item = &'a str>) -> WordTokenizer {
+    let vocabulary = Vocabulary::default();
+    let phrases = vocabulary.phrases();
+    let fixed = [POLYP_SENTENCE, BACKGROUND_SENTENCE];
+    let mut texts: Vec<String> = corpus.into_iter().map(str::to_string).collect();
+    texts.extend(phrases);
+    texts.extend(fixed.iter().map(|s| s.to_string()));
+    WordTokenizer::from_corpus(texts.iter().map(String::as_str), 1)
+}
+
+impl weights::CheckConfig for PromptModelConfig {
+    fn check(&self) -> Result<(), String> {
+        self.clip.check()?;
+        self.unifier.check()?;
+        if self.tokenizer.vocab_size() != self.clip.text.vocab_size {
+            return Err(format!(
+                "the tokenizer's {} ids do not match the text tower's vocabulary of {}",
+                self.tokenizer.vocab_size(),
+                self.clip.text.vocab_size
+            ));
+        }
+        if Some(self.unifier.dim) != self.clip.embed_dim() {
+            return Err(format!(
+                "the unifier's width {} is not the joint space's",
+                self.unifier.dim
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct PromptModel {
+    pub clip: Clip,
+    pub unifier: Unifier,
+}
+
+impl PromptModel {
+    /// `images` [n, 3, s, s] (normalised by [`input`]) -> unit embeddings [n, dim].
+    pub fn encode_images(&self, images: Tensor<4>) -> Tensor<2> {
+        self.clip.encode_images(images)
+    }
+
+    /// Token ids [n, context] -> unit embeddings [n, dim].
+    pub fn encode_texts(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
+        self.clip.encode_texts(tokens)
+    }
+}
+
+/// How a frame becomes the image tower's input: resized to a square of `size`, CLIP's mean
+/// and std (one function at training, indexing and query time).
+pub fn input(size: u32) -> Preprocess {
+    Preprocess {
+        centre_crop: false,
+        ..Preprocess::clip(size)
+    }
+}
+
+/// A loaded prompt model with its card.
+pub struct LoadedPromptModel {
+    pub model: PromptModel,
+    pub config: PromptModelConfig,
+    pub card: ModelCard,
+}
+
+impl LoadedPromptModel {
+    /// "name (version)", how the panel and the CLI name the model.
+    pub fn named(&self) -> String {
+        format!("{} ({})", self.card.name, self.card.version)
+    }
+}
+
+/// Loads the prompt model of the card at `path` onto `device`.
+pub fn load(path: &Path, device: &Device) -> Result<LoadedPromptModel, WeightsError> {
+    let (model, card) = weights::load(path, ModelKind::PromptModel, |c: &PromptModelConfig| {
+        c.init(device)
+    })?;
+    let config: PromptModelConfig = card.config(path)?;
+    Ok(LoadedPromptModel {
+        model,
+        config,
+        card,
+    })
+}
+
+/// The shipped stage-3 model's card in `models`.
+pub fn shipped_path(models: &Path) -> PathBuf {
+    models.join(format!("{SHIPPED_NAME}.json"))
+}
+
+/// The shipped stage-1 (detection) model's card in `models`.
+pub fn detector_path(models: &Path) -> PathBuf {
+    models.join(format!("{SHIPPED_DETECTOR}.json"))
+}

@@ -1,0 +1,347 @@
+//! What the prompt panel and `endotwin prompts` ask of a prompt model: scores of a prompt set
+//! for an image (softmax over the set and the raw cosine), the library's stills encoded once
+//! per model version (cached in the store), text-to-polyp search over them, and the polyp
+//! probability of video frames.
+
+use super::model::{LoadedPromptModel, input};
+use crate::captions::model::pixels;
+use crate::data::images;
+use crate::plumbing::Progress;
+use crate::store::{self, EmbeddingRow, EmbeddingTarget, MediaKind, MediaRow, Store, StoreError};
+use burn::tensor::activation::softmax;
+use burn::tensor::{Device, Tensor, TensorData};
+use image::DynamicImage;
+use std::collections::HashMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("the prompt is empty; type what the image should show")]
+    EmptyPrompt,
+    #[error(
+        "the prompt has {words} words; this model reads at most {max} (shorten it)"
+    )]
+    TooLong { words: usize, max: usize },
+    #[error("a prompt set needs at least one prompt")]
+    NoPrompts,
+    #[error(
+        "the library is not encoded with {0} yet; encode it first (the panel offers it, or `endotwin prompts index`)"
+    )]
+    NotIndexed(String),
+    #[error("the library has no polyps with views to search")]
+    NothingToSearch,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Image(String),
+}
+
+/// One prompt's figures for one image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptScore {
+    pub prompt: String,
+    /// Cosine between the image and the prompt in the joint space.
+    pub cosine: f32,
+    /// Softmax over the set of the model's scaled cosines.
+    pub probability: f32,
+}
+
+/// Refuses prompts the text tower cannot read whole (empty, or longer than its context).
+pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), PromptError> {
+    let words = prompt.split_whitespace().count();
+    if words == 0 {
+        return Err(PromptError::EmptyPrompt);
+    }
+    // Start and end of text take two places; punctuation splits words further, so count
+    // the tokenizer's own pieces.
+    let max = model.config.clip.text.context - 2;
+    let pieces = model
+        .config
+        .tokenizer
+        .encode(prompt, usize::MAX / 2)
+        .iter()
+        .filter(|&&t| t != crate::model::tokenizer::PAD)
+        .count()
+        - 2;
+    if pieces > max {
+        return Err(PromptError::TooLong { words: pieces, max });
+    }
+    Ok(())
+}
+
+/// Unit embeddings of `texts` -> [n, d] (checked with [`check_prompt`]).
+pub fn text_embeddings(
+    model: &LoadedPromptModel,
+    texts: &[String],
+    device: &Device,
+) -> Result<Tensor<2>, PromptError> {
+    if texts.is_empty() {
+        return Err(PromptError::NoPrompts);
+    }
+    for t in texts {
+        check_prompt(model, t)?;
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    Ok(model.model.encode_texts(model.config.tokens(&refs, device)))
+}
+
+/// Unit embeddings of `images` (any size) -> [n, d], in chunks of 64.
+pub fn image_embeddings(
+    model: &LoadedPromptModel,
+    images: &[DynamicImage],
+    device: &Device,
+) -> Tensor<2> {
+    let size = model.config.image_size();
+    let pre = input(size);
+    let s = size as usize;
+    let chunks: Vec<Tensor<2>> = images
+        .chunks(64)
+        .map(|chunk| {
+            let data: Vec<f32> = chunk
+                .iter()
+                .flat_map(|img| pixels(&pre, &pre.resize(img)))
+                .collect();
+            let x = Tensor::<4>::from_data(TensorData::new(data, [chunk.len(), 3, s, s]), device);
+            model.model.encode_images(x)
+        })
+        .collect();
+    Tensor::cat(chunks, 0)
+}
+
+/// The prompt set's scores for each image row of `images` [n, d]: per image, one
+/// [`PromptScore`] per prompt, in the set's order.
+pub fn scores(
+    model: &LoadedPromptModel,
+    images: Tensor<2>,
+    prompts: &[String],
+    device: &Device,
+) -> Result<Vec<Vec<PromptScore>>, PromptError> {
+    let texts = text_embeddings(model, prompts, device)?;
+    let cos = images.matmul(texts.transpose()); // [n, m]
+    let [n, m] = cos.dims();
+    let p = softmax(cos.clone() * model.model.clip.scale().unsqueeze::<2>(), 1);
+    let cos: Vec<f32> = cos.into_data().try_to_vec().expect("f32 cosines");
+    let p: Vec<f32> = p.into_data().try_to_vec().expect("f32 probabilities");
+    Ok((0..n)
+        .map(|i| {
+            (0..m)
+                .map(|j| PromptScore {
+                    prompt: prompts[j].clone(),
+                    cosine: cos[i * m + j],
+                    probability: p[i * m + j],
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// Encodes every colonoscopy still and video frame of the library that `model`'s version has
+/// not encoded yet (or whose file changed) and caches the embeddings in the store. Returns how
+/// many were encoded.
+pub fn index_library(
+    model: &LoadedPromptModel,
+    store: &mut Store,
+    device: &Device,
+    progress: &Progress,
+) -> Result<usize, PromptError> {
+    let model_id = model_row(model, store)?;
+    let cached: HashMap<i64, String> = store
+        .embeddings(model_id, EmbeddingTarget::Media)?
+        .into_iter()
+        .map(|r| (r.target_id, r.source_hash))
+        .collect();
+    let todo: Vec<MediaRow> = library_stills(store)?
+        .into_iter()
+        .filter(|m| cached.get(&m.id) != Some(&m.hash))
+        .collect();
+    progress.stage("encoding frames for text prompts", todo.len() as u64);
+    for chunk in todo.chunks(64) {
+        if progress.is_cancelled() {
+            break;
+        }
+        let mut decoded = Vec::new();
+        let mut rows = Vec::new();
+        for m in chunk {
+            if let Ok(d) = images::decode_file(&store.media_path(m)) {
+                decoded.push(d.image);
+                rows.push(m);
+            }
+            progress.inc();
+        }
+        if decoded.is_empty() {
+            continue;
+        }
+        let emb = image_embeddings(model, &decoded, device);
+        let d = emb.dims()[1];
+        let flat: Vec<f32> = emb.into_data().try_to_vec().expect("f32 embeddings");
+        store.write(|tx| {
+            for (k, m) in rows.iter().enumerate() {
+                store::put_embedding(
+                    tx,
+                    model_id,
+                    EmbeddingTarget::Media,
+                    &EmbeddingRow {
+                        target_id: m.id,
+                        source_hash: m.hash.clone(),
+                        vector: flat[k * d..(k + 1) * d].to_vec(),
+                        code: None,
+                    },
+                )?;
+            }
+            Ok::<(), StoreError>(())
+        })?;
+    }
+    Ok(todo.len())
+}
+
+/// The cached embeddings of `model`'s version, by media id (empty when never indexed).
+pub fn cached_embeddings(
+    model: &LoadedPromptModel,
+    store: &Store,
+) -> Result<HashMap<i64, Vec<f32>>, PromptError> {
+    let Some(row) = store.model(&model.card.name, &model.card.version)? else {
+        return Ok(HashMap::new());
+    };
+    Ok(store
+        .embeddings(row.id, EmbeddingTarget::Media)?
+        .into_iter()
+        .map(|r| (r.target_id, r.vector))
+        .collect())
+}
+
+/// How many of the library's stills `model`'s version has not encoded yet.
+pub fn missing(model: &LoadedPromptModel, store: &Store) -> Result<usize, PromptError> {
+    let cached = cached_embeddings(model, store)?;
+    Ok(library_stills(store)?
+        .iter()
+        .filter(|m| !cached.contains_key(&m.id))
+        .count())
+}
+
+/// One polyp found by a text search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolypHit {
+    pub polyp_id: i64,
+    pub code: String,
+    pub histology: Option<String>,
+    /// Cosine between the text and the polyp (the mean of its views' embeddings, unit length).
+    pub score: f32,
+    /// Its best-matching view.
+    pub media_id: i64,
+}
+
+/// The library's polyps ranked by how well they match `text`, best first, at most `top`.
+/// Needs the library encoded with `model` ([`index_library`]).
+pub fn search(
+    model: &LoadedPromptModel,
+    store: &Store,
+    text: &str,
+    top: usize,
+    device: &Device,
+) -> Result<Vec<PolypHit>, PromptError> {
+    let t = text_embeddings(model, &[text.to_string()], device)?;
+    let t: Vec<f32> = t.into_data().try_to_vec().expect("f32 embedding");
+    let cached = cached_embeddings(model, store)?;
+    let polyps = store.polyps()?;
+    if polyps.iter().all(|p| p.view_count == 0) {
+        return Err(PromptError::NothingToSearch);
+    }
+    if cached.is_empty() {
+        return Err(PromptError::NotIndexed(model.named()));
+    }
+    let dot = |v: &[f32]| v.iter().zip(&t).map(|(a, b)| a * b).sum::<f32>();
+    let mut hits = Vec::new();
+    for p in polyps {
+        let views = store.polyp_views(p.id)?;
+        let vectors: Vec<(&Vec<f32>, i64)> = views
+            .iter()
+            .filter_map(|m| cached.get(&m.id).map(|v| (v, m.id)))
+            .collect();
+        if vectors.is_empty() {
+            continue;
+        }
+        let d = t.len();
+        let mut mean = vec![0.0f32; d];
+        for (v, _) in &vectors {
+            for (m, x) in mean.iter_mut().zip(v.iter()) {
+                *m += x;
+            }
+        }
+        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        mean.iter_mut().for_each(|x| *x /= norm);
+        let best = vectors
+            .iter()
+            .max_by(|a, b| dot(a.0).total_cmp(&dot(b.0)))
+            .map(|(_, id)| *id)
+            .expect("at least one view");
+        hits.push(PolypHit {
+            polyp_id: p.id,
+            code: p.code,
+            histology: p.histology,
+            score: dot(&mean),
+            media_id: best,
+        });
+    }
+    if hits.is_empty() {
+        return Err(PromptError::NotIndexed(model.named()));
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.polyp_id.cmp(&b.polyp_id)));
+    hits.truncate(top);
+    Ok(hits)
+}
+
+/// The detector's polyp probability (softmax of the two fixed sentences) for each embedding
+/// in `embeddings` (rows of the detector's space), in order.
+pub fn polyp_probabilities(
+    detector: &LoadedPromptModel,
+    embeddings: &[Vec<f32>],
+    device: &Device,
+) -> Vec<f32> {
+    if embeddings.is_empty() {
+        return Vec::new();
+    }
+    let d = embeddings[0].len();
+    let flat: Vec<f32> = embeddings.iter().flatten().copied().collect();
+    let v = Tensor::<2>::from_data(TensorData::new(flat, [embeddings.len(), d]), device);
+    let texts = crate::train::prompts::detection_texts(&detector.model, &detector.config, device);
+    crate::train::prompts::polyp_probability(&detector.model, v, texts)
+}
+
+/// Every still of the library's colonoscopy examinations (frames, views) and every video
+/// frame: what the prompt models encode.
+fn library_stills(store: &Store) -> Result<Vec<MediaRow>, StoreError> {
+    let mut out = Vec::new();
+    for p in store.polyps()? {
+        out.extend(store.polyp_views(p.id)?);
+    }
+    for e in store.examinations()? {
+        if e.kind == "capsule" {
+            continue;
+        }
+        out.extend(
+            store
+                .loose_frames(e.id)?
+                .into_iter()
+                .filter(|m| m.kind == MediaKind::Frame),
+        );
+    }
+    for v in store.videos()? {
+        out.extend(store.video_frames(v.id)?.into_iter().map(|(_, m)| m));
+    }
+    out.sort_by_key(|m| m.id);
+    out.dedup_by_key(|m| m.id);
+    Ok(out)
+}
+
+fn model_row(model: &LoadedPromptModel, store: &mut Store) -> Result<i64, StoreError> {
+    let config = serde_json::to_string(&model.card.config).unwrap_or_default();
+    store.write(|tx| {
+        store::ensure_model(
+            tx,
+            &model.card.name,
+            &model.card.version,
+            "prompt-model",
+            &config,
+            "",
+        )
+    })
+}

@@ -1,0 +1,393 @@
+//! The `prompts` recipe: `endotwin train prompts --stage 1|2|3|all|plain` (and the training
+//! panel). Each stage is its own recorded run with its own checkpoints and card, named after
+//! `--name` (default `prompts`):
+//! stage 1 writes `<name>-round1` and `<name>-detect` (round 2: the detector), stage 2
+//! `<name>-stage2`, stage 3 `<name>` (benign vs neoplastic, text search). Stage 2 continues
+//! from `<name>-detect`, stage 3 from `<name>-stage2`; both train on the frames `<name>-detect`
+//! keeps. `plain` trains the plain-CLIP comparison as `<name>` from scratch.
+//! With `--resume`, stages whose card exists are taken as done and the first unfinished one
+//! continues from its last checkpoint.
+
+use super::prompts::{PromptStage, PromptTrainingConfig, Stage2Targets, Stage3Pool, keep_frames, train};
+use super::recipe::{
+    OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
+    checkpoint_dir, recorded, resume_from,
+};
+use crate::model::weights::{self, ModelCard, ModelKind, Training};
+use crate::plumbing::Progress;
+use crate::prompts::model::{self as pm, PromptModel, PromptModelConfig};
+use crate::prompts::records::Records;
+use crate::store::{OpenMode, Store};
+use burn::module::Module;
+use burn::tensor::Device;
+use std::path::{Path, PathBuf};
+
+/// `endotwin train prompts`.
+pub struct PromptRecipe;
+
+impl Recipe for PromptRecipe {
+    fn name(&self) -> &'static str {
+        "prompts"
+    }
+
+    fn description(&self) -> &'static str {
+        "The text-prompt model (Endo-CLIP: cleansing in two rounds, attunement, unification) \
+         on the library's examination records (frames + report sentences, no frame labels)"
+    }
+
+    fn options(&self) -> Vec<RecipeOption> {
+        use OptionKind::*;
+        vec![
+            RecipeOption::new(
+                "out",
+                Path,
+                None,
+                "Models folder (default: the shipped one)",
+            ),
+            RecipeOption::new("name", Text, Some("prompts"), "Name of the stage-3 model"),
+            RecipeOption::new(
+                "stage",
+                Text,
+                Some("all"),
+                "1, 2, 3, all (1 then 2 then 3), or plain (the plain-CLIP comparison)",
+            ),
+            RecipeOption::new("epochs", Count, Some("20"), "Epochs of each stage (and round)"),
+            RecipeOption::new("batch", Count, Some("32"), "Pairs per step in stages 1 and 2"),
+            RecipeOption::new("lr", Number, Some("3e-4"), "Peak learning rate"),
+            RecipeOption::new(
+                "prevalence",
+                Number,
+                Some("0.25"),
+                "Known polyp share among a positive examination's frames (one global prior)",
+            ),
+            RecipeOption::new(
+                "targets",
+                Text,
+                Some("attributes"),
+                "Stage 2 targets: attributes (soft, METHODS §1) or onehot (the ablation)",
+            ),
+            RecipeOption::new(
+                "pool",
+                Text,
+                Some("attention"),
+                "Stage 3 pooling: attention (the unifier) or mean (the ablation)",
+            ),
+            RecipeOption::new("seed", Count, Some("17"), "Seed of every random draw"),
+            RecipeOption::new(
+                "resume",
+                Flag,
+                None,
+                "Skip stages whose card exists; continue the next from its checkpoints",
+            ),
+        ]
+    }
+
+    fn run(
+        &self,
+        settings: &Settings,
+        ctx: &mut RecipeContext<'_>,
+    ) -> Result<Trained, RecipeError> {
+        let o = self.options();
+        let name = settings.text(&o, "name")?;
+        weights::check_name(&name)?;
+        let out = settings
+            .path(&o, "out")
+            .unwrap_or_else(|| ctx.models.clone());
+        let stages: Vec<PromptStage> = match settings.text(&o, "stage")?.as_str() {
+            "1" => vec![PromptStage::Round1, PromptStage::Round2],
+            "2" => vec![PromptStage::Attune],
+            "3" => vec![PromptStage::Unify],
+            "all" => vec![
+                PromptStage::Round1,
+                PromptStage::Round2,
+                PromptStage::Attune,
+                PromptStage::Unify,
+            ],
+            "plain" => vec![PromptStage::PlainClip],
+            other => {
+                return Err(RecipeError::Setting(format!(
+                    "--stage: `{other}` is not 1, 2, 3, all or plain"
+                )));
+            }
+        };
+        let targets = match settings.text(&o, "targets")?.as_str() {
+            "attributes" => Stage2Targets::Attributes,
+            "onehot" => Stage2Targets::OneHot,
+            other => {
+                return Err(RecipeError::Setting(format!(
+                    "--targets: `{other}` is not attributes or onehot"
+                )));
+            }
+        };
+        let pool = match settings.text(&o, "pool")?.as_str() {
+            "attention" => Stage3Pool::CrossAttention,
+            "mean" => Stage3Pool::Mean,
+            other => {
+                return Err(RecipeError::Setting(format!(
+                    "--pool: `{other}` is not attention or mean"
+                )));
+            }
+        };
+        let prevalence = settings.number(&o, "prevalence")?;
+        if !(0.0..=1.0).contains(&prevalence) || prevalence == 0.0 {
+            return Err(RecipeError::Setting(format!(
+                "--prevalence: {prevalence} is not in (0, 1]"
+            )));
+        }
+        let run = StageRun {
+            out: out.clone(),
+            name: name.clone(),
+            epochs: settings.count(&o, "epochs")?,
+            batch: settings.count(&o, "batch")?.max(2),
+            lr: settings.number(&o, "lr")?,
+            prevalence,
+            targets,
+            pool,
+            seed: settings.count(&o, "seed")? as u64,
+            resume: settings.flag(&o, "resume"),
+        };
+        let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
+        ctx.observer.message("reading the examination records...");
+        let mut records = Records::load(&store, 64, &Progress::new())
+            .map_err(|e| RecipeError::Setting(e.to_string()))?;
+        let positives = records.exams.iter().filter(|e| e.positive).count();
+        ctx.observer.message(&format!(
+            "{} examinations ({positives} with a polyp in the report), {} frames",
+            records.exams.len(),
+            records.frame_count()
+        ));
+        let device = ctx.device.clone().autodiff();
+        let mut last = None;
+        for stage in stages {
+            let card_name = run.card_name(stage);
+            let card_path = out.join(format!("{card_name}.json"));
+            if run.resume && card_path.exists() {
+                ctx.observer
+                    .message(&format!("{}: {card_name} exists, taken as done", stage.name()));
+                continue;
+            }
+            let previous = run.previous(stage);
+            let (config_model, start_model) = match &previous {
+                Some(prev) => {
+                    let loaded = pm::load(&out.join(format!("{prev}.json")), &device)?;
+                    (loaded.config, Some(loaded.model))
+                }
+                None => (PromptModelConfig::small(records.corpus()), None),
+            };
+            if config_model.image_size() != records.size {
+                records = Records::load(&store, config_model.image_size(), &Progress::new())
+                    .map_err(|e| RecipeError::Setting(e.to_string()))?;
+            }
+            let kept = match stage {
+                PromptStage::Round1 | PromptStage::PlainClip => None,
+                _ => {
+                    let detector = match stage {
+                        PromptStage::Round2 => run.card_name(PromptStage::Round1),
+                        _ => run.card_name(PromptStage::Round2),
+                    };
+                    let d = pm::load(&out.join(format!("{detector}.json")), &ctx.device)?;
+                    ctx.observer.message(&format!(
+                        "keeping the top {:.0} % frames of positive examinations by {detector}'s polyp probability",
+                        run.prevalence * 100.0
+                    ));
+                    Some(keep_frames(
+                        &d.model,
+                        &d.config,
+                        &records,
+                        run.prevalence,
+                        &ctx.device,
+                    ))
+                }
+            };
+            let config = run.config(stage, config_model);
+            let trained = run.train_stage(
+                stage,
+                &config,
+                &records,
+                kept.as_deref(),
+                start_model,
+                &device,
+                &mut store,
+                ctx,
+            )?;
+            last = Some(trained);
+        }
+        last.ok_or_else(|| {
+            RecipeError::Setting(format!(
+                "every stage asked for already has its card in {}; nothing to do",
+                out.display()
+            ))
+        })
+    }
+}
+
+/// The settings shared by the stages of one `train prompts`.
+struct StageRun {
+    out: PathBuf,
+    name: String,
+    epochs: usize,
+    batch: usize,
+    lr: f64,
+    prevalence: f64,
+    targets: Stage2Targets,
+    pool: Stage3Pool,
+    seed: u64,
+    resume: bool,
+}
+
+impl StageRun {
+    /// The card a stage writes.
+    fn card_name(&self, stage: PromptStage) -> String {
+        match stage {
+            PromptStage::Round1 => format!("{}-round1", self.name),
+            PromptStage::Round2 => format!("{}-detect", self.name),
+            PromptStage::Attune => format!("{}-stage2", self.name),
+            PromptStage::Unify | PromptStage::PlainClip => self.name.clone(),
+        }
+    }
+
+    /// The card a stage starts from.
+    fn previous(&self, stage: PromptStage) -> Option<String> {
+        match stage {
+            PromptStage::Round1 | PromptStage::PlainClip => None,
+            PromptStage::Round2 => Some(self.card_name(PromptStage::Round1)),
+            PromptStage::Attune => Some(self.card_name(PromptStage::Round2)),
+            PromptStage::Unify => Some(self.card_name(PromptStage::Attune)),
+        }
+    }
+
+    fn config(&self, stage: PromptStage, model: PromptModelConfig) -> PromptTrainingConfig {
+        PromptTrainingConfig::new(model, stage)
+            .with_epochs(self.epochs)
+            .with_batch(self.batch)
+            .with_lr(self.lr)
+            .with_prevalence(self.prevalence)
+            .with_targets(self.targets)
+            .with_pool(self.pool)
+            .with_seed(self.seed)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn train_stage(
+        &self,
+        stage: PromptStage,
+        config: &PromptTrainingConfig,
+        records: &Records,
+        kept: Option<&[Vec<usize>]>,
+        start_model: Option<PromptModel>,
+        device: &Device,
+        store: &mut Store,
+        ctx: &mut RecipeContext<'_>,
+    ) -> Result<Trained, RecipeError> {
+        let card_name = self.card_name(stage);
+        ctx.observer
+            .message(&format!("{}: training {card_name}", stage.name()));
+        let checkpoints = checkpoint_dir(&self.out, &card_name)?;
+        let resume = self.resume && checkpoints.join("state.json").exists();
+        let start = resume_from(
+            resume,
+            &checkpoints,
+            config,
+            config.model.init(device),
+            config.weight_decay,
+            &mut *ctx.observer,
+        )?;
+        let Recorded {
+            model,
+            run_id,
+            last,
+            seconds,
+        } = recorded(
+            store,
+            "prompts",
+            config,
+            config.epochs,
+            checkpoints,
+            &mut *ctx.observer,
+            |events| {
+                train(config, records, kept, device, start, |d| {
+                    start_model.unwrap_or_else(|| config.model.init(d))
+                }, events)
+            },
+        )?;
+        let mut card = ModelCard::new(
+            &card_name,
+            ModelKind::PromptModel,
+            &super::recipe::version_of(run_id),
+            &describe(stage, config, self.previous(stage).as_deref()),
+            &config.model,
+        );
+        let positives = records.exams.iter().filter(|e| e.positive).count();
+        card.training = Some(Training {
+            command: ctx.command_line.clone(),
+            seed: config.seed,
+            data: format!(
+                "{} examination records of {} ({positives} positive reports, {} frames; no frame labels)",
+                records.exams.len(),
+                ctx.library.display(),
+                records.frame_count(),
+            ),
+            epochs: config.epochs,
+            wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
+            metrics: last,
+        });
+        let card = weights::save(&model.valid(), &card, &self.out)?;
+        Ok(Trained {
+            card,
+            seconds,
+            run_id,
+        })
+    }
+}
+
+fn describe(stage: PromptStage, config: &PromptTrainingConfig, from: Option<&str>) -> String {
+    let what = match stage {
+        PromptStage::Round1 => "the polyp-vs-background detector after round 1".to_string(),
+        PromptStage::Round2 => format!(
+            "the polyp-vs-background detector after round 2 (positive examinations' frames from the top {:.0} % by round 1)",
+            config.prevalence * 100.0
+        ),
+        PromptStage::Attune => format!(
+            "attuned on single-polyp examinations with {} targets",
+            match config.targets {
+                Stage2Targets::Attributes => "soft attribute",
+                Stage2Targets::OneHot => "one-hot (ablation)",
+            }
+        ),
+        PromptStage::Unify => format!(
+            "unified on multi-polyp examinations with {}",
+            match config.pool {
+                Stage3Pool::CrossAttention => "cross-attention",
+                Stage3Pool::Mean => "plain means (ablation)",
+            }
+        ),
+        PromptStage::PlainClip => {
+            "the plain-CLIP comparison: a random frame and the whole report, symmetric InfoNCE"
+                .to_string()
+        }
+    };
+    let from = from.map_or(String::new(), |f| format!(", continued from `{f}`"));
+    format!(
+        "Text-prompt model (Endo-CLIP, METHODS §1), {}: a {s} px ViT and a word-level text encoder \
+         in one 128-d space, {what}{from}.",
+        stage.name(),
+        s = config.model.image_size()
+    )
+}
+
+/// The model card of stage `stage` of `name` in `out` (for tests and the CLI).
+pub fn stage_card(out: &Path, name: &str, stage: PromptStage) -> PathBuf {
+    let run = StageRun {
+        out: out.to_path_buf(),
+        name: name.to_string(),
+        epochs: 0,
+        batch: 0,
+        lr: 0.0,
+        prevalence: 0.0,
+        targets: Stage2Targets::Attributes,
+        pool: Stage3Pool::CrossAttention,
+        seed: 0,
+        resume: false,
+    };
+    out.join(format!("{}.json", run.card_name(stage)))
+}
