@@ -26,6 +26,7 @@ mod manifest_props;
 mod models;
 mod phantom;
 mod preprocess;
+mod prompts;
 mod recipes;
 mod retrieval;
 mod store;

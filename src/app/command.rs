@@ -96,6 +96,8 @@ pub enum Command {
     },
     /// The Captions tab: search and open hits.
     Captions(super::captions::CaptionCommand),
+    /// The Text prompts tab: prompt sets, scores, search.
+    Prompts(super::prompts::PromptCommand),
     /// The Training tab: its form, start and stop.
     Training(super::training::TrainingCommand),
     /// Draw (or clear) the polyp box on an opened image; twin queries crop around it.

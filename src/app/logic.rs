@@ -130,6 +130,7 @@ impl App {
             Command::ShowTab(tab) => {
                 let opened = tab == Tab::TWINS && self.state.tab != Tab::TWINS;
                 let opened_captions = tab == super::captions::TAB && self.state.tab != tab;
+                let opened_prompts = tab == super::prompts::TAB && self.state.tab != tab;
                 self.state.tab = tab;
                 if opened && self.state.twins.auto {
                     self.retrieve_twins();
@@ -137,6 +138,9 @@ impl App {
                 self.ensure_timeline();
                 if opened_captions {
                     self.describe_captions();
+                }
+                if opened_prompts {
+                    self.score_prompts();
                 }
             }
             Command::RetrieveTwins => self.retrieve_twins(),
@@ -191,6 +195,7 @@ impl App {
             Command::SetReviewer(name) => self.state.reviewer = name,
             Command::Training(c) => self.training(c),
             Command::Captions(c) => self.captions(c),
+            Command::Prompts(c) => self.prompts(c),
             Command::Undo => self.undo(),
             Command::Redo => self.redo(),
             Command::SetLinkThreshold(t) => {
@@ -255,6 +260,15 @@ impl App {
                 self.state.undo.clear();
                 self.state.redo.clear();
                 self.state.tracklets = Default::default();
+                let dir = db.parent().map(Path::to_path_buf).unwrap_or_default();
+                let (sets, problem) = super::prompts::load_sets(&dir);
+                self.state.prompts.sets = sets;
+                self.state.prompts.set = 0;
+                self.state.prompts.strip = None;
+                self.state.prompts.search = None;
+                if let Some(problem) = problem {
+                    self.state.toast(ToastLevel::Warning, problem);
+                }
                 self.load_runs();
                 // Open on the first polyp so the viewer shows a case straight away.
                 let first = self
@@ -316,6 +330,8 @@ impl App {
             self.state.tracklets.selected = None;
             self.ensure_timeline();
             self.describe_captions();
+            self.score_prompts();
+            self.ensure_polyp_strip();
         }
     }
 
@@ -360,6 +376,7 @@ impl App {
             || self.timeline_job_finished(done.id, &done.result)
             || self.track_job_finished(done.id, &done.result)
             || self.caption_job_finished(done.id, &done.result)
+            || self.prompt_job_finished(done.id, &done.result)
         {
             return;
         }
@@ -404,6 +421,7 @@ impl App {
                 | JobOutput::Twins(_)
                 | JobOutput::Captions { .. }
                 | JobOutput::CaptionSearch(_)
+                | JobOutput::Prompts(_)
                 | JobOutput::Timeline(_)
                 | JobOutput::Tracked { .. },
             ) => {}

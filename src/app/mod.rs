@@ -8,6 +8,7 @@ mod edits;
 mod imports;
 mod labelling;
 mod logic;
+mod prompts;
 mod state;
 mod textures;
 mod tracklets;
@@ -17,6 +18,7 @@ mod ui;
 
 pub use captions::CaptionCommand;
 pub use command::Command;
+pub use prompts::PromptCommand;
 pub use state::{AppState, Edit, LabelField, Selection, Tab, ToastLevel};
 pub use training::TrainingCommand;
 pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};

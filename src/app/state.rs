@@ -266,6 +266,61 @@ impl Default for CaptionPanel {
     }
 }
 
+/// One text search's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptSearch {
+    pub text: String,
+    pub hits: Vec<crate::prompts::query::PolypHit>,
+    /// Frames the search encoded first (the library was not encoded with this model).
+    pub encoded: usize,
+    pub model: String,
+}
+
+/// What the Text prompts panel shows.
+pub struct PromptPanel {
+    pub models_dir: PathBuf,
+    /// The prompt model scoring and searching (a card name in `models_dir`).
+    pub model: String,
+    /// The prompt models found in `models_dir`.
+    pub models: Vec<String>,
+    /// The prompt sets (the library's saved ones, else the shipped ones) and the shown one.
+    pub sets: Vec<crate::prompts::PromptSet>,
+    pub set: usize,
+    pub scores: Option<crate::prompts::query::ScoredFrames>,
+    pub running: Option<u64>,
+    /// Why the last answer could not be made (no model, a bad prompt...).
+    pub problem: Option<String>,
+    pub search: Option<PromptSearch>,
+    pub searching: Option<u64>,
+    /// The selected video's polyp probability per frame: (video, probabilities, model).
+    pub strip: Option<(i64, Vec<f32>, String)>,
+    /// (video, job) of the strip being computed.
+    pub strip_running: Option<(i64, u64)>,
+    /// The video whose strip failed last (not retried until another is chosen).
+    pub strip_failed: Option<i64>,
+}
+
+impl Default for PromptPanel {
+    fn default() -> Self {
+        let models_dir = crate::default_models_dir();
+        PromptPanel {
+            models: crate::engine::prompt_jobs::available(&models_dir),
+            models_dir,
+            model: crate::prompts::model::SHIPPED_NAME.into(),
+            sets: crate::prompts::default_prompt_sets(),
+            set: 0,
+            scores: None,
+            running: None,
+            problem: None,
+            search: None,
+            searching: None,
+            strip: None,
+            strip_running: None,
+            strip_failed: None,
+        }
+    }
+}
+
 /// The Training tab's state.
 pub struct TrainingPanel {
     /// The chosen recipe's name.
@@ -392,6 +447,7 @@ pub struct AppState {
     pub labelling: LabellingPanel,
     pub training: TrainingPanel,
     pub captions: CaptionPanel,
+    pub prompts: PromptPanel,
 }
 
 impl AppState {
@@ -416,6 +472,7 @@ impl AppState {
             labelling: LabellingPanel::default(),
             training: Default::default(),
             captions: Default::default(),
+            prompts: Default::default(),
         }
     }
 

@@ -103,7 +103,11 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
 }
 
 /// Encodes what `loaded` has not encoded yet, with a progress bar on stderr.
-fn index(loaded: &LoadedPromptModel, store: &mut Store, device: &burn::tensor::Device) -> Result<usize> {
+fn index(
+    loaded: &LoadedPromptModel,
+    store: &mut Store,
+    device: &burn::tensor::Device,
+) -> Result<usize> {
     let progress = Arc::new(Progress::new());
     let bar = super::stage_bar();
     let watcher = super::watch(progress.clone(), bar.clone());
@@ -151,7 +155,10 @@ pub struct EvalArgs {
 pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let compute = compute::select(pref)?;
     let device = compute.device.clone();
-    let models = a.models.clone().unwrap_or_else(endotwin::default_models_dir);
+    let models = a
+        .models
+        .clone()
+        .unwrap_or_else(endotwin::default_models_dir);
     let card = |suffix: &str| models.join(format!("{}{suffix}.json", a.name));
     let get = |path: PathBuf| {
         model::load(&path, &device).with_context(|| {
@@ -205,15 +212,27 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         ("round2", items.detection(&r2, &device)),
         ("untrained", items.detection(&untrained, &device)),
         ("colour_histogram_lr", items.histogram(true, a.seed)),
-        ("few_shot_5", items.few_shot(&r2, true, 0.05, a.seed, &device)),
-        ("few_shot_10", items.few_shot(&r2, true, 0.10, a.seed, &device)),
+        (
+            "few_shot_5",
+            items.few_shot(&r2, true, 0.05, a.seed, &device),
+        ),
+        (
+            "few_shot_10",
+            items.few_shot(&r2, true, 0.10, a.seed, &device),
+        ),
     ];
     let mut pathology = vec![
         ("zero_shot", items.pathology(&s3, &device)),
         ("untrained", items.pathology(&untrained, &device)),
         ("colour_histogram_lr", items.histogram(false, a.seed)),
-        ("few_shot_10", items.few_shot(&s3, false, 0.10, a.seed, &device)),
-        ("few_shot_20", items.few_shot(&s3, false, 0.20, a.seed, &device)),
+        (
+            "few_shot_10",
+            items.few_shot(&s3, false, 0.10, a.seed, &device),
+        ),
+        (
+            "few_shot_20",
+            items.few_shot(&s3, false, 0.20, a.seed, &device),
+        ),
     ];
     if let Some(p) = &plain {
         let n = Named::of("plain CLIP", p);
@@ -221,14 +240,8 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         pathology.push(("plain_clip", items.pathology(&n, &device)));
     }
     let mut ablation_rows: Vec<(String, Curves)> = vec![
-        (
-            "stage 1: round 1 (detection)".into(),
-            detection[0].1,
-        ),
-        (
-            "stage 1: round 2 (detection)".into(),
-            detection[1].1,
-        ),
+        ("stage 1: round 1 (detection)".into(), detection[0].1),
+        ("stage 1: round 2 (detection)".into(), detection[1].1),
         (
             "stage 3, cross-attention unification (pathology)".into(),
             pathology[0].1,
@@ -249,10 +262,19 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let row = |name: &str, c: &Curves| {
         println!(
             "  {name:<44} AUROC {:.3} [{:.3}, {:.3}]  AUPR {:.3} [{:.3}, {:.3}]  (n {}, {} positive)",
-            c.auroc, c.auroc_ci[0], c.auroc_ci[1], c.aupr, c.aupr_ci[0], c.aupr_ci[1], c.n, c.positives
+            c.auroc,
+            c.auroc_ci[0],
+            c.auroc_ci[1],
+            c.aupr,
+            c.aupr_ci[0],
+            c.aupr_ci[1],
+            c.n,
+            c.positives
         )
     };
-    println!("zero-shot polyp detection per frame (prompts: assets/prompt_sets.toml, `polyp vs background`):");
+    println!(
+        "zero-shot polyp detection per frame (prompts: assets/prompt_sets.toml, `polyp vs background`):"
+    );
     for (name, c) in &detection {
         row(name, c);
     }

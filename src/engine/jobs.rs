@@ -61,6 +61,8 @@ pub enum Job {
     },
     /// The library's capsule frames that best match a caption or a category.
     SearchCaptions { models: PathBuf, query: String },
+    /// Text prompts: scores, search, a video's polyp strip.
+    Prompts(super::prompt_jobs::PromptJob),
 }
 
 /// Where a twin query's views come from.
@@ -122,6 +124,7 @@ pub enum JobOutput {
         model: String,
     },
     CaptionSearch(Box<crate::captions::query::CaptionSearch>),
+    Prompts(super::prompt_jobs::PromptOutput),
 }
 
 pub(super) fn run(
@@ -206,6 +209,9 @@ pub(super) fn run(
                     model: format!("{} {}", loaded.card.name, loaded.card.version),
                 })
                 .map_err(|e| e.to_string())
+        }
+        Job::Prompts(job) => {
+            super::prompt_jobs::run(compute, library, job, progress).map(JobOutput::Prompts)
         }
         Job::SearchCaptions { models, query } => {
             let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;

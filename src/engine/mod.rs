@@ -6,6 +6,7 @@
 mod jobs;
 pub use jobs::device_check;
 pub mod loader;
+pub mod prompt_jobs;
 pub mod training;
 
 pub use crate::plumbing::Progress;

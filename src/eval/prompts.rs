@@ -126,7 +126,9 @@ impl HeldOutItems {
         let keys: Vec<(usize, usize)> = self.frames.iter().map(|&(e, f, _)| (e, f)).collect();
         let mut out = HashMap::new();
         for chunk in keys.chunks(128) {
-            let v = m.model.encode_images(self.records.batch(chunk, &[], device));
+            let v = m
+                .model
+                .encode_images(self.records.batch(chunk, &[], device));
             let d = v.dims()[1];
             let flat: Vec<f32> = v.into_data().try_to_vec().expect("f32 embeddings");
             for (k, key) in chunk.iter().enumerate() {
@@ -140,7 +142,11 @@ impl HeldOutItems {
     pub fn detection(&self, m: &Named, device: &Device) -> Curves {
         let emb = self.embeddings(m, device);
         let set = default_set("polyp vs background");
-        let rows: Vec<Vec<f32>> = self.frames.iter().map(|&(e, f, _)| emb[&(e, f)].clone()).collect();
+        let rows: Vec<Vec<f32>> = self
+            .frames
+            .iter()
+            .map(|&(e, f, _)| emb[&(e, f)].clone())
+            .collect();
         let scores = class_scores(m, &rows, &set, "polyp", device);
         let items: Vec<(f64, bool, usize)> = self
             .frames
@@ -176,10 +182,21 @@ impl HeldOutItems {
 
     /// Few-shot probe on frozen embeddings: a logistic regression on the labelled frames (or
     /// polyps) of `share` of the examinations (drawn with the seed), scored on the rest.
-    pub fn few_shot(&self, m: &Named, detection: bool, share: f64, seed: u64, device: &Device) -> Curves {
+    pub fn few_shot(
+        &self,
+        m: &Named,
+        detection: bool,
+        share: f64,
+        seed: u64,
+        device: &Device,
+    ) -> Curves {
         let (rows, labels, exams) = if detection {
             let emb = self.embeddings(m, device);
-            let rows: Vec<Vec<f32>> = self.frames.iter().map(|&(e, f, _)| emb[&(e, f)].clone()).collect();
+            let rows: Vec<Vec<f32>> = self
+                .frames
+                .iter()
+                .map(|&(e, f, _)| emb[&(e, f)].clone())
+                .collect();
             let labels: Vec<bool> = self.frames.iter().map(|f| f.2).collect();
             let exams: Vec<usize> = self.frames.iter().map(|f| f.0).collect();
             (rows, labels, exams)
@@ -289,14 +306,24 @@ impl HeldOutItems {
 /// Area under the precision-recall curve (average precision) of `scores` ranked high first.
 pub fn aupr(scores: &[f64], positive: &[bool]) -> f64 {
     let mut idx: Vec<usize> = (0..scores.len()).collect();
-    idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(positive[a].cmp(&positive[b])));
+    idx.sort_by(|&a, &b| {
+        scores[b]
+            .total_cmp(&scores[a])
+            .then(positive[a].cmp(&positive[b]))
+    });
     let relevant: Vec<bool> = idx.iter().map(|&i| positive[i]).collect();
     let total = positive.iter().filter(|&&p| p).count();
     average_precision(&relevant, total)
 }
 
 /// The summed softmax probability of `class`'s prompts of `set`, per embedding row.
-fn class_scores(m: &Named, rows: &[Vec<f32>], set: &PromptSet, class: &str, device: &Device) -> Vec<f64> {
+fn class_scores(
+    m: &Named,
+    rows: &[Vec<f32>],
+    set: &PromptSet,
+    class: &str,
+    device: &Device,
+) -> Vec<f64> {
     let refs: Vec<&str> = set.prompts.iter().map(String::as_str).collect();
     let t = m.model.encode_texts(m.config.tokens(&refs, device));
     let d = rows.first().map_or(0, Vec::len);

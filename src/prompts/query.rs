@@ -17,9 +17,7 @@ use std::collections::HashMap;
 pub enum PromptError {
     #[error("the prompt is empty; type what the image should show")]
     EmptyPrompt,
-    #[error(
-        "the prompt has {words} words; this model reads at most {max} (shorten it)"
-    )]
+    #[error("the prompt has {words} words; this model reads at most {max} (shorten it)")]
     TooLong { words: usize, max: usize },
     #[error("a prompt set needs at least one prompt")]
     NoPrompts,
@@ -57,7 +55,7 @@ pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), Promp
     let pieces = model
         .config
         .tokenizer
-        .encode(prompt, usize::MAX / 2)
+        .encode(prompt, 4096)
         .iter()
         .filter(|&&t| t != crate::model::tokenizer::PAD)
         .count()
@@ -154,42 +152,8 @@ pub fn index_library(
         .filter(|m| cached.get(&m.id) != Some(&m.hash))
         .collect();
     progress.stage("encoding frames for text prompts", todo.len() as u64);
-    for chunk in todo.chunks(64) {
-        if progress.is_cancelled() {
-            break;
-        }
-        let mut decoded = Vec::new();
-        let mut rows = Vec::new();
-        for m in chunk {
-            if let Ok(d) = images::decode_file(&store.media_path(m)) {
-                decoded.push(d.image);
-                rows.push(m);
-            }
-            progress.inc();
-        }
-        if decoded.is_empty() {
-            continue;
-        }
-        let emb = image_embeddings(model, &decoded, device);
-        let d = emb.dims()[1];
-        let flat: Vec<f32> = emb.into_data().try_to_vec().expect("f32 embeddings");
-        store.write(|tx| {
-            for (k, m) in rows.iter().enumerate() {
-                store::put_embedding(
-                    tx,
-                    model_id,
-                    EmbeddingTarget::Media,
-                    &EmbeddingRow {
-                        target_id: m.id,
-                        source_hash: m.hash.clone(),
-                        vector: flat[k * d..(k + 1) * d].to_vec(),
-                        code: None,
-                    },
-                )?;
-            }
-            Ok::<(), StoreError>(())
-        })?;
-    }
+    let refs: Vec<&MediaRow> = todo.iter().collect();
+    encode_and_cache(model, store, model_id, &refs, device, progress)?;
     Ok(todo.len())
 }
 
@@ -284,7 +248,11 @@ pub fn search(
     if hits.is_empty() {
         return Err(PromptError::NotIndexed(model.named()));
     }
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.polyp_id.cmp(&b.polyp_id)));
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.polyp_id.cmp(&b.polyp_id))
+    });
     hits.truncate(top);
     Ok(hits)
 }
@@ -344,4 +312,163 @@ fn model_row(model: &LoadedPromptModel, store: &mut Store) -> Result<i64, StoreE
             "",
         )
     })
+}
+
+/// What a prompt answer is about: a library media item or an image file opened from disk.
+pub use crate::captions::query::CaptionKey as FrameKey;
+
+/// The prompt set's scores for library media or image files, and for all of them together
+/// (their mean embedding: a polyp's views, an opened multi-view set).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredFrames {
+    pub frames: Vec<(FrameKey, Vec<PromptScore>)>,
+    pub together: Option<Vec<PromptScore>>,
+    /// The model's name and version.
+    pub model: String,
+}
+
+pub fn score_frames(
+    store: Option<&Store>,
+    model: &LoadedPromptModel,
+    keys: &[FrameKey],
+    prompts: &[String],
+    device: &Device,
+) -> Result<ScoredFrames, PromptError> {
+    for p in prompts {
+        check_prompt(model, p)?;
+    }
+    if prompts.is_empty() {
+        return Err(PromptError::NoPrompts);
+    }
+    let mut decoded = Vec::new();
+    let mut kept = Vec::new();
+    for key in keys {
+        let (path, name) = match (key, store) {
+            (FrameKey::Media(id), Some(store)) => {
+                let Some(m) = store.media(*id)? else { continue };
+                (store.media_path(&m), m.source_path.clone())
+            }
+            (FrameKey::Media(_), None) => continue,
+            (FrameKey::File(p), _) => (p.clone(), p.display().to_string()),
+        };
+        let d =
+            images::decode_file(&path).map_err(|e| PromptError::Image(format!("{name}: {e}")))?;
+        decoded.push(d.image);
+        kept.push(key.clone());
+    }
+    if decoded.is_empty() {
+        return Ok(ScoredFrames {
+            frames: Vec::new(),
+            together: None,
+            model: model.named(),
+        });
+    }
+    let emb = image_embeddings(model, &decoded, device);
+    let per_frame = scores(model, emb.clone(), prompts, device)?;
+    let together = if decoded.len() > 1 {
+        let mean = crate::model::clip::l2_normalize(emb.mean_dim(0));
+        scores(model, mean, prompts, device)?.into_iter().next()
+    } else {
+        None
+    };
+    Ok(ScoredFrames {
+        frames: kept.into_iter().zip(per_frame).collect(),
+        together,
+        model: model.named(),
+    })
+}
+
+/// The detector's polyp probability for every frame of video `video_id`, in frame order;
+/// frames not encoded with the detector yet are encoded (and cached) first.
+pub fn video_polyp_strip(
+    detector: &LoadedPromptModel,
+    store: &mut Store,
+    video_id: i64,
+    device: &Device,
+    progress: &Progress,
+) -> Result<Vec<f32>, PromptError> {
+    let frames = store.video_frames(video_id)?;
+    let model_id = model_row(detector, store)?;
+    let cached: HashMap<i64, (String, Vec<f32>)> = store
+        .embeddings(model_id, EmbeddingTarget::Media)?
+        .into_iter()
+        .map(|r| (r.target_id, (r.source_hash, r.vector)))
+        .collect();
+    let todo: Vec<&MediaRow> = frames
+        .iter()
+        .map(|(_, m)| m)
+        .filter(|m| cached.get(&m.id).is_none_or(|c| c.0 != m.hash))
+        .collect();
+    progress.stage(
+        "encoding video frames for the polyp strip",
+        todo.len() as u64,
+    );
+    let fresh = encode_and_cache(detector, store, model_id, &todo, device, progress)?;
+    if progress.is_cancelled() {
+        return Err(PromptError::Image("cancelled".into()));
+    }
+    let d = detector.config.clip.embed_dim().unwrap_or(0);
+    let rows: Vec<Vec<f32>> = frames
+        .iter()
+        .map(|(_, m)| {
+            fresh
+                .get(&m.id)
+                .cloned()
+                .or_else(|| cached.get(&m.id).map(|c| c.1.clone()))
+                .unwrap_or_else(|| vec![0.0; d])
+        })
+        .collect();
+    Ok(polyp_probabilities(detector, &rows, device))
+}
+
+/// Encodes `rows` with `model` in chunks of 64 and caches the embeddings under `model_id`;
+/// returns them by media id. Unreadable files are skipped; a cancel stops between chunks.
+fn encode_and_cache(
+    model: &LoadedPromptModel,
+    store: &mut Store,
+    model_id: i64,
+    rows: &[&MediaRow],
+    device: &Device,
+    progress: &Progress,
+) -> Result<HashMap<i64, Vec<f32>>, PromptError> {
+    let mut out = HashMap::new();
+    for chunk in rows.chunks(64) {
+        if progress.is_cancelled() {
+            break;
+        }
+        let mut decoded = Vec::new();
+        let mut kept = Vec::new();
+        for m in chunk {
+            if let Ok(d) = images::decode_file(&store.media_path(m)) {
+                decoded.push(d.image);
+                kept.push(*m);
+            }
+            progress.inc();
+        }
+        if decoded.is_empty() {
+            continue;
+        }
+        let emb = image_embeddings(model, &decoded, device);
+        let d = emb.dims()[1];
+        let flat: Vec<f32> = emb.into_data().try_to_vec().expect("f32 embeddings");
+        store.write(|tx| {
+            for (k, m) in kept.iter().enumerate() {
+                let vector = flat[k * d..(k + 1) * d].to_vec();
+                store::put_embedding(
+                    tx,
+                    model_id,
+                    EmbeddingTarget::Media,
+                    &EmbeddingRow {
+                        target_id: m.id,
+                        source_hash: m.hash.clone(),
+                        vector: vector.clone(),
+                        code: None,
+                    },
+                )?;
+                out.insert(m.id, vector);
+            }
+            Ok::<(), StoreError>(())
+        })?;
+    }
+    Ok(out)
 }

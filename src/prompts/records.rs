@@ -165,7 +165,12 @@ impl Records {
 
     /// Frames `(exam, frame)` as the image tower's input [n, 3, s, s]; `flips` per frame
     /// (horizontal, vertical) augment training batches.
-    pub fn batch(&self, which: &[(usize, usize)], flips: &[(bool, bool)], device: &Device) -> Tensor<4> {
+    pub fn batch(
+        &self,
+        which: &[(usize, usize)],
+        flips: &[(bool, bool)],
+        device: &Device,
+    ) -> Tensor<4> {
         let images: Vec<&RgbImage> = which
             .iter()
             .map(|&(e, f)| &self.exams[e].frames[f].image)

@@ -8,7 +8,9 @@
 //! With `--resume`, stages whose card exists are taken as done and the first unfinished one
 //! continues from its last checkpoint.
 
-use super::prompts::{PromptStage, PromptTrainingConfig, Stage2Targets, Stage3Pool, keep_frames, train};
+use super::prompts::{
+    PromptStage, PromptTrainingConfig, Stage2Targets, Stage3Pool, keep_frames, train,
+};
 use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
     checkpoint_dir, recorded, resume_from,
@@ -51,8 +53,18 @@ impl Recipe for PromptRecipe {
                 Some("all"),
                 "1, 2, 3, all (1 then 2 then 3), or plain (the plain-CLIP comparison)",
             ),
-            RecipeOption::new("epochs", Count, Some("20"), "Epochs of each stage (and round)"),
-            RecipeOption::new("batch", Count, Some("32"), "Pairs per step in stages 1 and 2"),
+            RecipeOption::new(
+                "epochs",
+                Count,
+                Some("20"),
+                "Epochs of each stage (and round)",
+            ),
+            RecipeOption::new(
+                "batch",
+                Count,
+                Some("32"),
+                "Pairs per step in stages 1 and 2",
+            ),
             RecipeOption::new("lr", Number, Some("3e-4"), "Peak learning rate"),
             RecipeOption::new(
                 "prevalence",
@@ -162,8 +174,10 @@ impl Recipe for PromptRecipe {
             let card_name = run.card_name(stage);
             let card_path = out.join(format!("{card_name}.json"));
             if run.resume && card_path.exists() {
-                ctx.observer
-                    .message(&format!("{}: {card_name} exists, taken as done", stage.name()));
+                ctx.observer.message(&format!(
+                    "{}: {card_name} exists, taken as done",
+                    stage.name()
+                ));
                 continue;
             }
             let previous = run.previous(stage);
@@ -305,9 +319,15 @@ impl StageRun {
             checkpoints,
             &mut *ctx.observer,
             |events| {
-                train(config, records, kept, device, start, |d| {
-                    start_model.unwrap_or_else(|| config.model.init(d))
-                }, events)
+                train(
+                    config,
+                    records,
+                    kept,
+                    device,
+                    start,
+                    |d| start_model.unwrap_or_else(|| config.model.init(d)),
+                    events,
+                )
             },
         )?;
         let mut card = ModelCard::new(

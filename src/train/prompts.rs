@@ -130,7 +130,11 @@ pub fn keep_frames(
 }
 
 /// The two fixed sentences' unit embeddings [2, d]: polyp first.
-pub fn detection_texts(model: &PromptModel, config: &PromptModelConfig, device: &Device) -> Tensor<2> {
+pub fn detection_texts(
+    model: &PromptModel,
+    config: &PromptModelConfig,
+    device: &Device,
+) -> Tensor<2> {
     model.encode_texts(config.tokens(&[POLYP_SENTENCE, BACKGROUND_SENTENCE], device))
 }
 

@@ -5,7 +5,7 @@ mod captions;
 mod details;
 mod labelling;
 pub mod panels;
-mod placeholders;
+mod prompts;
 mod status;
 mod toasts;
 mod tracklets;

@@ -5,7 +5,7 @@
 use super::super::Command;
 use super::super::state::{AppState, Tab};
 use super::super::textures::Textures;
-use super::{captions, labelling, placeholders, tracklets, training, twins, viewer};
+use super::{captions, labelling, prompts, tracklets, training, twins, viewer};
 
 /// Draws a panel: reads the state, pushes commands.
 pub type DrawPanel = fn(&mut egui::Ui, &AppState, &mut Textures, &mut Vec<Command>);
@@ -33,12 +33,11 @@ static PANELS: [PanelSpec; 7] = [
         about: "The most similar library polyps, their pathology and the vote they add up to",
         draw: twins::draw,
     },
-    // Capabilities still to come: each entry gives way to the capability's own panel.
     PanelSpec {
-        tab: Tab("prompts"),
+        tab: super::super::prompts::TAB,
         title: "Text prompts",
-        about: "Zero-shot text-prompt scores (Endo-CLIP; not built yet)",
-        draw: placeholders::prompts,
+        about: "Zero-shot text-prompt scores for the selection (editable prompt sets) and a text search of the library's polyps (Endo-CLIP)",
+        draw: prompts::draw,
     },
     PanelSpec {
         tab: super::super::captions::TAB,

@@ -214,8 +214,15 @@ pub fn generate(
     let mut plan_rng = root.fork(1);
     let mut counts = Vec::new();
     let mut left = cfg.polyps;
+    // Examination records (Endo-CLIP) need negative examinations as a screening list has
+    // them: 40 % without a polyp, and half of the positive ones with several.
+    let shares: &[f32] = if cfg.frames_per_exam > 0 {
+        &[0.40, 0.30, 0.18, 0.12]
+    } else {
+        &[0.15, 0.45, 0.25, 0.15]
+    };
     while left > 0 {
-        let k = [0usize, 1, 2, 3][plan_rng.weighted(&[0.15, 0.45, 0.25, 0.15])].min(left);
+        let k = [0usize, 1, 2, 3][plan_rng.weighted(shares)].min(left);
         counts.push(k);
         left -= k;
     }
@@ -460,7 +467,11 @@ fn withdrawal_frame(
 ) -> render::Frame {
     let cam = if wall {
         let spec = PolypSpec::draw(Pathology::draw(r), r);
-        let spot = colon.place(spec, r.range(1.0, 12.0), r.range(0.0, std::f32::consts::TAU));
+        let spot = colon.place(
+            spec,
+            r.range(1.0, 12.0),
+            r.range(0.0, std::f32::consts::TAU),
+        );
         view_camera(colon, &spot, r)
     } else {
         let z = r.range(0.5, 12.0);
@@ -476,11 +487,8 @@ fn withdrawal_frame(
     };
     let look = view_look(r);
     let osd = osd_lines(patient, r);
-    let scene = Scene {
-        colon,
-        polyps: &[],
-    };
-    let noise_seed = r.next_u64() as u32;
+    let scene = Scene { colon, polyps: &[] };
+    let noise_seed = 90_000 + r.below(10_000) as u32;
     render::render(&scene, &cam, &look, size, &osd, noise_seed)
 }
 

@@ -1,0 +1,136 @@
+//! The text-prompt jobs (Endo-CLIP): scores of a prompt set for the selection, text search over
+//! the library's polyps (encoding the library first where this model has not), and the polyp
+//! probability strip of a video. Models are read from the models folder by card name.
+
+use super::Progress;
+use crate::compute::Compute;
+use crate::prompts::model::{self, LoadedPromptModel};
+use crate::prompts::query::{self, FrameKey, PolypHit, ScoredFrames};
+use crate::store::{OpenMode, Store};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptJob {
+    /// The prompts' scores for library media or opened files, by the model `name`.
+    Score {
+        models: PathBuf,
+        name: String,
+        keys: Vec<FrameKey>,
+        prompts: Vec<String>,
+    },
+    /// The library's polyps best matching `text`.
+    Search {
+        models: PathBuf,
+        name: String,
+        text: String,
+        top: usize,
+    },
+    /// The stage-1 detector's polyp probability for every frame of a video.
+    Strip { models: PathBuf, video_id: i64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptOutput {
+    Scores(Box<ScoredFrames>),
+    Search {
+        text: String,
+        hits: Vec<PolypHit>,
+        /// Frames encoded first because this model had not seen them.
+        encoded: usize,
+        model: String,
+    },
+    Strip {
+        video_id: i64,
+        probabilities: Vec<f32>,
+        model: String,
+    },
+}
+
+pub(super) fn run(
+    compute: &Compute,
+    library: &Path,
+    job: PromptJob,
+    progress: &Progress,
+) -> Result<PromptOutput, String> {
+    let device = &compute.device;
+    match job {
+        PromptJob::Score {
+            models,
+            name,
+            keys,
+            prompts,
+        } => {
+            let loaded = load(&models, &name, compute)?;
+            let store = Store::open(library, OpenMode::Existing).ok();
+            query::score_frames(store.as_ref(), &loaded, &keys, &prompts, device)
+                .map(|s| PromptOutput::Scores(Box::new(s)))
+                .map_err(|e| e.to_string())
+        }
+        PromptJob::Search {
+            models,
+            name,
+            text,
+            top,
+        } => {
+            let loaded = load(&models, &name, compute)?;
+            query::check_prompt(&loaded, &text).map_err(|e| e.to_string())?;
+            let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            let encoded = query::index_library(&loaded, &mut store, device, progress)
+                .map_err(|e| e.to_string())?;
+            let hits =
+                query::search(&loaded, &store, &text, top, device).map_err(|e| e.to_string())?;
+            Ok(PromptOutput::Search {
+                text,
+                hits,
+                encoded,
+                model: loaded.named(),
+            })
+        }
+        PromptJob::Strip { models, video_id } => {
+            let loaded = load(&models, model::SHIPPED_DETECTOR, compute)?;
+            let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            let probabilities =
+                query::video_polyp_strip(&loaded, &mut store, video_id, device, progress)
+                    .map_err(|e| e.to_string())?;
+            Ok(PromptOutput::Strip {
+                video_id,
+                probabilities,
+                model: loaded.named(),
+            })
+        }
+    }
+}
+
+fn load(models: &Path, name: &str, compute: &Compute) -> Result<LoadedPromptModel, String> {
+    let path = models.join(format!("{name}.json"));
+    model::load(&path, &compute.device).map_err(|e| {
+        format!(
+            "no text-prompt model `{name}`: {e} (train one with `endotwin train prompts` or the Training tab)"
+        )
+    })
+}
+
+/// The prompt models in `models` (card names), the stage-3 one first.
+pub fn available(models: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(models)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                return None;
+            }
+            let card: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+            (card.get("kind")?.as_str()? == "prompt-model")
+                .then(|| Some(path.file_stem()?.to_string_lossy().into_owned()))?
+        })
+        .collect();
+    out.sort();
+    if let Some(i) = out.iter().position(|n| n == model::SHIPPED_NAME) {
+        let first = out.remove(i);
+        out.insert(0, first);
+    }
+    out
+}

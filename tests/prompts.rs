@@ -1,0 +1,457 @@
+//! Text prompts (Endo-CLIP) end to end: phantom examination records, the three stages on a
+//! tiny model (the polyp prompt then scores polyp frames above background frames of the same
+//! examinations), the towers on wgpu and the CPU, prompt sets and bad prompts refused clearly,
+//! `prompts score` / `prompts search` on the command line, and the Text prompts tab.
+
+use burn::module::Module;
+use burn::tensor::Device;
+use endotwin::data::phantom::{self, PhantomConfig, Split};
+use endotwin::model::block::Activation;
+use endotwin::model::clip::ClipConfig;
+use endotwin::model::text::TextEncoderConfig;
+use endotwin::model::unifier::UnifierConfig;
+use endotwin::model::vit::{Positions, VitConfig};
+use endotwin::model::weights::{self, ModelCard, ModelKind};
+use endotwin::plumbing::Progress;
+use endotwin::prompts::model::{PromptModel, PromptModelConfig, prompt_tokenizer};
+use endotwin::prompts::records::{Records, frame_truth};
+use endotwin::store::{OpenMode, Store};
+use endotwin::train::prompts::{
+    PromptStage, PromptTrainingConfig, detection_texts, keep_frames, polyp_probability, train,
+};
+use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents};
+use std::path::Path;
+
+/// Examination records: `polyps` polyps in examinations of 12 frames at 48 px.
+pub(crate) fn records_library(dir: &Path, polyps: usize) -> Store {
+    let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 5,
+        split: Split::Train,
+        polyps,
+        videos: 0,
+        capsule_images: 0,
+        background_frames: 2,
+        frames_per_exam: 12,
+        image_size: 48,
+        ..PhantomConfig::default()
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    store
+}
+
+/// The shipped geometry, smaller: a 32 px ViT of one block, a one-block text tower, 32-d.
+pub(crate) fn tiny_config(records: &Records) -> PromptModelConfig {
+    let tokenizer = prompt_tokenizer(records.corpus());
+    let vision = VitConfig::new(32, 8, 32, 1, 2)
+        .with_positions(Positions::SinCos)
+        .with_activation(Activation::Gelu)
+        .with_norm_before_blocks(false)
+        .with_projection(Some(32));
+    let text = TextEncoderConfig::new(32, 1, 2)
+        .with_vocab_size(tokenizer.vocab_size())
+        .with_context(40)
+        .with_activation(Activation::Gelu)
+        .with_projection(Some(32));
+    PromptModelConfig::new(
+        ClipConfig::new(vision, text),
+        tokenizer,
+        UnifierConfig::new(32),
+    )
+}
+
+struct Quiet;
+
+impl TrainEvents<PromptModel> for Quiet {
+    fn step(&mut self, _: usize, _: usize, _: usize, loss: f64) {
+        assert!(loss.is_finite());
+    }
+    fn epoch(&mut self, _: &EpochReport, _: &Checkpoint<PromptModel>) -> Result<(), TrainError> {
+        Ok(())
+    }
+}
+
+/// Runs `stage` for `epochs` from `start` (fresh when `None`); the model stays on the
+/// autodiff device so the next stage can continue it (`.valid()` for inference).
+fn stage(
+    config: &PromptModelConfig,
+    records: &Records,
+    stage: PromptStage,
+    epochs: usize,
+    kept: Option<&[Vec<usize>]>,
+    start: Option<PromptModel>,
+) -> PromptModel {
+    let device = Device::flex().autodiff();
+    let tc = PromptTrainingConfig::new(config.clone(), stage)
+        .with_epochs(epochs)
+        .with_batch(8)
+        .with_unify_batch(4)
+        .with_lr(1e-3)
+        .with_seed(3);
+    train(
+        &tc,
+        records,
+        kept,
+        &device,
+        None,
+        |d| start.unwrap_or_else(|| config.init(d)),
+        &mut Quiet,
+    )
+    .unwrap()
+}
+
+#[test]
+fn phantom_records_have_their_frames_and_a_report_that_says_whether_polyps_were_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = records_library(dir.path(), 12);
+    let records = Records::load(&store, 32, &Progress::new()).unwrap();
+    let truth = frame_truth(&store).unwrap();
+    assert!(
+        records.exams.len() >= 6,
+        "{} examinations",
+        records.exams.len()
+    );
+    for exam in &records.exams {
+        let views = exam.described_polyps * 4;
+        assert_eq!(
+            exam.frames.len(),
+            (views + 2).max(12),
+            "{}: 12 frames, more where its polyps' views and two lumen frames need them",
+            exam.code
+        );
+        let shown = exam
+            .frames
+            .iter()
+            .filter(|f| truth.contains_key(&f.media_id))
+            .count();
+        // The report alone says whether a polyp was found, and how many.
+        assert_eq!(
+            exam.positive,
+            shown > 0,
+            "{}: {:?}",
+            exam.code,
+            exam.sentences
+        );
+        assert_eq!(
+            exam.described_polyps * 4,
+            shown,
+            "{}: {:?}",
+            exam.code,
+            exam.sentences
+        );
+    }
+    assert!(records.exams.iter().any(|e| !e.positive));
+    assert!(records.exams.iter().any(|e| e.described_polyps >= 2));
+}
+
+#[test]
+fn three_stages_on_tiny_records_score_polyp_frames_above_background_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = records_library(dir.path(), 40);
+    let records = Records::load(&store, 32, &Progress::new()).unwrap();
+    let truth = frame_truth(&store).unwrap();
+    let config = tiny_config(&records);
+    let round1 = stage(&config, &records, PromptStage::Round1, 40, None, None);
+    let cpu = Device::flex();
+    let kept = keep_frames(&round1.valid(), &config, &records, 0.3, &cpu);
+    let round2 = stage(
+        &config,
+        &records,
+        PromptStage::Round2,
+        10,
+        Some(&kept),
+        Some(round1),
+    );
+    let kept = keep_frames(&round2.valid(), &config, &records, 0.3, &cpu);
+    let attuned = stage(
+        &config,
+        &records,
+        PromptStage::Attune,
+        2,
+        Some(&kept),
+        Some(round2.clone()),
+    );
+    let _unified = stage(
+        &config,
+        &records,
+        PromptStage::Unify,
+        2,
+        Some(&kept),
+        Some(attuned),
+    );
+    let round2 = round2.valid();
+    // Within each positive examination: polyp frames against its background frames.
+    let texts = detection_texts(&round2, &config, &cpu);
+    let (mut above, mut pairs) = (0usize, 0usize);
+    for (e, exam) in records.exams.iter().enumerate() {
+        if !exam.positive {
+            continue;
+        }
+        let which: Vec<(usize, usize)> = (0..exam.frames.len()).map(|f| (e, f)).collect();
+        let v = round2.encode_images(records.batch(&which, &[], &cpu));
+        let p = polyp_probability(&round2, v, texts.clone());
+        for (i, fi) in exam.frames.iter().enumerate() {
+            for (j, fj) in exam.frames.iter().enumerate() {
+                if truth.contains_key(&fi.media_id) && !truth.contains_key(&fj.media_id) {
+                    pairs += 1;
+                    above += usize::from(p[i] > p[j]);
+                }
+            }
+        }
+    }
+    let share = above as f64 / pairs as f64;
+    assert!(
+        share > 0.6,
+        "the polyp prompt ranks a polyp frame above a background frame of its examination in {share:.2} of {pairs} pairs"
+    );
+}
+
+#[test]
+fn the_prompt_towers_agree_on_wgpu_and_the_cpu() {
+    use endotwin::compute::{self, BackendPref};
+    let gpu = match compute::select(BackendPref::Gpu) {
+        Ok(c) => c.device,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("CI must have a wgpu adapter (mesa-vulkan-drivers): {e}"),
+    };
+    // The shipped model when it is there, else the shipped geometry untrained.
+    let cpu = Device::flex();
+    cpu.seed(21);
+    let shipped = endotwin::prompts::model::shipped_path(&endotwin::default_models_dir());
+    let (model, config) = match endotwin::prompts::model::load(&shipped, &cpu) {
+        Ok(l) => (l.model, l.config),
+        Err(_) => {
+            let c = PromptModelConfig::small(["a sessile polyp"]);
+            (c.init(&cpu), c)
+        }
+    };
+    let image = image::RgbImage::from_fn(40, 40, |x, y| {
+        image::Rgb([(x * 6) as u8, (y * 5) as u8, 90])
+    });
+    let run = |m: &PromptModel, d: &Device| {
+        let v = endotwin::prompts::records::pixels_batch(
+            &[&image::imageops::resize(
+                &image,
+                config.image_size(),
+                config.image_size(),
+                image::imageops::FilterType::Triangle,
+            )],
+            config.image_size(),
+            &[],
+            d,
+        );
+        let v = m.encode_images(v);
+        let t = m.encode_texts(config.tokens(
+            &["A sessile polyp (Paris 0-Is).", "words it never saw zyx"],
+            d,
+        ));
+        let mut out: Vec<f32> = v.into_data().try_to_vec().unwrap();
+        out.extend(t.into_data().try_to_vec::<f32>().unwrap());
+        out
+    };
+    let expected = run(&model, &cpu);
+    let got = run(&model.clone().to_device(&gpu), &gpu);
+    assert_eq!(got.len(), expected.len());
+    for (a, b) in got.iter().zip(&expected) {
+        assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+    }
+}
+
+/// A tiny stage-3 model trained a little on `store`'s records, saved as `prompts` (and as
+/// `prompts-detect`) in `models`.
+pub(crate) fn tiny_models(store: &Store, models: &Path) {
+    let records = Records::load(store, 32, &Progress::new()).unwrap();
+    let config = tiny_config(&records);
+    let model = stage(&config, &records, PromptStage::Round1, 3, None, None).valid();
+    for name in ["prompts", "prompts-detect"] {
+        let card = ModelCard::new(
+            name,
+            ModelKind::PromptModel,
+            "test",
+            "a tiny prompt model",
+            &config,
+        );
+        weights::save(&model, &card, models).unwrap();
+    }
+}
+
+#[test]
+fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clearly() {
+    let lib = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    let store = records_library(lib.path(), 16);
+    tiny_models(&store, models.path());
+    let view = store
+        .polyp_views(store.polyps().unwrap()[0].id)
+        .unwrap()
+        .remove(0);
+    let image = store.media_path(&view);
+    drop(store);
+    let card = models.path().join("prompts.json");
+    let sets = lib.path().join("mine.txt");
+    std::fs::write(&sets, "a sessile polyp\na normal background with folds\n").unwrap();
+    let run = |args: &[&str]| {
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(args);
+        crate::common::run(c)
+    };
+    let card_s = card.to_str().unwrap();
+    let scored = run(&[
+        "prompts",
+        "score",
+        "--image",
+        image.to_str().unwrap(),
+        "--prompts",
+        sets.to_str().unwrap(),
+        "--model",
+        card_s,
+    ]);
+    assert!(scored.ok(), "{}", scored.text());
+    assert!(
+        scored.stdout.contains("a sessile polyp"),
+        "{}",
+        scored.text()
+    );
+    assert!(scored.stdout.contains("cos "), "{}", scored.text());
+    let shares: f64 = scored
+        .stdout
+        .lines()
+        .filter(|l| l.contains("cos "))
+        .map(|l| l.split_whitespace().next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!(
+        (shares - 1.0).abs() < 0.01,
+        "softmax over the set: {}",
+        scored.text()
+    );
+    // Search: words outside the vocabulary are tolerated; one line per polyp.
+    let found = run(&[
+        "prompts",
+        "search",
+        "a sessile polyp with a zyxwv surface",
+        "--top",
+        "3",
+        "--model",
+        card_s,
+    ]);
+    assert!(found.ok(), "{}", found.text());
+    assert_eq!(found.stdout.lines().count(), 3, "{}", found.text());
+    // Bad input: clear messages, nothing changed.
+    let bad = lib.path().join("bad.toml");
+    std::fs::write(&bad, "[[set]\nname = ").unwrap();
+    let refused = run(&[
+        "prompts",
+        "score",
+        "--image",
+        image.to_str().unwrap(),
+        "--prompts",
+        bad.to_str().unwrap(),
+        "--model",
+        card_s,
+    ]);
+    assert!(!refused.ok());
+    assert!(
+        refused.stderr.contains("not a prompt set file"),
+        "{}",
+        refused.text()
+    );
+    let empty = run(&["prompts", "search", "   ", "--model", card_s]);
+    assert!(!empty.ok());
+    assert!(
+        empty.stderr.contains("the prompt is empty"),
+        "{}",
+        empty.text()
+    );
+    let long = "polyp ".repeat(80);
+    let too_long = run(&["prompts", "search", &long, "--model", card_s]);
+    assert!(!too_long.ok());
+    assert!(
+        too_long.stderr.contains("this model reads at most 38"),
+        "{}",
+        too_long.text()
+    );
+    let wrong_kind = run(&[
+        "prompts",
+        "search",
+        "a polyp",
+        "--model",
+        endotwin::default_models_dir()
+            .join("captions.json")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(!wrong_kind.ok());
+    assert!(
+        wrong_kind.stderr.contains("prompt model"),
+        "{}",
+        wrong_kind.text()
+    );
+}
+
+#[test]
+fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
+    use endotwin::app::{Command, PromptCommand, Selection, Tab};
+    let lib = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    let store = records_library(lib.path(), 16);
+    tiny_models(&store, models.path());
+    let polyp = store.polyps().unwrap()[0].id;
+    drop(store);
+    let mut h = crate::gui::harness(lib.path());
+    {
+        let panel = &mut h.state_mut().state.prompts;
+        panel.models_dir = models.path().to_path_buf();
+        panel.models = endotwin::engine::prompt_jobs::available(models.path());
+    }
+    crate::gui::settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("prompts")));
+    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    let wait = |h: &mut egui_kittest::Harness<'static, endotwin::app::App>,
+                done: &dyn Fn(&endotwin::app::App) -> bool| {
+        for _ in 0..400 {
+            crate::gui::settle(h);
+            if done(h.state()) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!(
+            "the panel never answered: {:?}",
+            h.state().state.prompts.problem
+        );
+    };
+    wait(&mut h, &|a| a.state.prompts.scores.is_some());
+    crate::gui::shows_part(&h, "This image:");
+    crate::gui::shows_part(&h, "All 4 shown images together");
+    // Edit the first prompt: the scores follow, and the edit is saved with the library.
+    h.state_mut()
+        .send(Command::Prompts(PromptCommand::EditPrompt {
+            index: 0,
+            text: "a reddish polyp with an irregular surface".into(),
+        }));
+    wait(&mut h, &|a| {
+        a.state
+            .prompts
+            .scores
+            .as_ref()
+            .is_some_and(|s| s.frames[0].1[0].prompt == "a reddish polyp with an irregular surface")
+    });
+    crate::gui::shows_part(&h, "a reddish polyp with an irregular surface");
+    let saved = std::fs::read_to_string(lib.path().join("prompt_sets.toml")).unwrap();
+    assert!(saved.contains("a reddish polyp with an irregular surface"));
+    // Text search lists polyps; opening one selects it.
+    h.state_mut().send(Command::Select(Selection::Nothing));
+    h.state_mut().send(Command::Prompts(PromptCommand::Search(
+        "a sessile polyp".into(),
+    )));
+    wait(&mut h, &|a| a.state.prompts.search.is_some());
+    let hit = h.state().state.prompts.search.clone().unwrap().hits[0].clone();
+    crate::gui::shows_part(&h, &hit.code);
+    h.state_mut()
+        .send(Command::Prompts(PromptCommand::OpenPolyp(hit.polyp_id)));
+    crate::gui::settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(hit.polyp_id));
+}
