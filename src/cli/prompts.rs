@@ -170,7 +170,8 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     };
     let round1 = get(card("-round1"))?;
     let detector = get(card("-detect"))?;
-    let stage3 = get(card(""))?;
+    // Stage 3 may not be trained yet: detection is still scored.
+    let stage3 = model::load(&card(""), &device).ok();
     let stage2 = model::load(&card("-stage2"), &device).ok();
     let plain = a.plain.clone().map(get).transpose()?;
     let mut ablations = Vec::new();
@@ -186,7 +187,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     }
     let started = std::time::Instant::now();
     let lib = HeldOut::open_records(a.held_out.as_deref(), a.seed, a.polyps, a.frames, a.size)?;
-    let items = HeldOutItems::load(&lib.store, stage3.config.image_size(), a.seed)
+    let items = HeldOutItems::load(&lib.store, detector.config.image_size(), a.seed)
         .map_err(anyhow::Error::msg)?;
     device.seed(a.seed);
     let untrained_config = PromptModelConfig::small(std::iter::empty::<&str>());
@@ -206,7 +207,6 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     );
     let r1 = Named::of("round 1", &round1);
     let r2 = Named::of("round 2", &detector);
-    let s3 = Named::of("stage 3", &stage3);
     let mut detection = vec![
         ("round1", items.detection(&r1, &device)),
         ("round2", items.detection(&r2, &device)),
@@ -221,19 +221,25 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             items.few_shot(&r2, true, 0.10, a.seed, &device),
         ),
     ];
-    let mut pathology = vec![
-        ("zero_shot", items.pathology(&s3, &device)),
-        ("untrained", items.pathology(&untrained, &device)),
-        ("colour_histogram_lr", items.histogram(false, a.seed)),
-        (
-            "few_shot_10",
-            items.few_shot(&s3, false, 0.10, a.seed, &device),
-        ),
-        (
-            "few_shot_20",
-            items.few_shot(&s3, false, 0.20, a.seed, &device),
-        ),
-    ];
+    let mut pathology = Vec::new();
+    if let Some(stage3) = &stage3 {
+        let s3 = Named::of("stage 3", stage3);
+        pathology.extend([
+            ("zero_shot", items.pathology(&s3, &device)),
+            ("untrained", items.pathology(&untrained, &device)),
+            ("colour_histogram_lr", items.histogram(false, a.seed)),
+            (
+                "few_shot_10",
+                items.few_shot(&s3, false, 0.10, a.seed, &device),
+            ),
+            (
+                "few_shot_20",
+                items.few_shot(&s3, false, 0.20, a.seed, &device),
+            ),
+        ]);
+    } else {
+        println!("(no {} yet: pathology is not scored)", card("").display());
+    }
     if let Some(p) = &plain {
         let n = Named::of("plain CLIP", p);
         detection.push(("plain_clip", items.detection(&n, &device)));
@@ -242,11 +248,13 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let mut ablation_rows: Vec<(String, Curves)> = vec![
         ("stage 1: round 1 (detection)".into(), detection[0].1),
         ("stage 1: round 2 (detection)".into(), detection[1].1),
-        (
-            "stage 3, cross-attention unification (pathology)".into(),
-            pathology[0].1,
-        ),
     ];
+    if let Some((_, c)) = pathology.first() {
+        ablation_rows.push((
+            "stage 3, cross-attention unification (pathology)".into(),
+            *c,
+        ));
+    }
     if let Some(s2) = &stage2 {
         ablation_rows.push((
             "after stage 2, soft attribute targets (pathology)".into(),
@@ -286,11 +294,11 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     for (name, c) in &ablation_rows {
         row(name, c);
     }
+    let stage3_name = stage3.as_ref().map_or("none".to_string(), |m| m.named());
     println!(
-        "models: round 1 {}, round 2 {}, stage 3 {} ({:.0} s)",
+        "models: round 1 {}, round 2 {}, stage 3 {stage3_name} ({:.0} s)",
         round1.named(),
         detector.named(),
-        stage3.named(),
         started.elapsed().as_secs_f64()
     );
     if let Some(path) = &a.json {
@@ -314,7 +322,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             "models": {
                 "round1": round1.named(),
                 "round2": detector.named(),
-                "stage3": stage3.named(),
+                "stage3": stage3_name,
             },
             "detection": curves(&detection),
             "pathology": curves(&pathology),

@@ -46,13 +46,15 @@ impl<'a> Named<'a> {
     }
 }
 
+/// Per polyp: its examination index, its frames (exam, frame), neoplastic (Vienna >= 3).
+type HeldOutPolyp = (usize, Vec<(usize, usize)>, bool);
+
 /// Scored items of one held-out library: frames (detection) and polyps (pathology).
 pub struct HeldOutItems {
     records: Records,
     /// Per frame (exam, frame): whether it shows a polyp.
     frames: Vec<(usize, usize, bool)>,
-    /// Per polyp: its examination index, its frames, neoplastic (Vienna >= 3).
-    polyps: Vec<(usize, Vec<(usize, usize)>, bool)>,
+    polyps: Vec<HeldOutPolyp>,
     resamples: Vec<Vec<f64>>,
 }
 
