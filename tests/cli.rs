@@ -196,7 +196,13 @@ fn train_list_names_every_recipe_one_a_line() {
         .collect();
     assert_eq!(
         names,
-        ["image-encoder", "scene-encoder", "tracklets", "captions"],
+        [
+            "image-encoder",
+            "scene-encoder",
+            "tracklets",
+            "captions",
+            "prompts"
+        ],
         "{text}"
     );
     assert!(

@@ -30,6 +30,7 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             "scene-encoder" => &[("epochs", "1"), ("batch", "4"), ("models", &out_dir)],
             "tracklets" => &[("epochs", "1"), ("anchors", "4"), ("size", "16")],
             "captions" => &[("epochs", "1"), ("batch", "4")],
+            "prompts" => &[("epochs", "1"), ("batch", "2")],
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();

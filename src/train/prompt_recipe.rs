@@ -48,6 +48,12 @@ impl Recipe for PromptRecipe {
             ),
             RecipeOption::new("name", Text, Some("prompts"), "Name of the stage-3 model"),
             RecipeOption::new(
+                "from",
+                Text,
+                None,
+                "Start stages 2 and 3 from another run's earlier stages (its --name; default: this --name), e.g. for an ablation",
+            ),
+            RecipeOption::new(
                 "stage",
                 Text,
                 Some("all"),
@@ -146,9 +152,17 @@ impl Recipe for PromptRecipe {
                 "--prevalence: {prevalence} is not in (0, 1]"
             )));
         }
+        let from = match settings.text(&o, "from") {
+            Ok(f) => {
+                weights::check_name(&f)?;
+                f
+            }
+            Err(_) => name.clone(),
+        };
         let run = StageRun {
             out: out.clone(),
             name: name.clone(),
+            from,
             epochs: settings.count(&o, "epochs")?,
             batch: settings.count(&o, "batch")?.max(2),
             lr: settings.number(&o, "lr")?,
@@ -197,7 +211,7 @@ impl Recipe for PromptRecipe {
                 _ => {
                     let detector = match stage {
                         PromptStage::Round2 => run.card_name(PromptStage::Round1),
-                        _ => run.card_name(PromptStage::Round2),
+                        _ => run.detector(),
                     };
                     let d = pm::load(&out.join(format!("{detector}.json")), &ctx.device)?;
                     ctx.observer.message(&format!(
@@ -239,6 +253,8 @@ impl Recipe for PromptRecipe {
 struct StageRun {
     out: PathBuf,
     name: String,
+    /// The run whose earlier stages this one starts from.
+    from: String,
     epochs: usize,
     batch: usize,
     lr: f64,
@@ -252,21 +268,33 @@ struct StageRun {
 impl StageRun {
     /// The card a stage writes.
     fn card_name(&self, stage: PromptStage) -> String {
-        match stage {
-            PromptStage::Round1 => format!("{}-round1", self.name),
-            PromptStage::Round2 => format!("{}-detect", self.name),
-            PromptStage::Attune => format!("{}-stage2", self.name),
-            PromptStage::Unify | PromptStage::PlainClip => self.name.clone(),
+        card_of(&self.name, stage)
+    }
+
+    /// The card a stage starts from: this run's previous stage when it trains that too (or
+    /// has its card), else `from`'s.
+    fn previous(&self, stage: PromptStage) -> Option<String> {
+        let before = match stage {
+            PromptStage::Round1 | PromptStage::PlainClip => return None,
+            PromptStage::Round2 => PromptStage::Round1,
+            PromptStage::Attune => PromptStage::Round2,
+            PromptStage::Unify => PromptStage::Attune,
+        };
+        let own = card_of(&self.name, before);
+        if self.name == self.from || self.out.join(format!("{own}.json")).exists() {
+            Some(own)
+        } else {
+            Some(card_of(&self.from, before))
         }
     }
 
-    /// The card a stage starts from.
-    fn previous(&self, stage: PromptStage) -> Option<String> {
-        match stage {
-            PromptStage::Round1 | PromptStage::PlainClip => None,
-            PromptStage::Round2 => Some(self.card_name(PromptStage::Round1)),
-            PromptStage::Attune => Some(self.card_name(PromptStage::Round2)),
-            PromptStage::Unify => Some(self.card_name(PromptStage::Attune)),
+    /// The detector whose kept frames stages 2 and 3 train on.
+    fn detector(&self) -> String {
+        let own = card_of(&self.name, PromptStage::Round2);
+        if self.name == self.from || self.out.join(format!("{own}.json")).exists() {
+            own
+        } else {
+            card_of(&self.from, PromptStage::Round2)
         }
     }
 
@@ -274,6 +302,8 @@ impl StageRun {
         PromptTrainingConfig::new(model, stage)
             .with_epochs(self.epochs)
             .with_batch(self.batch)
+            // The paper's 32 pairs in stages 1 and 2, 8 examinations in stage 3.
+            .with_unify_batch((self.batch / 4).max(2))
             .with_lr(self.lr)
             .with_prevalence(self.prevalence)
             .with_targets(self.targets)
@@ -395,19 +425,17 @@ fn describe(stage: PromptStage, config: &PromptTrainingConfig, from: Option<&str
     )
 }
 
-/// The model card of stage `stage` of `name` in `out` (for tests and the CLI).
+/// The card name stage `stage` of run `name` writes.
+pub fn card_of(name: &str, stage: PromptStage) -> String {
+    match stage {
+        PromptStage::Round1 => format!("{name}-round1"),
+        PromptStage::Round2 => format!("{name}-detect"),
+        PromptStage::Attune => format!("{name}-stage2"),
+        PromptStage::Unify | PromptStage::PlainClip => name.to_string(),
+    }
+}
+
+/// The model card of stage `stage` of `name` in `out`.
 pub fn stage_card(out: &Path, name: &str, stage: PromptStage) -> PathBuf {
-    let run = StageRun {
-        out: out.to_path_buf(),
-        name: name.to_string(),
-        epochs: 0,
-        batch: 0,
-        lr: 0.0,
-        prevalence: 0.0,
-        targets: Stage2Targets::Attributes,
-        pool: Stage3Pool::CrossAttention,
-        seed: 0,
-        resume: false,
-    };
-    out.join(format!("{}.json", run.card_name(stage)))
+    out.join(format!("{}.json", card_of(name, stage)))
 }

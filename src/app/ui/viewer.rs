@@ -108,6 +108,9 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                     }
                 }
             });
+            if let Selection::Video(video) = state.selection {
+                polyp_strip(ui, state, video, i, keys.len(), out);
+            }
             let boxes: Vec<&BoxRow> = if is_video {
                 let frame_index = state.details.frame_indices.get(i).copied();
                 state
@@ -361,4 +364,65 @@ fn paint_fitted(
         }
     }
     Some((img_rect, scale))
+}
+
+/// The stage-1 detector's polyp probability of every frame of the video as a strip under the
+/// slider (dark: background, bright: polyp), the shown frame marked; a click jumps there.
+fn polyp_strip(
+    ui: &mut egui::Ui,
+    state: &AppState,
+    video: i64,
+    at: usize,
+    frames: usize,
+    out: &mut Vec<Command>,
+) {
+    let panel = &state.prompts;
+    let Some((_, probabilities, model)) = panel.strip.as_ref().filter(|s| s.0 == video) else {
+        if panel.strip_running.is_some_and(|(v, _)| v == video) {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.small("polyp probability per frame: encoding the video...");
+            });
+        }
+        return;
+    };
+    if probabilities.is_empty() {
+        return;
+    }
+    let width = ui.available_width().max(100.0);
+    let (rect, response) = ui.allocate_exact_size(egui::vec2(width, 16.0), egui::Sense::click());
+    let painter = ui.painter_at(rect);
+    let n = probabilities.len();
+    let step = rect.width() / n as f32;
+    for (k, &p) in probabilities.iter().enumerate() {
+        let x = rect.left() + k as f32 * step;
+        let c = egui::Color32::from_rgb(
+            (40.0 + 215.0 * p) as u8,
+            (40.0 + 120.0 * p) as u8,
+            (60.0 * (1.0 - p)) as u8 + 20,
+        );
+        painter.rect_filled(
+            egui::Rect::from_min_max(
+                egui::pos2(x, rect.top()),
+                egui::pos2(x + step.max(1.0), rect.bottom()),
+            ),
+            0.0,
+            c,
+        );
+    }
+    let x = rect.left() + (at as f32 + 0.5) * step;
+    painter.line_segment(
+        [egui::pos2(x, rect.top()), egui::pos2(x, rect.bottom())],
+        egui::Stroke::new(2.0, egui::Color32::WHITE),
+    );
+    let shown = probabilities.get(at).copied().unwrap_or(0.0);
+    if response.clicked()
+        && let Some(pos) = response.interact_pointer_pos()
+    {
+        let k = (((pos.x - rect.left()) / step) as usize).min(frames.saturating_sub(1));
+        out.push(Command::Focus(Some(k)));
+    }
+    ui.small(format!(
+        "polyp probability per frame (bright: polyp; this frame {shown:.2}) by {model}; click to jump"
+    ));
 }
