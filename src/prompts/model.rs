@@ -12,6 +12,7 @@ use crate::model::vit::{Positions, VitConfig};
 use crate::model::weights::{self, ModelCard, ModelKind, WeightsError};
 use burn::config::Config;
 use burn::module::Module;
+use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
@@ -117,6 +118,25 @@ impl PromptModel {
     pub fn encode_texts(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
         self.clip.encode_texts(tokens)
     }
+}
+
+/// The two fixed sentences' unit embeddings [2, d]: polyp first.
+pub fn detection_texts(
+    model: &PromptModel,
+    config: &PromptModelConfig,
+    device: &Device,
+) -> Tensor<2> {
+    model.encode_texts(config.tokens(&[POLYP_SENTENCE, BACKGROUND_SENTENCE], device))
+}
+
+/// Softmax probability of the polyp sentence for each image row of `v` [n, d].
+pub fn polyp_probability(model: &PromptModel, v: Tensor<2>, texts: Tensor<2>) -> Vec<f32> {
+    let p = softmax(model.clip.logits(v, texts), 1); // [n, 2]
+    let [n, _] = p.dims();
+    p.slice([0..n, 0..1])
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("f32 probabilities")
 }
 
 /// How a frame becomes the image tower's input: resized to a square of `size`, CLIP's mean

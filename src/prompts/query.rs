@@ -270,8 +270,8 @@ pub fn polyp_probabilities(
     let d = embeddings[0].len();
     let flat: Vec<f32> = embeddings.iter().flatten().copied().collect();
     let v = Tensor::<2>::from_data(TensorData::new(flat, [embeddings.len(), d]), device);
-    let texts = crate::train::prompts::detection_texts(&detector.model, &detector.config, device);
-    crate::train::prompts::polyp_probability(&detector.model, v, texts)
+    let texts = super::model::detection_texts(&detector.model, &detector.config, device);
+    super::model::polyp_probability(&detector.model, v, texts)
 }
 
 /// Every still of the library's colonoscopy examinations (frames, views) and every video

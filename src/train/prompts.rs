@@ -16,10 +16,10 @@ use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
 use crate::plumbing::Rng;
 use crate::prompts::model::{BACKGROUND_SENTENCE, POLYP_SENTENCE, PromptModel, PromptModelConfig};
+pub use crate::prompts::model::{detection_texts, polyp_probability};
 use crate::prompts::records::Records;
 use burn::config::Config;
 use burn::optim::GradientsParams;
-use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 use std::time::Instant;
 
@@ -127,25 +127,6 @@ pub fn keep_frames(
             scored.into_iter().take(keep).map(|(f, _)| f).collect()
         })
         .collect()
-}
-
-/// The two fixed sentences' unit embeddings [2, d]: polyp first.
-pub fn detection_texts(
-    model: &PromptModel,
-    config: &PromptModelConfig,
-    device: &Device,
-) -> Tensor<2> {
-    model.encode_texts(config.tokens(&[POLYP_SENTENCE, BACKGROUND_SENTENCE], device))
-}
-
-/// Softmax probability of the polyp sentence for each image row of `v` [n, d].
-pub fn polyp_probability(model: &PromptModel, v: Tensor<2>, texts: Tensor<2>) -> Vec<f32> {
-    let p = softmax(model.clip.logits(v, texts), 1); // [n, 2]
-    let [n, _] = p.dims();
-    p.slice([0..n, 0..1])
-        .into_data()
-        .try_to_vec::<f32>()
-        .expect("f32 probabilities")
 }
 
 /// One stage of training on `records`. `kept` (from [`keep_frames`]) is needed by round 2 and
