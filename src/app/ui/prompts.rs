@@ -24,10 +24,9 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         .id_salt("prompts-scroll")
         .auto_shrink([false, false])
         .show(ui, |ui| {
-            ui.columns(2, |cols| {
-                prompt_set(&mut cols[0], state, out);
-                scores(&mut cols[1], state);
-            });
+            prompt_set(ui, state, out);
+            ui.separator();
+            scores(ui, state, textures);
         });
 }
 
@@ -155,7 +154,10 @@ fn prompt_set(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 .map_or(String::new(), |c| format!(" ({c})"));
             let label = ui.label(format!("{}{class}", i + 1)).id;
             let edit = ui
-                .add(egui::TextEdit::singleline(&mut text).desired_width(300.0))
+                .add(
+                    egui::TextEdit::singleline(&mut text)
+                        .desired_width((ui.available_width() - 150.0).clamp(120.0, 520.0)),
+                )
                 .labelled_by(label);
             if edit.lost_focus() && text != *prompt {
                 out.push(Command::Prompts(PromptCommand::EditPrompt {
@@ -209,7 +211,7 @@ fn prompt_set(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     ui.weak("Edits are saved with the library (prompt_sets.toml beside it).");
 }
 
-fn scores(ui: &mut egui::Ui, state: &AppState) {
+fn scores(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures) {
     let panel = &state.prompts;
     if panel.running.is_some() {
         ui.horizontal(|ui| {
@@ -249,7 +251,16 @@ fn scores(ui: &mut egui::Ui, state: &AppState) {
             FrameKey::File(p) => p.display().to_string(),
         };
         ui.strong(format!("This image: {name}"));
-        bars(ui, "focused", s);
+        ui.horizontal_top(|ui| {
+            let texture = match key {
+                FrameKey::Media(id) => textures.thumbnail(*id),
+                FrameKey::File(_) => None,
+            };
+            if let Some(t) = texture {
+                ui.add(egui::Image::new(&t).fit_to_exact_size(egui::vec2(96.0, 96.0)));
+            }
+            ui.vertical(|ui| bars(ui, "focused", s));
+        });
     }
 }
 

@@ -394,7 +394,15 @@ fn polyp_strip(
     let painter = ui.painter_at(rect);
     let n = probabilities.len();
     let step = rect.width() / n as f32;
+    // Shaded within the video's own range, so its peaks stand out whatever the scale.
+    let lo = probabilities.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = probabilities
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
+    let span = (hi - lo).max(1e-6);
     for (k, &p) in probabilities.iter().enumerate() {
+        let p = (p - lo) / span;
         let x = rect.left() + k as f32 * step;
         let c = egui::Color32::from_rgb(
             (40.0 + 215.0 * p) as u8,
@@ -423,6 +431,6 @@ fn polyp_strip(
         out.push(Command::Focus(Some(k)));
     }
     ui.small(format!(
-        "polyp probability per frame (bright: polyp; this frame {shown:.2}) by {model}; click to jump"
+        "polyp probability per frame by {model}: this frame {shown:.3}, the video {lo:.3} (dark) to {hi:.3} (bright); click to jump"
     ));
 }
