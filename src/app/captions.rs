@@ -4,7 +4,6 @@
 
 use super::App;
 use super::state::{Selection, Tab, ToastLevel};
-use crate::captions::query::CaptionKey;
 use crate::engine::{Job, JobOutput};
 
 /// The panel's id in the registry.
@@ -25,27 +24,6 @@ pub enum CaptionCommand {
 impl App {
     /// The frames the selection shows: a capsule examination's frames, any selection's media,
     /// or the opened images.
-    fn caption_keys(&self) -> Vec<CaptionKey> {
-        match self.state.selection {
-            Selection::OpenedFiles => self
-                .state
-                .opened_files
-                .iter()
-                .cloned()
-                .map(CaptionKey::File)
-                .collect(),
-            Selection::Nothing => Vec::new(),
-            _ => self
-                .state
-                .details
-                .media
-                .iter()
-                .take(MAX_DESCRIBED)
-                .map(|m| CaptionKey::Media(m.id))
-                .collect(),
-        }
-    }
-
     /// Describes the selection's frames when the Captions tab is open.
     pub(super) fn describe_captions(&mut self) {
         if self.state.tab != TAB {
@@ -54,7 +32,7 @@ impl App {
         let Some(lib) = &self.state.library else {
             return;
         };
-        let keys = self.caption_keys();
+        let keys = self.state.shown_frames(MAX_DESCRIBED);
         if let Some(running) = self.state.captions.running.take() {
             self.engine.cancel(running);
         }

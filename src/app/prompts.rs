@@ -7,7 +7,6 @@ use super::App;
 use super::state::{Selection, Tab, ToastLevel};
 use crate::engine::prompt_jobs::{PromptJob, PromptOutput};
 use crate::engine::{Job, JobOutput};
-use crate::prompts::query::FrameKey;
 use crate::prompts::{PromptSet, default_prompt_sets, read_prompt_sets, write_prompt_sets};
 use std::path::{Path, PathBuf};
 
@@ -65,33 +64,12 @@ pub fn load_sets(library: &Path) -> (Vec<PromptSet>, Option<String>) {
 }
 
 impl App {
-    fn prompt_keys(&self) -> Vec<FrameKey> {
-        match self.state.selection {
-            Selection::OpenedFiles => self
-                .state
-                .opened_files
-                .iter()
-                .cloned()
-                .map(FrameKey::File)
-                .collect(),
-            Selection::Nothing => Vec::new(),
-            _ => self
-                .state
-                .details
-                .media
-                .iter()
-                .take(MAX_SCORED)
-                .map(|m| FrameKey::Media(m.id))
-                .collect(),
-        }
-    }
-
     /// Scores the shown set for the selection when the Text prompts tab is open.
     pub(super) fn score_prompts(&mut self) {
         if self.state.tab != TAB {
             return;
         }
-        let keys = self.prompt_keys();
+        let keys = self.state.shown_frames(MAX_SCORED);
         let panel = &mut self.state.prompts;
         if let Some(running) = panel.running.take() {
             self.engine.cancel(running);

@@ -488,6 +488,29 @@ impl AppState {
         });
     }
 
+    /// The images the selection shows, at most `max`: opened files, or the selection's media
+    /// in the viewer's order (what the Captions and Text prompts panels answer for).
+    pub fn shown_frames(&self, max: usize) -> Vec<crate::captions::query::CaptionKey> {
+        use crate::captions::query::CaptionKey;
+        match self.selection {
+            Selection::OpenedFiles => self
+                .opened_files
+                .iter()
+                .take(max)
+                .cloned()
+                .map(CaptionKey::File)
+                .collect(),
+            Selection::Nothing => Vec::new(),
+            _ => self
+                .details
+                .media
+                .iter()
+                .take(max)
+                .map(|m| CaptionKey::Media(m.id))
+                .collect(),
+        }
+    }
+
     /// The browser's rows in display order, for arrow-key navigation.
     pub fn visible_rows(&self) -> Vec<Selection> {
         let Some(lib) = &self.library else {

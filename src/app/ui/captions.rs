@@ -6,7 +6,7 @@
 
 use super::super::Command;
 use super::super::captions::CaptionCommand;
-use super::super::state::{AppState, Selection};
+use super::super::state::AppState;
 use super::super::textures::Textures;
 use crate::captions::query::{CaptionKey, FrameCaptions};
 use crate::engine::loader::ImageKey;
@@ -22,7 +22,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     if let Some(problem) = &panel.problem {
         ui.colored_label(Color32::from_rgb(230, 160, 60), problem);
     }
-    let keys = shown_keys(state);
+    let keys = state.shown_frames(usize::MAX);
     if keys.is_empty() {
         ui.label("Select a capsule examination in the browser (or open capsule images) to see its frames' captions and categories.");
         return;
@@ -50,25 +50,6 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 }
             }
         });
-}
-
-/// The keys of the frames the selection shows, in the viewer's order.
-fn shown_keys(state: &AppState) -> Vec<CaptionKey> {
-    match state.selection {
-        Selection::OpenedFiles => state
-            .opened_files
-            .iter()
-            .cloned()
-            .map(CaptionKey::File)
-            .collect(),
-        Selection::Nothing => Vec::new(),
-        _ => state
-            .details
-            .media
-            .iter()
-            .map(|m| CaptionKey::Media(m.id))
-            .collect(),
-    }
 }
 
 fn search_bar(
