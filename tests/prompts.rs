@@ -414,6 +414,8 @@ fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
         for _ in 0..400 {
             crate::gui::settle(h);
             if done(h.state()) {
+                // One more pass so the panel draws what just arrived.
+                crate::gui::settle(h);
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
