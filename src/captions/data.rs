@@ -3,11 +3,12 @@
 
 use super::Refined;
 use super::Refiner;
-use super::model::{CaptionModelConfig, input, input_of_side, pixels};
+use super::model::{CaptionModelConfig, input};
 use crate::data::images;
+use crate::model::preprocess::Preprocess;
 use crate::plumbing::{Progress, Rng};
 use crate::store::{MediaKind, Store, StoreError};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use image::RgbImage;
 
 #[derive(Debug, thiserror::Error)]
@@ -136,21 +137,8 @@ impl CaptionSet {
     /// The frames `idx` as the image tower's input [n, 3, s, s]; `flips` (horizontal,
     /// vertical) per frame augment training batches.
     pub fn batch(&self, idx: &[usize], flips: &[(bool, bool)], device: &Device) -> Tensor<4> {
-        let s = self.size as usize;
-        let pre = input_of_side(self.size);
-        let mut data = Vec::with_capacity(idx.len() * 3 * s * s);
-        for (k, &i) in idx.iter().enumerate() {
-            let mut img = self.frames[i].image.clone();
-            let (h, v) = flips.get(k).copied().unwrap_or((false, false));
-            if h {
-                image::imageops::flip_horizontal_in_place(&mut img);
-            }
-            if v {
-                image::imageops::flip_vertical_in_place(&mut img);
-            }
-            data.extend(pixels(&pre, &img));
-        }
-        Tensor::from_data(TensorData::new(data, [idx.len(), 3, s, s]), device)
+        let images: Vec<&RgbImage> = idx.iter().map(|&i| &self.frames[i].image).collect();
+        Preprocess::clip_squared(self.size).flipped_batch(&images, flips, device)
     }
 
     /// Per category (in [`super::CATEGORIES`] order), whether each frame's caption names it.

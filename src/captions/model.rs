@@ -14,7 +14,6 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
-use image::RgbImage;
 use std::path::Path;
 
 /// The shipped caption model's name in `models/`.
@@ -112,28 +111,7 @@ impl CaptionModel {
 /// How a capsule frame becomes the image tower's input: resized to a square of the model's
 /// side, CLIP's mean and std (one function at training, indexing and query time).
 pub fn input(config: &CaptionModelConfig) -> Preprocess {
-    input_of_side(config.image_size())
-}
-
-/// [`input`] for a tower of side `size`.
-pub fn input_of_side(size: u32) -> Preprocess {
-    Preprocess {
-        centre_crop: false,
-        ..Preprocess::clip(size)
-    }
-}
-
-/// Normalised pixels of one resized frame, channel-major [3 * s * s].
-pub fn pixels(pre: &Preprocess, image: &RgbImage) -> Vec<f32> {
-    let mut data = Vec::with_capacity(3 * image.len() / 3);
-    for c in 0..3 {
-        data.extend(
-            image
-                .pixels()
-                .map(|p| (p.0[c] as f32 / 255.0 - pre.mean[c]) / pre.std[c]),
-        );
-    }
-    data
+    Preprocess::clip_squared(config.image_size())
 }
 
 /// A loaded caption model with its card.

@@ -1,7 +1,7 @@
 //! What the caption model says: a frame's top captions (softmax over candidate captions) and
 //! its categories, and the frames that best match a caption.
 
-use super::model::{CaptionModel, CaptionModelConfig, input, pixels, prompt};
+use super::model::{CaptionModel, CaptionModelConfig, input, prompt};
 use super::{CATEGORIES, NORMAL, Refiner};
 use crate::model::clip::l2_normalize;
 use burn::tensor::{Device, Tensor, TensorData, activation};
@@ -52,7 +52,7 @@ pub fn image_embeddings(
         .map(|chunk| {
             let data: Vec<f32> = chunk
                 .iter()
-                .flat_map(|img| pixels(&pre, &pre.resize(img)))
+                .flat_map(|img| pre.pixels(&pre.resize(img)))
                 .collect();
             let x = Tensor::<4>::from_data(TensorData::new(data, [chunk.len(), 3, s, s]), device);
             model.encode_images(x)

@@ -16,6 +16,56 @@ pub struct Preprocess {
 }
 
 impl Preprocess {
+    /// CLIP's mean and std on a frame resized to a `size` square (no crop): the dual encoders'
+    /// input (captions, text prompts) at training, indexing and query time.
+    pub fn clip_squared(size: u32) -> Preprocess {
+        Preprocess {
+            centre_crop: false,
+            ..Preprocess::clip(size)
+        }
+    }
+
+    /// Normalised pixels of one already resized frame, channel-major [3 * s * s].
+    pub fn pixels(&self, image: &RgbImage) -> Vec<f32> {
+        let mut data = Vec::with_capacity(image.len());
+        for c in 0..3 {
+            data.extend(
+                image
+                    .pixels()
+                    .map(|p| (p.0[c] as f32 / 255.0 - self.mean[c]) / self.std[c]),
+            );
+        }
+        data
+    }
+
+    /// Already resized frames as a batch [n, 3, size, size]; `flips` (horizontal, vertical)
+    /// per frame augment training batches (missing entries: no flip).
+    pub fn flipped_batch(
+        &self,
+        images: &[&RgbImage],
+        flips: &[(bool, bool)],
+        device: &Device,
+    ) -> Tensor<4> {
+        let s = self.size as usize;
+        let mut data = Vec::with_capacity(images.len() * 3 * s * s);
+        for (k, img) in images.iter().enumerate() {
+            match flips.get(k).copied().unwrap_or((false, false)) {
+                (false, false) => data.extend(self.pixels(img)),
+                (h, v) => {
+                    let mut img = (*img).clone();
+                    if h {
+                        image::imageops::flip_horizontal_in_place(&mut img);
+                    }
+                    if v {
+                        image::imageops::flip_vertical_in_place(&mut img);
+                    }
+                    data.extend(self.pixels(&img));
+                }
+            }
+        }
+        Tensor::from_data(TensorData::new(data, [images.len(), 3, s, s]), device)
+    }
+
     /// CLIP: bicubic resize of the short side, centre crop, CLIP's mean and std.
     pub fn clip(size: u32) -> Preprocess {
         Preprocess {

@@ -142,10 +142,7 @@ pub fn polyp_probability(model: &PromptModel, v: Tensor<2>, texts: Tensor<2>) ->
 /// How a frame becomes the image tower's input: resized to a square of `size`, CLIP's mean
 /// and std (one function at training, indexing and query time).
 pub fn input(size: u32) -> Preprocess {
-    Preprocess {
-        centre_crop: false,
-        ..Preprocess::clip(size)
-    }
+    Preprocess::clip_squared(size)
 }
 
 /// A loaded prompt model with its card.

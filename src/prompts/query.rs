@@ -4,7 +4,6 @@
 //! probability of video frames.
 
 use super::model::{LoadedPromptModel, input};
-use crate::captions::model::pixels;
 use crate::data::images;
 use crate::plumbing::Progress;
 use crate::store::{self, EmbeddingRow, EmbeddingTarget, MediaKind, MediaRow, Store, StoreError};
@@ -96,7 +95,7 @@ pub fn image_embeddings(
         .map(|chunk| {
             let data: Vec<f32> = chunk
                 .iter()
-                .flat_map(|img| pixels(&pre, &pre.resize(img)))
+                .flat_map(|img| pre.pixels(&pre.resize(img)))
                 .collect();
             let x = Tensor::<4>::from_data(TensorData::new(data, [chunk.len(), 3, s, s]), device);
             model.model.encode_images(x)

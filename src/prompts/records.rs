@@ -11,7 +11,7 @@ use super::model::input;
 use crate::data::images;
 use crate::plumbing::{Progress, Rng};
 use crate::store::{MediaKind, Store, StoreError};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use image::RgbImage;
 use std::collections::HashMap;
 
@@ -186,21 +186,7 @@ pub fn pixels_batch(
     flips: &[(bool, bool)],
     device: &Device,
 ) -> Tensor<4> {
-    let s = size as usize;
-    let pre = input(size);
-    let mut data = Vec::with_capacity(images.len() * 3 * s * s);
-    for (k, img) in images.iter().enumerate() {
-        let (h, v) = flips.get(k).copied().unwrap_or((false, false));
-        let mut img = (*img).clone();
-        if h {
-            image::imageops::flip_horizontal_in_place(&mut img);
-        }
-        if v {
-            image::imageops::flip_vertical_in_place(&mut img);
-        }
-        data.extend(crate::captions::model::pixels(&pre, &img));
-    }
-    Tensor::from_data(TensorData::new(data, [images.len(), 3, s, s]), device)
+    input(size).flipped_batch(images, flips, device)
 }
 
 /// Whether the sentences' attributes describe a polyp, and how many polyps.
