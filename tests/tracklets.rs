@@ -8,7 +8,9 @@ use endotwin::tracklets::bags::{
     self, Curriculum, FragmentTime, RankSampling, T_MAX, T_MIN, draw_ranks, rank_probabilities,
 };
 use endotwin::tracklets::fragments::fragments;
-use endotwin::train::tracklet_losses::{noise_aware, noise_aware_frames};
+use endotwin::train::tracklet_losses::{
+    KnownNegatives, noise_aware, noise_aware_frames, noise_aware_with,
+};
 
 #[test]
 fn short_tracklets_are_dropped_and_fragments_take_every_fourth_frame() {
@@ -151,6 +153,7 @@ fn timeline() -> Vec<FragmentTime> {
     let at = |video, centre, identity| FragmentTime {
         video,
         centre,
+        on_screen: (identity as i64 * 1000, identity as i64 * 1000 + 10),
         identity: Some(identity),
     };
     vec![
@@ -288,4 +291,75 @@ fn the_frame_level_loss_averages_the_loss_of_each_frame_position() {
     let got = scalar(noise_aware_frames(anchors, bags, 1.0));
     let want = (clean_want() + one_wrong_want()) / 2.0;
     assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+}
+
+#[test]
+fn a_known_negative_joins_only_its_anchors_denominator_and_padding_costs_nothing() {
+    let device = Device::flex();
+    let e = f64::exp;
+    // Anchor 0 gets one known negative n00 = (0.6, 0.8) (a polyp on screen with it), anchor 1
+    // a padding slot (mask 0) holding anything.
+    let rows = Tensor::<4>::from_data(
+        TensorData::new(vec![0.6f32, 0.8, 1.0, 0.0], [2, 1, 1, 2]),
+        &device,
+    );
+    let mask = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 0.0], [2, 1]), &device);
+    let got = scalar(noise_aware_with(
+        t2(&ANCHORS, &device),
+        t3(&CLEAN, 2, &device),
+        Some(KnownNegatives { rows, mask }),
+        1.0,
+    ));
+    // Bag 0's denominator gains e^{cos(n00, y0)} = e^0.6; bag 1's is unchanged.
+    let l0 = -((e(1.0) + e(0.6)) / (e(1.0) + e(0.6) + e(0.0) + e(0.8) + e(0.6))).ln();
+    let l1 = -((e(1.0) + e(0.8)) / (e(1.0) + e(0.8) + e(0.0) + e(0.6))).ln();
+    let want = (l0 + l1) / 2.0;
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+    // Every slot padding: exactly the loss without negatives.
+    let rows = Tensor::<4>::from_data(TensorData::new(vec![1.0f32; 4], [2, 1, 1, 2]), &device);
+    let mask = Tensor::<2>::zeros([2, 1], &device);
+    let got = scalar(noise_aware_with(
+        t2(&ANCHORS, &device),
+        t3(&CLEAN, 2, &device),
+        Some(KnownNegatives { rows, mask }),
+        1.0,
+    ));
+    assert!((got - clean_want()).abs() < 1e-5, "{got}");
+}
+
+#[test]
+fn fragments_of_two_tracklets_on_screen_together_are_known_apart_and_kept_out_of_bags() {
+    // Video 0: tracklet A (frames 0..200) has fragments at 16..144; tracklet B (frames 100..180,
+    // a second polyp on screen with A) one at 120; tracklet C (frames 400..500, later) one at
+    // 416. Without identities, B is known to be another polyp than A; C is not known either way.
+    let at = |centre, on_screen| FragmentTime {
+        video: 0,
+        centre,
+        on_screen,
+        identity: None,
+    };
+    let frags = vec![
+        at(16.0, (0, 200)),
+        at(48.0, (0, 200)),
+        at(80.0, (0, 200)),
+        at(120.0, (100, 180)),
+        at(416.0, (400, 500)),
+    ];
+    assert_eq!(bags::co_visible(2, &frags), vec![3]);
+    assert_eq!(bags::co_visible(3, &frags), vec![2, 1, 0]);
+    assert!(bags::co_visible(4, &frags).is_empty());
+    let mut rng = Rng::new(9);
+    for t in [T_MIN, T_MAX] {
+        for _ in 0..100 {
+            let bag =
+                bags::bag_without_co_visible(&mut rng, 2, &frags, t, RankSampling::Exponential);
+            assert!(!bag.contains(&3), "B is never in A's bag: {bag:?}");
+            assert_eq!(bag.len(), 3, "the others all are");
+        }
+    }
+    // B's only neighbours besides A are far away: its bag is C alone.
+    assert_eq!(
+        bags::bag_without_co_visible(&mut rng, 3, &frags, T_MIN, RankSampling::Exponential),
+        vec![4]
+    );
 }

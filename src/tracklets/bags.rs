@@ -83,12 +83,36 @@ pub fn draw_ranks(rng: &mut Rng, n: usize, k: usize, t: f64, sampling: RankSampl
 }
 
 /// What the sampler knows of a fragment: its video, where it sits in time (frame number of its
-/// centre) and, for the purity log only, the polyp it shows when ground truth exists.
+/// centre), the frames its tracklet is on screen (first and last), and, for the purity log
+/// only, the polyp it shows when ground truth exists.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FragmentTime {
     pub video: usize,
     pub centre: f32,
+    /// First and last frame of the fragment's tracklet.
+    pub on_screen: (i64, i64),
     pub identity: Option<usize>,
+}
+
+impl FragmentTime {
+    /// Whether `self` and `other` come from two tracklets of one video that are on screen in
+    /// the same frame: two different polyps, whatever they look like (a polyp has one box per
+    /// frame), known from the boxes alone, without identities.
+    pub fn co_visible(&self, other: &FragmentTime) -> bool {
+        self.video == other.video
+            && self.on_screen != other.on_screen
+            && self.on_screen.0 <= other.on_screen.1
+            && other.on_screen.0 <= self.on_screen.1
+    }
+}
+
+/// The fragments of tracklets on screen together with the anchor's (see
+/// [`FragmentTime::co_visible`]), nearest in time first.
+pub fn co_visible(anchor: usize, fragments: &[FragmentTime]) -> Vec<usize> {
+    ranked_neighbours(anchor, fragments)
+        .into_iter()
+        .filter(|&i| fragments[anchor].co_visible(&fragments[i]))
+        .collect()
 }
 
 /// The other fragments of the anchor's video, nearest in time first (ties by index).
@@ -114,7 +138,26 @@ pub fn bag(
     t: f64,
     sampling: RankSampling,
 ) -> Vec<usize> {
-    let ranked = ranked_neighbours(anchor, fragments);
+    bag_of(rng, ranked_neighbours(anchor, fragments), t, sampling)
+}
+
+/// [`bag`] drawn from the ranks left once fragments [`co_visible`] with the anchor are taken
+/// out (they show another polyp for sure, so a bag never needs them).
+pub fn bag_without_co_visible(
+    rng: &mut Rng,
+    anchor: usize,
+    fragments: &[FragmentTime],
+    t: f64,
+    sampling: RankSampling,
+) -> Vec<usize> {
+    let ranked = ranked_neighbours(anchor, fragments)
+        .into_iter()
+        .filter(|&i| !fragments[anchor].co_visible(&fragments[i]))
+        .collect();
+    bag_of(rng, ranked, t, sampling)
+}
+
+fn bag_of(rng: &mut Rng, ranked: Vec<usize>, t: f64, sampling: RankSampling) -> Vec<usize> {
     draw_ranks(rng, ranked.len(), BAG_SIZE, t, sampling)
         .into_iter()
         .map(|r| ranked[r - 1])

@@ -148,6 +148,7 @@ impl TrackletSet {
                 let start = set.fragments.len();
                 let tracklet = set.tracklets.len();
                 let identity = boxes[0].polyp_id;
+                let on_screen = (boxes[0].frame_index, boxes[boxes.len() - 1].frame_index);
                 for fragment in fragments(boxes.len()) {
                     for &p in &fragment.positions {
                         if progress.is_cancelled() {
@@ -170,6 +171,7 @@ impl TrackletSet {
                     set.fragments.push(FragmentTime {
                         video,
                         centre: boxes[0].frame_index as f32 + fragment.centre(),
+                        on_screen,
                         identity: identity.map(|i| i as usize),
                     });
                     set.fragment_tracklet.push(tracklet);

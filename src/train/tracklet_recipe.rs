@@ -72,6 +72,20 @@ impl Recipe for TrackletRecipe {
                 "Anchors of a step come from videos in runs of this many (1: at random)",
             ),
             RecipeOption::new(
+                "clean-bags",
+                Flag,
+                None,
+                "Leave out of bags the fragments of tracklets on screen in the same frame as \
+                 the anchor's (another polyp for certain; beyond the paper)",
+            ),
+            RecipeOption::new(
+                "co-visible-negatives",
+                Count,
+                Some("0"),
+                "Up to this many fragments on screen with the anchor's tracklet join its \
+                 loss as known negatives (0: none, the paper)",
+            ),
+            RecipeOption::new(
                 "level",
                 Text,
                 Some("both"),
@@ -150,6 +164,8 @@ impl Recipe for TrackletRecipe {
             })
             .with_levels(levels)
             .with_anchors_per_video(settings.count(&o, "anchors-per-video")?.max(1))
+            .with_clean_bags(settings.flag(&o, "clean-bags"))
+            .with_co_visible_negatives(settings.count(&o, "co-visible-negatives")?)
             .with_seed(seed);
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer

@@ -5,7 +5,7 @@
 //! training; when the library has them, the share of bag members showing the anchor's polyp
 //! (bag purity) is logged per epoch.
 
-use super::tracklet_losses::{noise_aware, noise_aware_frames};
+use super::tracklet_losses::{KnownNegatives, noise_aware_frames_with, noise_aware_with};
 use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
 use crate::model::clip::l2_normalize;
 use crate::model::tracklet::{TrackletEncoder, TrackletModel, TrackletModelConfig};
@@ -15,7 +15,7 @@ use crate::tracklets::dataset::TrackletSet;
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Tensor, TensorData};
 use std::time::Instant;
 
 /// Which levels the loss is applied at.
@@ -51,6 +51,14 @@ pub struct TrackletTrainingConfig {
     /// met by telling videos apart; 1: anchors drawn at random over all videos (the paper).
     #[config(default = 1)]
     pub anchors_per_video: usize,
+    /// Bags never hold fragments of a tracklet on screen in the same frame as the anchor's
+    /// (another polyp for certain; beyond the paper, which draws from every rank).
+    #[config(default = false)]
+    pub clean_bags: bool,
+    /// Up to this many fragments on screen together with the anchor's tracklet join its
+    /// loss as known negatives (0: none, as in the paper).
+    #[config(default = 0)]
+    pub co_visible_negatives: usize,
     #[config(default = 17)]
     pub seed: u64,
 }
@@ -120,7 +128,11 @@ pub fn usable_anchors(
     set: &TrackletSet,
 ) -> Result<Vec<usize>, TrainError> {
     let usable: Vec<usize> = (0..set.fragments.len())
-        .filter(|&a| !bags::ranked_neighbours(a, &set.fragments).is_empty())
+        .filter(|&a| {
+            bags::ranked_neighbours(a, &set.fragments)
+                .into_iter()
+                .any(|b| !(config.clean_bags && set.fragments[a].co_visible(&set.fragments[b])))
+        })
         .collect();
     let anchors = config.anchors.max(2);
     if usable.len() < anchors {
@@ -167,8 +179,21 @@ pub fn train_encoder<M: FragmentEncoder>(
                 .temperature(global as f64 / total_steps.max(1) as f64);
             let chosen = &order[step * anchors..(step + 1) * anchors];
             let mut members = Vec::with_capacity(anchors * BAG_SIZE);
+            let m = config.co_visible_negatives;
+            let (mut negatives, mut mask) = (Vec::with_capacity(anchors * m), Vec::new());
             for &a in chosen {
-                let mut bag = bags::bag(&mut rng, a, &set.fragments, t, config.sampling);
+                let mut known = bags::co_visible(a, &set.fragments);
+                super::augment::shuffle(&mut known, &mut rng);
+                for slot in 0..m {
+                    // Padding repeats the anchor, masked out of the loss.
+                    negatives.push(known.get(slot).copied().unwrap_or(a));
+                    mask.push(if slot < known.len() { 1.0f32 } else { 0.0 });
+                }
+                let mut bag = if config.clean_bags {
+                    bags::bag_without_co_visible(&mut rng, a, &set.fragments, t, config.sampling)
+                } else {
+                    bags::bag(&mut rng, a, &set.fragments, t, config.sampling)
+                };
                 if let Some(p) = bags::purity(a, &bag, &set.fragments) {
                     purity += p;
                     purity_n += 1;
@@ -180,24 +205,50 @@ pub fn train_encoder<M: FragmentEncoder>(
                 }
                 members.extend(bag);
             }
-            let all: Vec<usize> = chosen.iter().copied().chain(members).collect();
+            let all: Vec<usize> = chosen
+                .iter()
+                .copied()
+                .chain(members)
+                .chain(negatives)
+                .collect();
             let flip: Vec<bool> = all.iter().map(|_| rng.chance(0.5)).collect();
-            let (tracklet, tokens) = model.encode(set, &all, &flip, device); // n(1+K) rows
+            let (tracklet, tokens) = model.encode(set, &all, &flip, device); // n(1+K+m) rows
             let [rows, n_frames, dim] = tokens.dims();
             let z = l2_normalize(model.head().project(tracklet)); // [rows, p]
             let p = z.dims()[1];
             let zt = l2_normalize(model.head().project(tokens.reshape([rows * n_frames, dim])))
                 .reshape([rows, n_frames, p]);
             let a = anchors;
-            let l_tracklet = noise_aware(
+            let bagged = a * (1 + BAG_SIZE);
+            // Known negatives (m per anchor), at the tracklet and the frame level.
+            let (known_tracklet, known_frame) = if m > 0 {
+                let mask = Tensor::<2>::from_data(TensorData::new(mask, [a, m]), device);
+                let rows_t = z.clone().slice([bagged..rows, 0..p]).reshape([a, m, 1, p]);
+                let rows_f = zt
+                    .clone()
+                    .slice([bagged..rows, 0..n_frames, 0..p])
+                    .reshape([a, m, n_frames, p]);
+                (
+                    Some(KnownNegatives {
+                        rows: rows_t,
+                        mask: mask.clone(),
+                    }),
+                    Some(KnownNegatives { rows: rows_f, mask }),
+                )
+            } else {
+                (None, None)
+            };
+            let l_tracklet = noise_aware_with(
                 z.clone().slice([0..a, 0..p]),
-                z.slice([a..rows, 0..p]).reshape([a, BAG_SIZE, p]),
+                z.slice([a..bagged, 0..p]).reshape([a, BAG_SIZE, p]),
+                known_tracklet,
                 config.tau,
             );
-            let l_frame = noise_aware_frames(
+            let l_frame = noise_aware_frames_with(
                 zt.clone().slice([0..a, 0..n_frames, 0..p]),
-                zt.slice([a..rows, 0..n_frames, 0..p])
+                zt.slice([a..bagged, 0..n_frames, 0..p])
                     .reshape([a, BAG_SIZE, n_frames, p]),
+                known_frame,
                 config.tau,
             );
             let loss: Tensor<1> = match config.levels {
