@@ -157,3 +157,85 @@ fn a_run_without_the_data_it_needs_says_why() {
     shows_part(&h, "stopped:");
     assert!(std::fs::read_dir(models.path()).unwrap().next().is_none());
 }
+
+/// The toast texts shown now.
+fn toasts(h: &Harness<'static, App>) -> Vec<String> {
+    h.state()
+        .state
+        .toasts
+        .iter()
+        .map(|t| t.text.clone())
+        .collect()
+}
+
+#[test]
+fn a_finished_run_is_promoted_the_twin_index_rebuilds_and_demote_brings_the_shipped_model_back() {
+    use endotwin::model::weights::read_card;
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::video_library(dir.path(), 4);
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("training")));
+    settle(&mut h);
+    shows_part(&h, "Active models: the shipped ones");
+    h.get_by_label("image-encoder").click();
+    settle(&mut h);
+    type_into(&mut h, "epochs", "1");
+    type_into(&mut h, "batch", "4");
+    type_into(&mut h, "size", "32");
+    type_into(&mut h, "name", "mine");
+    h.get_by_label("Start training").click();
+    settle(&mut h);
+    until(&mut h, 400, "the run to finish", |app| {
+        app.training_run().is_some_and(|r| r.finished())
+    });
+    let log = h.state().training_run().unwrap().log().clone();
+    assert!(matches!(&log.outcome, Some(Ok(_))), "{:?}", log.outcome);
+    let run = h.state().state.training.runs[0].row.id;
+    let trained = read_card(&dir.path().join("runs").join("mine.json")).unwrap();
+
+    // Promote: the run's model becomes the library's twin image encoder and the twin index is
+    // rebuilt with it in the background.
+    // (Toasts float over the panel's corner; the user's click would wait for them to fade.)
+    h.state_mut().state.toasts.clear();
+    h.get_by_label(&format!("Promote #{run}")).scroll_to_me();
+    settle(&mut h);
+    h.get_by_label(&format!("Promote #{run}")).click();
+    settle(&mut h);
+    let own = dir.path().join("models");
+    until(&mut h, 120, "the promotion", |app| {
+        app.state.training.promoting.is_none() && app.state.twins.models_dir == own
+    });
+    assert_eq!(h.state().state.twins.models_dir, own, "{:?}", toasts(&h));
+    let active = read_card(&own.join("twin-image.json")).unwrap();
+    assert_eq!(active.version, trained.version);
+    assert_eq!(active.promoted_from.unwrap().run, Some(run));
+    let said = toasts(&h);
+    assert!(
+        said.iter()
+            .any(|t| t.contains(&format!("twin index rebuilt with {}", trained.version))),
+        "{said:?}"
+    );
+    shows_part(&h, &format!("from run #{run}"));
+
+    // Demote: the shipped encoder is back, and the index with it.
+    h.state_mut().state.toasts.clear();
+    h.get_by_label("Demote twin-image").scroll_to_me();
+    settle(&mut h);
+    h.get_by_label("Demote twin-image").click();
+    settle(&mut h);
+    let shipped = read_card(&endotwin::default_models_dir().join("twin-image.json")).unwrap();
+    let card = own.join("twin-image.json");
+    until(&mut h, 120, "the demotion", |app| {
+        app.state.training.promoting.is_none()
+            && read_card(&card).is_ok_and(|c| c.version == shipped.version)
+    });
+    let back = read_card(&own.join("twin-image.json")).unwrap();
+    assert_eq!(back.version, shipped.version);
+    let said = toasts(&h);
+    assert!(
+        said.iter()
+            .any(|t| t.contains(&format!("twin index rebuilt with {}", shipped.version))),
+        "{said:?}"
+    );
+}

@@ -260,6 +260,10 @@ impl App {
                 self.state.undo.clear();
                 self.state.redo.clear();
                 self.state.tracklets = Default::default();
+                let library_path = self.state.library.as_ref().map(|l| l.path.clone());
+                if let Some(path) = library_path {
+                    self.use_models_dir(crate::engine::promote::models_dir_for(&path));
+                }
                 let dir = db.parent().map(Path::to_path_buf).unwrap_or_default();
                 let (sets, problem) = super::prompts::load_sets(&dir);
                 self.state.prompts.sets = sets;
@@ -377,6 +381,7 @@ impl App {
             || self.track_job_finished(done.id, &done.result)
             || self.caption_job_finished(done.id, &done.result)
             || self.prompt_job_finished(done.id, &done.result)
+            || self.promotion_finished(done.id, &done.result)
         {
             return;
         }
@@ -423,6 +428,7 @@ impl App {
                 | JobOutput::CaptionSearch(_)
                 | JobOutput::Prompts(_)
                 | JobOutput::Timeline(_)
+                | JobOutput::Promoted { .. }
                 | JobOutput::Tracked { .. },
             ) => {}
             Err(e) => self

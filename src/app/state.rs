@@ -335,12 +335,29 @@ pub struct TrainingPanel {
     pub runs: Vec<RecordedRun>,
     /// Runs (ids) whose epoch losses are drawn over each other.
     pub overlay: std::collections::BTreeSet<i64>,
+    /// The library's promoted models (empty while it uses the shipped ones).
+    pub active: Vec<ActiveModel>,
+    /// A promotion or demotion running on the engine.
+    pub promoting: Option<u64>,
+}
+
+/// A model the library promoted, for the Training tab's "Active models".
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveModel {
+    /// Its capability name (`twin-image`, `tracklet-head`, ...).
+    pub name: String,
+    pub version: String,
+    pub promoted_from: Option<crate::model::weights::Promotion>,
+    /// An earlier model is kept: Demote puts it back.
+    pub can_demote: bool,
 }
 
 /// A run from the library's records, for the runs list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedRun {
     pub row: crate::store::RunRow,
+    /// The model card it saved, when it finished.
+    pub card: Option<String>,
     /// (epoch, mean loss) of every finished epoch.
     pub losses: Vec<(usize, f64)>,
     /// Wall seconds of its epochs, summed.
@@ -358,6 +375,8 @@ impl Default for TrainingPanel {
             announced: false,
             runs: Vec::new(),
             overlay: Default::default(),
+            active: Vec::new(),
+            promoting: None,
         }
     }
 }

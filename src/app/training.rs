@@ -5,6 +5,7 @@
 use super::App;
 use super::state::{RecordedRun, ToastLevel};
 use crate::engine::training::TrainingRun;
+use crate::engine::{Job, JobOutput};
 use crate::train::recipe::Settings;
 
 /// What the Training tab asks for.
@@ -25,19 +26,19 @@ pub enum TrainingCommand {
         run: i64,
         on: bool,
     },
+    /// Make this run's model the library's active one for its capability.
+    Promote {
+        run: i64,
+    },
+    /// Put back the model `name` had before its last promotion.
+    Demote {
+        name: String,
+    },
 }
 
 /// Where the Training tab's runs write their models by default: `runs/` beside the library.
 pub fn runs_dir(library: &std::path::Path) -> std::path::PathBuf {
-    let folder = if library.is_dir() {
-        library.to_path_buf()
-    } else {
-        library
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default()
-    };
-    folder.join("runs")
+    crate::engine::promote::library_folder(library).join("runs")
 }
 
 impl App {
@@ -71,7 +72,146 @@ impl App {
                     panel.overlay.remove(&run);
                 }
             }
+            TrainingCommand::Promote { run } => {
+                let card = panel
+                    .runs
+                    .iter()
+                    .find(|r| r.row.id == run)
+                    .and_then(|r| r.card.clone());
+                match card {
+                    Some(card) => self.submit_promotion(
+                        format!("promote run #{run}"),
+                        Job::Promote {
+                            card: card.into(),
+                            run: Some(run),
+                        },
+                    ),
+                    None => self.state.toast(
+                        ToastLevel::Error,
+                        format!("run #{run} saved no model; only finished runs can be promoted"),
+                    ),
+                }
+            }
+            TrainingCommand::Demote { name } => {
+                self.submit_promotion(format!("demote {name}"), Job::Demote { name })
+            }
         }
+    }
+
+    fn submit_promotion(&mut self, what: String, job: Job) {
+        let Some(lib) = &self.state.library else {
+            return self.state.toast(ToastLevel::Error, "open a library first");
+        };
+        if lib.read_only {
+            return self.state.toast(
+                ToastLevel::Error,
+                format!(
+                    "{} is open read-only: its models cannot change",
+                    lib.path.display()
+                ),
+            );
+        }
+        if self.state.training.promoting.is_some() {
+            return self
+                .state
+                .toast(ToastLevel::Error, "a promotion is already running");
+        }
+        let db = lib.store.db_path().to_path_buf();
+        match self.engine.submit(&what, db, job) {
+            Ok(handle) => self.state.training.promoting = Some(handle.id),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    /// Points every panel at `dir` for its models (the library's own once it promoted one).
+    pub(super) fn use_models_dir(&mut self, dir: std::path::PathBuf) {
+        let s = &mut self.state;
+        s.twins.models_dir = dir.clone();
+        s.tracklets.models_dir = dir.clone();
+        s.captions.models_dir = dir.clone();
+        s.prompts.models = crate::engine::prompt_jobs::available(&dir);
+        s.prompts.models_dir = dir;
+        self.load_active_models();
+    }
+
+    /// Reads the library's promoted models (cards in its own models folder that carry
+    /// `promoted_from`) into the Training tab.
+    pub(super) fn load_active_models(&mut self) {
+        let Some(lib) = &self.state.library else {
+            self.state.training.active.clear();
+            return;
+        };
+        let dir = crate::engine::promote::active_dir(&lib.path);
+        let mut active = Vec::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let Ok(card) = crate::model::weights::read_card(&path) else {
+                continue;
+            };
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
+            let can_demote = crate::engine::promote::can_demote(&lib.path, &name);
+            if card.promoted_from.is_some() || can_demote {
+                active.push(super::state::ActiveModel {
+                    name,
+                    version: card.version,
+                    promoted_from: card.promoted_from,
+                    can_demote,
+                });
+            }
+        }
+        active.sort_by(|a, b| a.name.cmp(&b.name));
+        self.state.training.active = active;
+    }
+
+    /// Takes a promotion's or demotion's result; `false` when `output` was not one.
+    pub(super) fn promotion_finished(
+        &mut self,
+        id: u64,
+        output: &Result<JobOutput, String>,
+    ) -> bool {
+        if self.state.training.promoting != Some(id) {
+            return false;
+        }
+        self.state.training.promoting = None;
+        match output {
+            Ok(JobOutput::Promoted {
+                name,
+                promoted,
+                dir,
+                reindexed,
+            }) => {
+                self.use_models_dir(dir.clone());
+                let mut text = match promoted {
+                    Some(p) => format!(
+                        "{name} is now the run's model{}",
+                        if p.kept_previous {
+                            "; the one before is kept (Demote)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => format!("{name}: the model before the last promotion is back"),
+                };
+                if let Some((stats, version)) = reindexed {
+                    text += &format!(
+                        "; twin index rebuilt with {version}: {} views encoded, {} polyps updated",
+                        stats.views_encoded, stats.polyps_updated
+                    );
+                }
+                self.state.toast(ToastLevel::Info, text);
+                self.state.twins.problem = None;
+            }
+            Ok(_) => {}
+            Err(e) => self.state.toast(ToastLevel::Error, e.clone()),
+        }
+        true
     }
 
     /// Reads the library's recorded runs into the panel (on opening it and after each run).
@@ -92,6 +232,7 @@ impl App {
                             .collect::<Vec<_>>()
                     };
                     Ok(RecordedRun {
+                        card: lib.store.run_card(row.id)?,
                         losses: pick("loss"),
                         seconds: pick("seconds").iter().map(|s| s.1).sum(),
                         row,

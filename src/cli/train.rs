@@ -87,7 +87,7 @@ pub fn run(library: PathBuf, pref: BackendPref, args: TrainArgs) -> Result<()> {
         command_line: super::command_line(),
         observer: &mut observer,
     };
-    let result = chosen.run(&settings, &mut ctx);
+    let result = endotwin::train::recipe::run_recipe(chosen, &settings, &mut ctx);
     observer.bar.finish_and_clear();
     let trained = result?;
     println!(

@@ -63,6 +63,10 @@ pub enum Job {
     SearchCaptions { models: PathBuf, query: String },
     /// Text prompts: scores, search, a video's polyp strip.
     Prompts(super::prompt_jobs::PromptJob),
+    /// Make a run's model (its card) the library's active one, then rebuild what depends on it.
+    Promote { card: PathBuf, run: Option<i64> },
+    /// Put back the model `name` had before the last promotion, then rebuild.
+    Demote { name: String },
 }
 
 /// Where a twin query's views come from.
@@ -125,6 +129,14 @@ pub enum JobOutput {
     },
     CaptionSearch(Box<crate::captions::query::CaptionSearch>),
     Prompts(super::prompt_jobs::PromptOutput),
+    /// A promotion (`promoted` set) or a demotion of model `name`, with the library's models
+    /// folder and the twin index rebuilt when the twin encoder changed.
+    Promoted {
+        name: String,
+        promoted: Option<super::promote::Promoted>,
+        dir: PathBuf,
+        reindexed: Option<(IndexStats, String)>,
+    },
 }
 
 pub(super) fn run(
@@ -181,6 +193,16 @@ pub(super) fn run(
                 stats,
                 version: models.version(),
             })
+        }
+        Job::Promote { card, run } => {
+            let p = super::promote::promote(library, &card, run).map_err(|e| e.to_string())?;
+            let (name, dir) = (p.name.clone(), p.dir.clone());
+            changed_model(compute, library, name, Some(p), dir, progress)
+        }
+        Job::Demote { name } => {
+            super::promote::demote(library, &name).map_err(|e| e.to_string())?;
+            let dir = super::promote::active_dir(library);
+            changed_model(compute, library, name, None, dir, progress)
         }
         Job::Twins {
             models,
@@ -414,5 +436,34 @@ fn caption_model(
         format!(
             "no caption model: {e} (train one with `endotwin train captions` or the Training tab)"
         )
+    })
+}
+
+/// After a promotion or demotion: the twin index is rebuilt with the library's new twin
+/// models (other capabilities key their caches by model version and re-encode on next use).
+fn changed_model(
+    compute: &Compute,
+    library: &Path,
+    name: String,
+    promoted: Option<super::promote::Promoted>,
+    dir: PathBuf,
+    progress: &std::sync::Arc<Progress>,
+) -> Result<JobOutput, String> {
+    let twin = name == crate::twins::IMAGE_MODEL || name == crate::twins::SCENE_MODEL;
+    let reindexed = if twin {
+        progress.stage("rebuilding the twin index with the new model", 0);
+        let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+        let models = TwinModels::load(&dir, &compute.device).map_err(|e| e.to_string())?;
+        let stats = index_library(&mut store, &models, progress).map_err(|e| e.to_string())?;
+        TWIN_CACHE.with(|c| c.borrow_mut().take());
+        Some((stats, models.version()))
+    } else {
+        None
+    };
+    Ok(JobOutput::Promoted {
+        name,
+        promoted,
+        dir,
+        reindexed,
     })
 }

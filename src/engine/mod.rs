@@ -4,6 +4,7 @@
 //! a second bounded channel, and `notify` wakes the UI so it repaints when one lands.
 
 mod jobs;
+pub mod promote;
 pub use jobs::device_check;
 pub mod loader;
 pub mod prompt_jobs;

@@ -105,7 +105,7 @@ impl TrainingRun {
                     command_line,
                     observer: &mut observer,
                 };
-                let result = chosen.run(&settings, &mut ctx);
+                let result = crate::train::recipe::run_recipe(chosen, &settings, &mut ctx);
                 finished.log().outcome = Some(match result {
                     Ok(t) => Ok(format!("saved {} ({:.0} s)", t.card.display(), t.seconds)),
                     Err(e) => Err(e.to_string()),

@@ -113,6 +113,32 @@ fn pairs(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, usize, f64, bool)> {
     out
 }
 
+/// Appended to a method's label in the re-identification rows scored with [`timeline_rule`].
+pub const TIMELINE_RULE: &str = " + timeline rule (tracklets on screen together: two polyps)";
+
+/// `pairs` with the pairs of tracklets on screen in the same frame scored -1 (the lowest
+/// cosine): the timeline never links or groups them.
+fn timeline_rule(
+    set: &TrackletSet,
+    pairs: &[(usize, usize, f64, bool)],
+) -> Vec<(usize, usize, f64, bool)> {
+    let t = &set.tracklets;
+    let on_screen = |i: usize| set.fragments[t[i].fragments.start];
+    let mut out = pairs.to_vec();
+    let mut k = 0;
+    for i in 0..t.len() {
+        for j in i + 1..t.len() {
+            if let (Some(_), Some(_)) = (t[i].identity, t[j].identity) {
+                if on_screen(i).co_visible(&on_screen(j)) {
+                    out[k].2 = -1.0;
+                }
+                k += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Weighted AUROC: the weight of (positive, negative) pairs ranked right, ties half.
 pub fn weighted_auroc(items: &[(f64, bool, f64)]) -> f64 {
     let mut sorted: Vec<&(f64, bool, f64)> = items.iter().filter(|x| x.2 > 0.0).collect();
@@ -280,7 +306,15 @@ pub fn evaluate(
             queries: q.len(),
         });
         let p = pairs(set, &m.embeddings);
-        for scope in ["all", "within_video"] {
+        // Also the scores the timeline acts on: two tracklets on screen in one frame are
+        // never one polyp (known from the boxes, not from identities).
+        let ruled = timeline_rule(set, &p);
+        let scopes = [
+            ("all", "", &p),
+            ("within_video", "", &p),
+            ("within_video", TIMELINE_RULE, &ruled),
+        ];
+        for (scope, suffix, p) in scopes {
             let chosen: Vec<&(usize, usize, f64, bool)> =
                 p.iter().filter(|x| scope == "all" || x.0 == x.1).collect();
             let items = |w: &[f64]| -> Vec<(f64, bool, f64)> {
@@ -294,7 +328,7 @@ pub fn evaluate(
             };
             let all = items(&ones);
             out.reid.push(ReidRow {
-                method: m.label.clone(),
+                method: format!("{}{suffix}", m.label),
                 scope: scope.to_string(),
                 auroc: weighted_auroc(&all),
                 auroc_ci: interval(weights.iter().map(|w| weighted_auroc(&items(w))).collect()),

@@ -101,6 +101,17 @@ pub struct Evaluation {
     pub metrics: Vec<(String, f64)>,
 }
 
+/// Where an active model came from when a user promoted it (the Training tab's Promote).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Promotion {
+    /// The card it was copied from.
+    pub card: String,
+    /// The library's training run that made it, when known.
+    pub run: Option<i64>,
+    /// When (UTC).
+    pub at: String,
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ModelCard {
     pub name: String,
@@ -125,6 +136,9 @@ pub struct ModelCard {
     /// record's checksum cannot see an edited config, this one can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_sha256: Option<String>,
+    /// Set on a library's active copy of a promoted model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_from: Option<Promotion>,
 }
 
 impl ModelCard {
@@ -146,6 +160,7 @@ impl ModelCard {
             input: None,
             sha256: String::new(),
             config_sha256: None,
+            promoted_from: None,
         }
     }
 

@@ -144,6 +144,23 @@ pub fn log_metric(
     Ok(())
 }
 
+/// Records the model card a run saved: its row in `models` (the card's path as its weights
+/// path), linked from the run.
+pub fn link_run_model(
+    tx: &Transaction<'_>,
+    run_id: i64,
+    (name, version, kind): (&str, &str, &str),
+    config_json: &str,
+    card_path: &str,
+) -> Result<()> {
+    let model = ensure_model(tx, name, version, kind, config_json, card_path)?;
+    tx.execute(
+        "UPDATE training_runs SET model_id = ?2 WHERE id = ?1",
+        params![run_id, model],
+    )?;
+    Ok(())
+}
+
 pub fn finish_run(tx: &Transaction<'_>, run_id: i64, status: &str) -> Result<()> {
     tx.execute(
         "UPDATE training_runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
@@ -232,6 +249,19 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The model card a run saved, when it saved one.
+    pub fn run_card(&self, run_id: i64) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT m.weights_path FROM training_runs r JOIN models m ON m.id = r.model_id
+                 WHERE r.id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// (epoch, name, value) of one run, in the order logged.

@@ -225,6 +225,29 @@ where
     }
 }
 
+/// Runs `recipe` and records in the library which card the run saved, so that the run can be
+/// promoted later. The one way the CLI and the Training tab run a recipe.
+pub fn run_recipe(
+    recipe: &dyn Recipe,
+    settings: &Settings,
+    ctx: &mut RecipeContext<'_>,
+) -> Result<Trained, RecipeError> {
+    let trained = recipe.run(settings, ctx)?;
+    let card = crate::model::weights::read_card(&trained.card)?;
+    let path = std::fs::canonicalize(&trained.card).unwrap_or_else(|_| trained.card.clone());
+    let mut store = Store::open(&ctx.library, store::OpenMode::Existing)?;
+    store.write(|tx| {
+        store::link_run_model(
+            tx,
+            trained.run_id,
+            (&card.name, &card.version, &card.kind.to_string()),
+            &card.config.to_string(),
+            &path.display().to_string(),
+        )
+    })?;
+    Ok(trained)
+}
+
 /// Marks the run finished, cancelled or failed, and returns the last epoch's metrics.
 pub(crate) fn finish_run<T>(
     store: &mut Store,

@@ -138,9 +138,58 @@ fn panel(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     runs(ui, panel, out);
 }
 
+/// The library's promoted models: where each came from, and Demote.
+fn active(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut Vec<Command>) {
+    if panel.promoting.is_some() {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("changing the active model and rebuilding what depends on it...");
+        });
+    }
+    if panel.active.is_empty() {
+        ui.label(
+            RichText::new("Active models: the shipped ones (promote a finished run to change one)")
+                .weak(),
+        );
+        return;
+    }
+    ui.label(RichText::new("Active models of this library").strong());
+    for m in &panel.active {
+        ui.horizontal(|ui| {
+            let from = m
+                .promoted_from
+                .as_ref()
+                .map_or("as shipped".to_string(), |p| {
+                    format!(
+                        "from {}{} ({})",
+                        p.run.map_or(String::new(), |r| format!("run #{r}, ")),
+                        p.card,
+                        p.at.replace('T', " ")
+                    )
+                });
+            // The button first: the line can be wider than the panel.
+            if m.can_demote
+                && ui
+                    .add_enabled(
+                        panel.promoting.is_none(),
+                        egui::Button::new(format!("Demote {}", m.name)),
+                    )
+                    .on_hover_text("put back the model it had before the last promotion")
+                    .clicked()
+            {
+                out.push(Command::Training(TrainingCommand::Demote {
+                    name: m.name.clone(),
+                }));
+            }
+            ui.label(format!("{}: {} {from}", m.name, m.version));
+        });
+    }
+}
+
 /// The library's recorded runs (settings on hover), and the epoch losses of the ticked ones
 /// drawn over each other.
 fn runs(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut Vec<Command>) {
+    active(ui, panel, out);
     ui.label(
         RichText::new(format!(
             "Runs recorded in this library: {}",
@@ -163,6 +212,7 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut
                 "epochs",
                 "last loss",
                 "wall",
+                "model",
             ] {
                 ui.label(RichText::new(h).strong());
             }
@@ -187,6 +237,27 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut
                         .map_or("—".into(), |l| format!("{:.4}", l.1)),
                 );
                 ui.label(clock(r.seconds));
+                match &r.card {
+                    Some(card) => {
+                        let promote = ui
+                            .add_enabled(
+                                panel.promoting.is_none(),
+                                egui::Button::new(format!("Promote #{}", r.row.id)),
+                            )
+                            .on_hover_text(format!(
+                                "make {card} the library's model for its capability; what \
+                                 depends on it is rebuilt in the background"
+                            ));
+                        if promote.clicked() {
+                            out.push(Command::Training(TrainingCommand::Promote {
+                                run: r.row.id,
+                            }));
+                        }
+                    }
+                    None => {
+                        ui.label("—");
+                    }
+                }
                 ui.end_row();
             }
         });

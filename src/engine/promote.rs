@@ -1,0 +1,223 @@
+//! Promote and demote: which model a library uses for each capability. A library starts on the
+//! shipped models (`models/`). Promoting a run's model gives the library its own models folder,
+//! `models/` beside the library (seeded once with copies of the shipped cards), in which the
+//! run's model takes the capability's name (`twin-image`, `tracklet-head`, `captions`,
+//! `prompts`, ...); the model it replaces moves to `models/previous/`, one click from coming
+//! back (demote). The active card records where it came from (`promoted_from`). Every panel
+//! reads the library's folder once it exists ([`models_dir_for`]).
+
+use crate::model::weights::{self, ModelKind, Promotion};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromoteError {
+    #[error(transparent)]
+    Weights(#[from] weights::WeightsError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{card}: a {kind} is not a model any panel uses; nothing was promoted")]
+    NotPromotable { card: String, kind: ModelKind },
+    #[error("{0}: no earlier model to go back to")]
+    NothingToDemote(String),
+}
+
+/// The folder that holds a library's own models: `models/` beside its database.
+pub fn active_dir(library: &Path) -> PathBuf {
+    library_folder(library).join("models")
+}
+
+/// The folder a library's panels load models from: its own when a model was ever promoted
+/// in it, else the shipped one.
+pub fn models_dir_for(library: &Path) -> PathBuf {
+    let own = active_dir(library);
+    if own.join(MARKER).is_file() {
+        own
+    } else {
+        crate::default_models_dir()
+    }
+}
+
+/// The name a model of `kind` has among the active models, if a panel uses that kind.
+pub fn active_name(kind: ModelKind) -> Option<&'static str> {
+    Some(match kind {
+        ModelKind::ImageEncoder => crate::twins::IMAGE_MODEL,
+        ModelKind::SceneEncoder => crate::twins::SCENE_MODEL,
+        ModelKind::TrackletHead => crate::tracklets::HEAD_NAME,
+        ModelKind::TrackletEncoder => crate::tracklets::MODEL_NAME,
+        ModelKind::CaptionModel => crate::captions::model::SHIPPED_NAME,
+        ModelKind::PromptModel => crate::prompts::model::SHIPPED_NAME,
+        _ => return None,
+    })
+}
+
+/// What a promotion did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Promoted {
+    /// The capability's model name it now holds.
+    pub name: String,
+    pub kind: ModelKind,
+    /// The library's models folder.
+    pub dir: PathBuf,
+    /// Whether an earlier model was kept for demote.
+    pub kept_previous: bool,
+}
+
+/// Makes the model of `card` (a run's) the library's active one for its capability.
+pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted, PromoteError> {
+    let read = weights::read_card(card)?;
+    let Some(name) = active_name(read.kind) else {
+        return Err(PromoteError::NotPromotable {
+            card: card.display().to_string(),
+            kind: read.kind,
+        });
+    };
+    // The record must be there and match before anything moves.
+    let record = weights::record_path(card);
+    if !record.is_file() {
+        return Err(PromoteError::Io {
+            path: record.display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "weights missing"),
+        });
+    }
+    let dir = seeded(library)?;
+    let previous = dir.join("previous");
+    mkdir(&previous)?;
+    let target = dir.join(format!("{name}.json"));
+    let kept_previous = target.is_file();
+    if kept_previous {
+        move_model(&target, &previous.join(format!("{name}.json")))?;
+    }
+    copy_model(card, &target)?;
+    weights::update_card(&target, |c| {
+        c.name = name.to_string();
+        c.promoted_from = Some(Promotion {
+            card: card.display().to_string(),
+            run,
+            at: crate::store::now_utc(),
+        });
+    })?;
+    // A prompt model brings its polyp detector (stage 1) when its run made one.
+    if read.kind == ModelKind::PromptModel {
+        let source = card.with_file_name(format!(
+            "{}-detect.json",
+            card.file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+        ));
+        if source.is_file() {
+            let shipped = dir.join(format!("{}.json", crate::prompts::model::SHIPPED_DETECTOR));
+            if shipped.is_file() {
+                move_model(
+                    &shipped,
+                    &previous.join(format!("{}.json", crate::prompts::model::SHIPPED_DETECTOR)),
+                )?;
+            }
+            copy_model(&source, &shipped)?;
+        }
+    }
+    Ok(Promoted {
+        name: name.to_string(),
+        kind: read.kind,
+        dir,
+        kept_previous,
+    })
+}
+
+/// Whether the library keeps an earlier model of `name` to go back to.
+pub fn can_demote(library: &Path, name: &str) -> bool {
+    active_dir(library)
+        .join("previous")
+        .join(format!("{name}.json"))
+        .is_file()
+}
+
+/// Puts back the model `name` had before the last promotion (the demoted one is kept in its
+/// place, so demote twice is promote again).
+pub fn demote(library: &Path, name: &str) -> Result<(), PromoteError> {
+    let dir = active_dir(library);
+    let previous = dir.join("previous").join(format!("{name}.json"));
+    if !previous.is_file() {
+        return Err(PromoteError::NothingToDemote(name.to_string()));
+    }
+    let active = dir.join(format!("{name}.json"));
+    let swap = dir.join(format!("{name}.demoting.json"));
+    if active.is_file() {
+        move_model(&active, &swap)?;
+    }
+    move_model(&previous, &active)?;
+    if swap.is_file() {
+        move_model(&swap, &previous)?;
+    }
+    Ok(())
+}
+
+/// Says that a library's models folder is in use (written once it is seeded).
+const MARKER: &str = "ACTIVE";
+
+/// The library's models folder, created and seeded with copies of the shipped models (cards
+/// and records) on first use.
+fn seeded(library: &Path) -> Result<PathBuf, PromoteError> {
+    let dir = active_dir(library);
+    if dir.join(MARKER).is_file() {
+        return Ok(dir);
+    }
+    mkdir(&dir)?;
+    let shipped = crate::default_models_dir();
+    if let Ok(entries) = std::fs::read_dir(&shipped) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_card = path.extension().is_some_and(|e| e == "json");
+            if is_card && weights::record_path(&path).is_file() {
+                let to = dir.join(entry.file_name());
+                if !to.exists() {
+                    copy_model(&path, &to)?;
+                }
+            }
+        }
+    }
+    std::fs::write(
+        dir.join(MARKER),
+        "This library's active models; `previous/` holds the ones promotions replaced.\n",
+    )
+    .map_err(|source| io(&dir, source))?;
+    Ok(dir)
+}
+
+/// The folder a library lives in (the library path itself when it is a folder).
+pub fn library_folder(library: &Path) -> PathBuf {
+    let library = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    if library.is_dir() {
+        library
+    } else {
+        library.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> PromoteError {
+    PromoteError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn mkdir(path: &Path) -> Result<(), PromoteError> {
+    std::fs::create_dir_all(path).map_err(|e| io(path, e))
+}
+
+/// Copies a card and its record (record first, so a card never points at nothing).
+fn copy_model(card: &Path, to: &Path) -> Result<(), PromoteError> {
+    let (from_r, to_r) = (weights::record_path(card), weights::record_path(to));
+    std::fs::copy(&from_r, &to_r).map_err(|e| io(&from_r, e))?;
+    std::fs::copy(card, to).map_err(|e| io(card, e))?;
+    Ok(())
+}
+
+fn move_model(card: &Path, to: &Path) -> Result<(), PromoteError> {
+    let (from_r, to_r) = (weights::record_path(card), weights::record_path(to));
+    std::fs::rename(&from_r, &to_r).map_err(|e| io(&from_r, e))?;
+    std::fs::rename(card, to).map_err(|e| io(card, e))?;
+    Ok(())
+}
