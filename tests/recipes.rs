@@ -102,3 +102,85 @@ fn promotes_and_demotes(lib: &std::path::Path, card: &std::path::Path, run: i64)
         assert!(promote::demote(lib, &p.name).is_err());
     }
 }
+
+#[test]
+fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
+    let lib = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 8);
+    let run = |extra: &[(&str, &str)]| {
+        let recipe = endotwin::train::recipe("tracklets").unwrap();
+        let mut settings = Settings::default();
+        settings.set("out", out.path().display().to_string());
+        for (k, v) in [("anchors", "4"), ("size", "16")].iter().chain(extra) {
+            settings.set(k, *v);
+        }
+        let mut observer = Quiet(Vec::new());
+        let mut ctx = RecipeContext {
+            library: lib.path().to_path_buf(),
+            models: out.path().to_path_buf(),
+            device: burn::tensor::Device::flex(),
+            command_line: "tests/recipes.rs fork".into(),
+            observer: &mut observer,
+        };
+        let result = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx);
+        (result, observer.0)
+    };
+    let (first, _) = run(&[("epochs", "1"), ("name", "first")]);
+    let first = first.unwrap();
+    // Forked with other settings (more anchors a step) and no epoch of its own: exactly the
+    // first run's weights.
+    let card = first.card.display().to_string();
+    let (fork, said) = run(&[
+        ("epochs", "0"),
+        ("anchors", "6"),
+        ("name", "forked"),
+        ("fork", &card),
+    ]);
+    let fork = fork.unwrap();
+    assert!(
+        said.iter().any(|m| m.starts_with("forked from")),
+        "{said:?}"
+    );
+    let bytes =
+        |c: &std::path::Path| std::fs::read(endotwin::model::weights::record_path(c)).unwrap();
+    assert_eq!(bytes(&fork.card), bytes(&first.card), "the forked weights");
+    // Forked and trained on: its own epochs, counted from 1.
+    let (more, _) = run(&[("epochs", "1"), ("name", "more"), ("fork", &card)]);
+    assert_ne!(bytes(&more.unwrap().card), bytes(&first.card));
+    // --resume and --fork together are refused before anything runs.
+    let (both, _) = run(&[
+        ("epochs", "1"),
+        ("name", "x"),
+        ("fork", &card),
+        ("resume", "true"),
+    ]);
+    let why = both.unwrap_err().to_string();
+    assert!(why.contains("one or the other"), "{why}");
+    // A checkpoint of another architecture is refused by name.
+    let image = endotwin::train::recipe("image-encoder").unwrap();
+    let mut settings = Settings::default();
+    for (k, v) in [
+        ("out", out.path().display().to_string()),
+        ("epochs", "1".into()),
+        ("batch", "4".into()),
+        ("size", "32".into()),
+        ("name", "wrong".into()),
+        ("fork", card.clone()),
+    ] {
+        settings.set(k, &v);
+    }
+    let mut observer = Quiet(Vec::new());
+    let mut ctx = RecipeContext {
+        library: lib.path().to_path_buf(),
+        models: out.path().to_path_buf(),
+        device: burn::tensor::Device::flex(),
+        command_line: "tests/recipes.rs fork".into(),
+        observer: &mut observer,
+    };
+    let why = endotwin::train::recipe::run_recipe(image, &settings, &mut ctx)
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("first.checkpoints"), "{why}");
+    assert!(!out.path().join("wrong.json").exists());
+}

@@ -59,6 +59,7 @@ impl Recipe for CaptionRecipe {
                 None,
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
+            super::recipe::fork_option(),
         ]
     }
 
@@ -118,7 +119,7 @@ impl Recipe for CaptionRecipe {
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
-            settings.flag(&o, "resume"),
+            super::recipe::Start::of(settings, &o)?,
             &checkpoints,
             &config,
             config.model.init(&device),

@@ -52,6 +52,39 @@ fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> TrainError {
     TrainError::Checkpoint(format!("{what} {}: {e}", path.display()))
 }
 
+fn read_state(dir: &Path) -> Result<State, TrainError> {
+    let state_path = dir.join("state.json");
+    let text = std::fs::read(&state_path).map_err(|e| err("no checkpoint at", &state_path, e))?;
+    serde_json::from_slice(&text).map_err(|e| err("unreadable", &state_path, e))
+}
+
+/// `model` with the weights of checkpoint `folder` (an `epoch-NNN/`).
+fn load_model<M: Module + ModuleSnapshot>(folder: &Path, mut model: M) -> Result<M, TrainError> {
+    let model_path = folder.join("model.bpk");
+    let bytes = std::fs::read(&model_path).map_err(|e| err("cannot read", &model_path, e))?;
+    let result = model
+        .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
+            bytes,
+        ))))
+        .map_err(|e| err("cannot load", &model_path, e))?;
+    if let Some(e) = result.errors.first() {
+        return Err(err("cannot load", &model_path, e));
+    }
+    Ok(model)
+}
+
+/// The weights of the last checkpoint in `dir` put into `model` (of the same architecture,
+/// whatever the training settings were), with the epochs that checkpoint had finished: where
+/// a forked run starts.
+pub fn load_weights<M: Module + ModuleSnapshot>(
+    dir: &Path,
+    model: M,
+) -> Result<(M, usize), TrainError> {
+    let state = read_state(dir)?;
+    let folder = dir.join(format!("epoch-{:03}", state.epoch));
+    Ok((load_model(&folder, model)?, state.epoch))
+}
+
 impl<M: Module + ModuleSnapshot> Checkpoint<M> {
     pub fn save(&self, dir: &Path, config: &impl Serialize) -> Result<(), TrainError> {
         let folder = dir.join(format!("epoch-{:03}", self.epoch));
@@ -94,32 +127,19 @@ impl<M: Module + ModuleSnapshot> Checkpoint<M> {
     pub fn load(
         dir: &Path,
         config: &impl Serialize,
-        mut model: M,
+        model: M,
         optimizer: ModuleOptimizer,
     ) -> Result<Checkpoint<M>, TrainError> {
-        let state_path = dir.join("state.json");
-        let text =
-            std::fs::read(&state_path).map_err(|e| err("no checkpoint at", &state_path, e))?;
-        let state: State =
-            serde_json::from_slice(&text).map_err(|e| err("unreadable", &state_path, e))?;
+        let state = read_state(dir)?;
         let wanted = serde_json::to_value(config).map_err(|e| err("cannot describe", dir, e))?;
         if without_epochs(&state.config) != without_epochs(&wanted) {
             return Err(TrainError::Checkpoint(format!(
                 "{} was saved with other settings; resume with the same ones (only --epochs may change)",
-                state_path.display()
+                dir.join("state.json").display()
             )));
         }
         let folder = dir.join(format!("epoch-{:03}", state.epoch));
-        let model_path = folder.join("model.bpk");
-        let bytes = std::fs::read(&model_path).map_err(|e| err("cannot read", &model_path, e))?;
-        let result = model
-            .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
-                bytes,
-            ))))
-            .map_err(|e| err("cannot load", &model_path, e))?;
-        if let Some(e) = result.errors.first() {
-            return Err(err("cannot load", &model_path, e));
-        }
+        let model = load_model(&folder, model)?;
         let optimizer_path = folder.join("optimizer.bpk");
         let bytes =
             std::fs::read(&optimizer_path).map_err(|e| err("cannot read", &optimizer_path, e))?;

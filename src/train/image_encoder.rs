@@ -301,6 +301,7 @@ impl Recipe for ImageEncoderRecipe {
                 None,
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
+            super::recipe::fork_option(),
             RecipeOption::new(
                 "view-positives",
                 Flag,
@@ -389,7 +390,7 @@ impl Recipe for ImageEncoderRecipe {
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
-            settings.flag(&o, "resume"),
+            super::recipe::Start::of(settings, &o)?,
             &checkpoints,
             &config,
             config.init(&device),

@@ -279,25 +279,87 @@ pub(crate) fn version_of(run_id: i64) -> String {
     format!("run-{run_id}-{secs}")
 }
 
-/// The checkpoint in `dir` to continue from when `resume` is set (said to the observer), else
-/// `None`. `fresh` is a new model of the run's configuration.
+/// How a run begins: from scratch, from its own last checkpoint (`--resume`: the same
+/// settings, only `--epochs` may grow, so a finished run can be extended), or from another
+/// run's last checkpoint with new settings (`--fork`: its weights, a fresh optimizer, epoch 1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Start {
+    Fresh,
+    Resume,
+    /// A run's card (`NAME.json`) or its checkpoint folder (`NAME.checkpoints`).
+    Fork(PathBuf),
+}
+
+impl From<bool> for Start {
+    fn from(resume: bool) -> Start {
+        if resume { Start::Resume } else { Start::Fresh }
+    }
+}
+
+impl Start {
+    /// From a recipe's `resume` flag and `fork` path.
+    pub fn of(settings: &Settings, options: &[RecipeOption]) -> Result<Start, RecipeError> {
+        let resume = settings.flag(options, "resume");
+        match (resume, settings.path(options, "fork")) {
+            (true, Some(_)) => Err(RecipeError::Setting(
+                "--resume continues this run, --fork starts from another: one or the other".into(),
+            )),
+            (_, Some(from)) => Ok(Start::Fork(from)),
+            (resume, None) => Ok(resume.into()),
+        }
+    }
+}
+
+/// The `fork` option every recipe with checkpoints offers.
+pub fn fork_option() -> RecipeOption {
+    RecipeOption::new(
+        "fork",
+        OptionKind::Path,
+        None,
+        "Start from another run's last checkpoint (its card or its .checkpoints folder) with \
+         these settings: its weights, a fresh optimizer, epoch 1",
+    )
+}
+
+/// The checkpoint to start from: this run's own when resuming (said to the observer), the
+/// weights of another run's when forking, else `None`. `fresh` is a new model of the run's
+/// configuration.
 pub(crate) fn resume_from<M: Module + ModuleSnapshot>(
-    resume: bool,
+    start: impl Into<Start>,
     dir: &Path,
     config: &impl serde::Serialize,
     fresh: M,
     weight_decay: f64,
     observer: &mut dyn TrainObserver,
 ) -> Result<Option<Checkpoint<M>>, RecipeError> {
-    if !resume {
-        return Ok(None);
-    }
     let optimizer = burn::optim::AdamWConfig::new()
         .with_weight_decay(weight_decay as f32)
         .init();
-    let c = Checkpoint::load(dir, config, fresh, optimizer)?;
-    observer.message(&format!("resuming after epoch {}", c.epoch));
-    Ok(Some(c))
+    match start.into() {
+        Start::Fresh => Ok(None),
+        Start::Resume => {
+            let c = Checkpoint::load(dir, config, fresh, optimizer)?;
+            observer.message(&format!("resuming after epoch {}", c.epoch));
+            Ok(Some(c))
+        }
+        Start::Fork(from) => {
+            let from = if from.extension().is_some_and(|e| e == "json") {
+                from.with_extension("checkpoints")
+            } else {
+                from
+            };
+            let (model, epoch) = super::checkpoint::load_weights(&from, fresh)?;
+            observer.message(&format!(
+                "forked from {} (its epoch {epoch}); this run starts at epoch 1",
+                from.display()
+            ));
+            Ok(Some(Checkpoint {
+                model,
+                optimizer,
+                epoch: 0,
+            }))
+        }
+    }
 }
 
 /// What one recorded run gives back.

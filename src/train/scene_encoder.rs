@@ -399,6 +399,7 @@ impl Recipe for SceneEncoderRecipe {
                 None,
                 "Continue from the last checkpoint in `<models>/<name>.checkpoints/`",
             ),
+            super::recipe::fork_option(),
         ]
     }
 
@@ -455,7 +456,7 @@ impl Recipe for SceneEncoderRecipe {
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
-            settings.flag(&o, "resume"),
+            super::recipe::Start::of(settings, &o)?,
             &checkpoints,
             &config,
             config.init(&device),

@@ -118,6 +118,7 @@ impl Recipe for TrackletRecipe {
                 None,
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
+            super::recipe::fork_option(),
         ]
     }
 
@@ -209,7 +210,7 @@ impl Recipe for TrackletRecipe {
                     seed,
                     &mut store,
                     ctx,
-                    settings.flag(&o, "resume"),
+                    super::recipe::Start::of(settings, &o)?,
                 );
             }
             other => {
@@ -231,7 +232,7 @@ impl Recipe for TrackletRecipe {
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
-            settings.flag(&o, "resume"),
+            super::recipe::Start::of(settings, &o)?,
             &checkpoints,
             &config,
             config.model.init(&device),
@@ -302,14 +303,14 @@ fn train_head(
     seed: u64,
     store: &mut Store,
     ctx: &mut RecipeContext<'_>,
-    resume: bool,
+    start: super::recipe::Start,
 ) -> Result<Trained, RecipeError> {
     let dim = set.feature_dim().expect("features attached");
     let head = crate::model::tracklet::TrackletEncoderConfig::new(dim).with_residual(residual);
     let device = ctx.device.clone().autodiff();
     let checkpoints = checkpoint_dir(out, name)?;
     let start = resume_from(
-        resume,
+        start,
         &checkpoints,
         config,
         head.init(&device),
