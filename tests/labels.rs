@@ -100,3 +100,90 @@ fn exported_labels_come_back_unchanged_and_one_edit_changes_one_label() {
         );
     }
 }
+
+#[test]
+fn the_multi_view_jsonl_comes_back_unchanged_and_one_edit_changes_one_label() {
+    let lib = tempfile::tempdir().unwrap();
+    tiny_library(lib.path());
+    let file = lib.path().join("labels.jsonl");
+    let arg = file.to_str().unwrap();
+    let ran = labels(lib.path(), &["export", "--format", "jsonl", "--out", arg]);
+    assert!(ran.ok() && ran.says("3 polyps"), "{}", ran.text());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Each line is one multi-view set: the polyp, its views' files, its labels.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    for line in &lines {
+        let code = line["polyp"].as_str().unwrap();
+        let p = store
+            .polyps()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.code == code)
+            .unwrap();
+        assert_eq!(
+            line["views"].as_array().unwrap().len() as i64,
+            p.view_count,
+            "{line}"
+        );
+        assert!(
+            lib.path()
+                .join(line["views"][0].as_str().unwrap())
+                .is_file()
+        );
+        assert_eq!(line["labels"]["histology"].as_str(), p.histology.as_deref());
+    }
+    drop(store);
+
+    // The round trip: nothing differs.
+    let before = state(lib.path());
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
+    assert_eq!(state(lib.path()), before);
+
+    // One label edited (a Paris class), one left out of the line (untouched), one line naming
+    // a polyp the library lacks (named, skipped).
+    let code = lines[0]["polyp"].as_str().unwrap().to_string();
+    lines[0]["labels"]["paris"] = "0-IIa".into();
+    lines[1]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("histology");
+    let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    edited.push(r#"{"polyp": "NOPE-1", "labels": {"paris": "0-Is"}}"#.into());
+    std::fs::write(&file, edited.join("\n") + "\n").unwrap();
+    let old = Store::open(lib.path(), OpenMode::Existing)
+        .unwrap()
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == code)
+        .unwrap()
+        .paris;
+    let ran = labels(lib.path(), &["import", arg, "--apply", "--who", "dr. j"]);
+    let changes_paris = old.as_deref() != Some("0-IIa");
+    let applied = if changes_paris {
+        "applied 1 changes"
+    } else {
+        "no changes"
+    };
+    assert!(ran.ok() && ran.says(applied), "{}", ran.text());
+    assert!(ran.says("NOPE-1"), "{}", ran.text());
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let rows = store.polyps().unwrap();
+    let p = rows.iter().find(|p| p.code == code).unwrap();
+    assert_eq!(p.paris.as_deref(), Some("0-IIa"));
+    let audit = store.audit_history(TargetKind::Polyp, p.id).unwrap();
+    assert_eq!(audit.len(), changes_paris as usize);
+    for other in rows.iter().filter(|q| q.id != p.id) {
+        assert!(
+            store
+                .audit_history(TargetKind::Polyp, other.id)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -9,13 +9,14 @@ pub enum LabelsWhat {
     /// Write every polyp's labels (histology, Vienna class, Paris class, location, size,
     /// surface, colour, morphology, size class) to a file.
     Export {
-        /// The file format (CSV: one row per polyp, `polyp` then one column per label).
+        /// The file format (csv: one row per polyp, `polyp` then one column per label;
+        /// jsonl: one polyp per line with its views and labels, EndoFinder's multi-view sets).
         #[arg(long, value_enum, default_value_t = Format::Csv)]
         format: Format,
         #[arg(long)]
         out: PathBuf,
     },
-    /// Read a labels file and print what it would change; `--apply` changes it (one audited
+    /// Read a labels file (CSV or JSONL, told apart by its first character) and print what it would change; `--apply` changes it (one audited
     /// transaction per label).
     Import {
         file: PathBuf,
@@ -30,6 +31,7 @@ pub enum LabelsWhat {
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Format {
     Csv,
+    Jsonl,
 }
 
 pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
@@ -38,21 +40,22 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             let store = Store::open(library, OpenMode::Existing)?;
             let text = match format {
                 Format::Csv => endotwin::labels::export_csv(&store)?,
+                Format::Jsonl => endotwin::labels::export_jsonl(&store)?,
+            };
+            let polyps = match format {
+                Format::Csv => text.lines().count().saturating_sub(1),
+                Format::Jsonl => text.lines().count(),
             };
             std::fs::write(&out, &text)
                 .with_context(|| format!("{}: cannot write", out.display()))?;
-            println!(
-                "wrote the labels of {} polyps to {}",
-                text.lines().count().saturating_sub(1),
-                out.display()
-            );
+            println!("wrote the labels of {polyps} polyps to {}", out.display());
             Ok(())
         }
         LabelsWhat::Import { file, apply, who } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("{}: cannot read", file.display()))?;
             let mut store = Store::open(library, OpenMode::Existing)?;
-            let (changes, problems) = endotwin::labels::diff_csv(&store, &text)
+            let (changes, problems) = endotwin::labels::diff_file(&store, &text)
                 .with_context(|| file.display().to_string())?;
             for p in &problems {
                 eprintln!("skipped {p}");

@@ -4,6 +4,11 @@
 //!
 //! Columns: `polyp` (its code), then [`POLYP_KEYS`]; an empty cell is "no value" (importing
 //! it clears the label), a missing column leaves that label alone.
+//!
+//! The same labels as EndoFinder-style JSONL (multi-view sets), one polyp per line:
+//! `{"polyp": CODE, "views": [files...], "labels": {KEY: VALUE or null}}`; a key absent from
+//! `labels` leaves that label alone, `null` clears it; `views` is for the reader (the library's
+//! stored file of each view, relative to the library) and is not imported.
 
 use crate::store::{Store, StoreError, TargetKind};
 
@@ -26,6 +31,8 @@ pub enum LabelsError {
     Store(#[from] StoreError),
     #[error("not a labels CSV: {0}")]
     Format(String),
+    #[error("not a labels JSONL: {0}")]
+    Jsonl(String),
 }
 
 /// One label the file gives differently from the library.
@@ -99,6 +106,42 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
             )));
         }
     }
+    let mut rows = Vec::new();
+    let mut problems = Vec::new();
+    for (n, record) in reader.records().enumerate() {
+        let line = n + 2;
+        match record {
+            Ok(r) => rows.push(Row {
+                line,
+                polyp: r.get(0).unwrap_or("").trim().to_string(),
+                cells: header[1..]
+                    .iter()
+                    .zip(r.iter().skip(1))
+                    .map(|(k, c)| {
+                        (
+                            k.clone(),
+                            Some(c.trim().to_string()).filter(|v| !v.is_empty()),
+                        )
+                    })
+                    .collect(),
+            }),
+            Err(e) => problems.push(format!("line {line}: {e}")),
+        }
+    }
+    let (changes, more) = diff_rows(store, rows)?;
+    problems.extend(more);
+    Ok((changes, problems))
+}
+
+/// One polyp's labels as a file gives them: (key, value or none) for the keys it carries.
+struct Row {
+    line: usize,
+    polyp: String,
+    cells: Vec<(String, Option<String>)>,
+}
+
+/// The changes `rows` would make, and the rows or cells they cannot use (named by line).
+fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
     let by_code: std::collections::HashMap<String, i64> = store
         .polyps()?
         .into_iter()
@@ -106,16 +149,12 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
         .collect();
     let (mut changes, mut problems) = (Vec::new(), Vec::new());
     let mut seen = std::collections::HashMap::new();
-    for (n, record) in reader.records().enumerate() {
-        let line = n + 2;
-        let record = match record {
-            Ok(r) => r,
-            Err(e) => {
-                problems.push(format!("line {line}: {e}"));
-                continue;
-            }
-        };
-        let code = record.get(0).unwrap_or("").trim().to_string();
+    for Row {
+        line,
+        polyp: code,
+        cells,
+    } in rows
+    {
         let Some(&id) = by_code.get(&code) else {
             problems.push(format!("line {line}: no polyp `{code}` in the library"));
             continue;
@@ -126,20 +165,19 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
             ));
             continue;
         }
-        for (key, cell) in header[1..].iter().zip(record.iter().skip(1)) {
-            let new = Some(cell.trim().to_string()).filter(|v| !v.is_empty());
-            if let Some(reason) = new.as_deref().and_then(|v| invalid(key, v)) {
+        for (key, new) in cells {
+            if let Some(reason) = new.as_deref().and_then(|v| invalid(&key, v)) {
                 problems.push(format!(
                     "line {line}, polyp `{code}`, {key}: {reason}; not used"
                 ));
                 continue;
             }
-            let old = store.current_label(TargetKind::Polyp, id, key)?;
+            let old = store.current_label(TargetKind::Polyp, id, &key)?;
             if old != new {
                 changes.push(Change {
                     polyp_id: id,
                     polyp: code.clone(),
-                    key: key.clone(),
+                    key,
                     old,
                     new,
                 });
@@ -147,6 +185,91 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
         }
     }
     Ok((changes, problems))
+}
+
+/// Every polyp's labels and views as JSONL, one polyp per line in code order.
+pub fn export_jsonl(store: &Store) -> Result<String, LabelsError> {
+    let mut polyps = store.polyps()?;
+    polyps.sort_by(|a, b| a.code.cmp(&b.code));
+    let mut out = String::new();
+    for p in polyps {
+        let mut labels = serde_json::Map::new();
+        for key in POLYP_KEYS {
+            let value = store.current_label(TargetKind::Polyp, p.id, key)?;
+            labels.insert(
+                key.to_string(),
+                value.map_or(serde_json::Value::Null, Into::into),
+            );
+        }
+        let views: Vec<String> = store
+            .polyp_views(p.id)?
+            .into_iter()
+            .map(|m| m.rel_path)
+            .collect();
+        let line = serde_json::json!({ "polyp": p.code, "views": views, "labels": labels });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// What importing JSONL `text` would change, and the lines it cannot use (named by line).
+pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
+    let (mut rows, mut problems) = (Vec::new(), Vec::new());
+    for (n, raw) in text.lines().enumerate() {
+        let line = n + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = match serde_json::from_str(raw) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(format!("line {line}: {e}"));
+                continue;
+            }
+        };
+        let Some(polyp) = value.get("polyp").and_then(|p| p.as_str()) else {
+            problems.push(format!("line {line}: no \"polyp\" code"));
+            continue;
+        };
+        let mut cells = Vec::new();
+        if let Some(labels) = value.get("labels").and_then(|l| l.as_object()) {
+            for (key, v) in labels {
+                if !POLYP_KEYS.contains(&key.as_str()) {
+                    return Err(LabelsError::Jsonl(format!(
+                        "line {line}: unknown label `{key}`; the labels are {}",
+                        POLYP_KEYS.join(", ")
+                    )));
+                }
+                let v = match v {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) => Some(s.trim().to_string()),
+                    other => Some(other.to_string()),
+                };
+                cells.push((key.clone(), v.filter(|s| !s.is_empty())));
+            }
+        }
+        rows.push(Row {
+            line,
+            polyp: polyp.trim().to_string(),
+            cells,
+        });
+    }
+    if rows.is_empty() && !problems.is_empty() {
+        return Err(LabelsError::Jsonl(problems.remove(0)));
+    }
+    let (changes, more) = diff_rows(store, rows)?;
+    problems.extend(more);
+    Ok((changes, problems))
+}
+
+/// [`diff_jsonl`] for a JSONL file (its first non-blank character `{`), else [`diff_csv`].
+pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
+    if text.trim_start().starts_with('{') {
+        diff_jsonl(store, text)
+    } else {
+        diff_csv(store, text)
+    }
 }
 
 /// Why `value` cannot be label `key`, if it cannot (checked before anything is applied).
@@ -164,7 +287,7 @@ fn invalid(key: &str, value: &str) -> Option<String> {
     }
 }
 
-/// Applies `changes` (from [`diff_csv`], so already checked), each one audited transaction
+/// Applies `changes` (from a diff, so already checked), each one audited transaction
 /// signed `who`.
 pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, LabelsError> {
     for c in changes {
