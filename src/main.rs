@@ -54,7 +54,8 @@ enum Command {
     Index(cli::twins::IndexArgs),
     /// Retrieve the digital twins of a polyp from one or more views (image files).
     Twins(cli::twins::TwinsArgs),
-    /// Models: `import-hf-clip` converts a Hugging Face CLIP checkpoint to a card + record.
+    /// Models: `import-hf-clip` converts a Hugging Face CLIP checkpoint to a card + record;
+    /// `promote RUN` / `demote NAME` change the library's active models.
     Model {
         #[command(subcommand)]
         what: cli::model::ModelWhat,
@@ -107,7 +108,7 @@ fn run(parsed: Cli) -> anyhow::Result<()> {
         Command::Train(args) => cli::train::run(library, pref, args),
         Command::Index(args) => cli::twins::index(&library, pref, args),
         Command::Twins(args) => cli::twins::query(&library, pref, args),
-        Command::Model { what } => cli::model::run(what),
+        Command::Model { what } => cli::model::run(&library, pref, what),
         Command::Labels { what } => cli::labels::run(&library, what),
         Command::Captions { what } => cli::captions::run(&library, pref, what),
         Command::Prompts { what } => cli::prompts::run(&library, pref, what),

@@ -449,17 +449,10 @@ fn changed_model(
     dir: PathBuf,
     progress: &std::sync::Arc<Progress>,
 ) -> Result<JobOutput, String> {
-    let twin = name == crate::twins::IMAGE_MODEL || name == crate::twins::SCENE_MODEL;
-    let reindexed = if twin {
-        progress.stage("rebuilding the twin index with the new model", 0);
-        let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
-        let models = TwinModels::load(&dir, &compute.device).map_err(|e| e.to_string())?;
-        let stats = index_library(&mut store, &models, progress).map_err(|e| e.to_string())?;
+    let reindexed = super::promote::reindex_after(library, &name, &compute.device, progress)?;
+    if reindexed.is_some() {
         TWIN_CACHE.with(|c| c.borrow_mut().take());
-        Some((stats, models.version()))
-    } else {
-        None
-    };
+    }
     Ok(JobOutput::Promoted {
         name,
         promoted,

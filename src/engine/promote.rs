@@ -154,6 +154,28 @@ pub fn demote(library: &Path, name: &str) -> Result<(), PromoteError> {
     Ok(())
 }
 
+/// After a promotion or demotion of `name`: the twin index rebuilt with the library's twin
+/// models when `name` is one of them ((stats, the encoder's version)); other capabilities key
+/// their caches by model version and re-encode on next use, so `None`.
+pub fn reindex_after(
+    library: &Path,
+    name: &str,
+    device: &burn::tensor::Device,
+    progress: &crate::plumbing::Progress,
+) -> Result<Option<(crate::twins::IndexStats, String)>, String> {
+    if name != crate::twins::IMAGE_MODEL && name != crate::twins::SCENE_MODEL {
+        return Ok(None);
+    }
+    progress.stage("rebuilding the twin index with the new model", 0);
+    let mut store = crate::store::Store::open(library, crate::store::OpenMode::Existing)
+        .map_err(|e| e.to_string())?;
+    let models = crate::twins::TwinModels::load(&models_dir_for(library), device)
+        .map_err(|e| e.to_string())?;
+    let stats =
+        crate::twins::index_library(&mut store, &models, progress).map_err(|e| e.to_string())?;
+    Ok(Some((stats, models.version())))
+}
+
 /// Says that a library's models folder is in use (written once it is seeded).
 const MARKER: &str = "ACTIVE";
 
