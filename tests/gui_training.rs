@@ -133,6 +133,88 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
     }
     assert_eq!(h.state().state.training.overlay.len(), 2);
     shows_part(&h, "mean loss per epoch of the ticked runs");
+
+    // The finished run's report: never on the library it trained on...
+    let finished = runs[0].0;
+    let report_button = format!("Report #{finished}");
+    type_into(
+        &mut h,
+        "Reports run on the held-out library",
+        &dir.path().display().to_string(),
+    );
+    h.state_mut().state.toasts.clear();
+    h.get_by_label(&report_button).scroll_to_me();
+    settle(&mut h);
+    eprintln!(
+        "DEBUG rect {:?} promote {:?}",
+        h.get_by_label(&report_button).rect(),
+        h.get_by_label(&format!("Promote #{finished}")).rect()
+    );
+    h.render().unwrap().save("/tmp/debug_report.png").unwrap();
+    h.get_by_label(&report_button).click();
+    settle(&mut h);
+    until(&mut h, 60, "the refusal", |app| {
+        app.state.training.reporting.is_none()
+    });
+    let said = toasts(&h);
+    assert!(
+        said.iter().any(|t| t.contains("held-out data only")),
+        "{said:?}"
+    );
+    assert!(h.state().state.training.runs[0].report.is_none());
+
+    // ...but on held-out videos of another phantom seed, beside the active tracklet model.
+    let held = tempfile::tempdir().unwrap();
+    crate::common::video_library_of_seed(held.path(), 4, 6);
+    h.state_mut().send(Command::Training(
+        endotwin::app::TrainingCommand::ReportHeldOut(held.path().display().to_string()),
+    ));
+    h.state_mut().state.toasts.clear();
+    settle(&mut h);
+    h.get_by_label(&report_button).click();
+    settle(&mut h);
+    until(&mut h, 400, "the report", |app| {
+        app.state.training.reporting.is_none()
+    });
+    let report = h.state().state.training.runs[0]
+        .report
+        .clone()
+        .unwrap_or_else(|| panic!("no report: {:?}", toasts(&h)));
+    assert_eq!(report.capability, "tracklet re-identification");
+    assert!(report.held_out.contains(&held.path().display().to_string()));
+    let map = report
+        .metrics
+        .iter()
+        .find(|m| m.name == "retrieval mAP")
+        .unwrap();
+    assert!((0.0..=1.0).contains(&map.model), "{map:?}");
+    assert!(map.model_ci.is_some());
+    // The active model (the shipped tracklet head) stands beside it.
+    assert!(
+        report
+            .active
+            .as_deref()
+            .is_some_and(|a| a.contains("tracklet-head"))
+    );
+    assert!(map.active.is_some());
+    let curve = &report.curves[0];
+    assert_eq!(curve.roc.first(), Some(&[0.0, 0.0]));
+    assert_eq!(curve.roc.last(), Some(&[1.0, 1.0]));
+    let confusion = report.confusion.as_ref().unwrap();
+    let counted: usize = confusion.counts.iter().flatten().sum();
+    assert_eq!(counted, curve.positives + curve.negatives);
+    shows_part(&h, &format!("Evaluation report of run #{finished}"));
+    shows_part(&h, "confusion matrix: pairs linked at cosine");
+    if let Ok(path) = std::env::var("ENDOTWIN_SCREENSHOT") {
+        h.render().unwrap().save(path).unwrap();
+    }
+    // Saved with the run: JSON + PNG beside its card, read back when the library reopens.
+    let json = models.path().join("panel.report.json");
+    assert!(json.is_file() && models.path().join("panel.report.png").is_file());
+    assert_eq!(
+        endotwin::eval::report::Report::load(&json).unwrap(),
+        *report
+    );
 }
 
 #[test]

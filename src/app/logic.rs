@@ -262,7 +262,17 @@ impl App {
                 self.state.tracklets = Default::default();
                 let library_path = self.state.library.as_ref().map(|l| l.path.clone());
                 if let Some(path) = library_path {
-                    self.use_models_dir(crate::engine::promote::models_dir_for(&path));
+                    // The library's own models when it promoted some; back to the shipped
+                    // ones when the previous library's own were in use; else as they were.
+                    use crate::engine::promote::{active_dir, is_library_models};
+                    let own = active_dir(&path);
+                    if is_library_models(&own) {
+                        self.use_models_dir(own);
+                    } else if is_library_models(&self.state.twins.models_dir) {
+                        self.use_models_dir(crate::default_models_dir());
+                    } else {
+                        self.load_active_models();
+                    }
                 }
                 let dir = db.parent().map(Path::to_path_buf).unwrap_or_default();
                 let (sets, problem) = super::prompts::load_sets(&dir);
@@ -382,6 +392,7 @@ impl App {
             || self.caption_job_finished(done.id, &done.result)
             || self.prompt_job_finished(done.id, &done.result)
             || self.promotion_finished(done.id, &done.result)
+            || self.report_finished(done.id, &done.result)
         {
             return;
         }
@@ -429,6 +440,7 @@ impl App {
                 | JobOutput::Prompts(_)
                 | JobOutput::Timeline(_)
                 | JobOutput::Promoted { .. }
+                | JobOutput::Report { .. }
                 | JobOutput::Tracked { .. },
             ) => {}
             Err(e) => self

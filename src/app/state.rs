@@ -339,6 +339,12 @@ pub struct TrainingPanel {
     pub active: Vec<ActiveModel>,
     /// A promotion or demotion running on the engine.
     pub promoting: Option<u64>,
+    /// A report being made on the engine: (job id, run).
+    pub reporting: Option<(u64, i64)>,
+    /// The run whose evaluation report is shown.
+    pub open_report: Option<i64>,
+    /// A held-out library for reports (empty: the phantom's validation split, generated).
+    pub report_held_out: String,
 }
 
 /// A model the library promoted, for the Training tab's "Active models".
@@ -362,6 +368,8 @@ pub struct RecordedRun {
     pub losses: Vec<(usize, f64)>,
     /// Wall seconds of its epochs, summed.
     pub seconds: f64,
+    /// Its evaluation report, when one was made (saved beside the card).
+    pub report: Option<Box<crate::eval::report::Report>>,
 }
 
 impl Default for TrainingPanel {
@@ -377,6 +385,9 @@ impl Default for TrainingPanel {
             overlay: Default::default(),
             active: Vec::new(),
             promoting: None,
+            reporting: None,
+            open_report: None,
+            report_held_out: String::new(),
         }
     }
 }

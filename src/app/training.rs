@@ -34,6 +34,16 @@ pub enum TrainingCommand {
     Demote {
         name: String,
     },
+    /// Make (again) the evaluation report of this run's model, on held-out data.
+    Report {
+        run: i64,
+    },
+    /// Show this run's saved report (`None` closes it).
+    OpenReport {
+        run: Option<i64>,
+    },
+    /// The held-out library reports run on (empty: the phantom's validation split).
+    ReportHeldOut(String),
 }
 
 /// Where the Training tab's runs write their models by default: `runs/` beside the library.
@@ -95,7 +105,78 @@ impl App {
             TrainingCommand::Demote { name } => {
                 self.submit_promotion(format!("demote {name}"), Job::Demote { name })
             }
+            TrainingCommand::Report { run } => self.submit_report(run),
+            TrainingCommand::OpenReport { run } => panel.open_report = run,
+            TrainingCommand::ReportHeldOut(path) => panel.report_held_out = path,
         }
+    }
+
+    /// Makes a run's report on the engine: beside the library's active model, on the held-out
+    /// library the panel names or the phantom's validation split, never on this library (the
+    /// run's training data).
+    fn submit_report(&mut self, run: i64) {
+        let Some(lib) = &self.state.library else {
+            return self.state.toast(ToastLevel::Error, "open a library first");
+        };
+        let panel = &self.state.training;
+        if panel.reporting.is_some() {
+            return self
+                .state
+                .toast(ToastLevel::Error, "a report is already being made");
+        }
+        let Some(card) = panel
+            .runs
+            .iter()
+            .find(|r| r.row.id == run)
+            .and_then(|r| r.card.clone())
+        else {
+            return self.state.toast(
+                ToastLevel::Error,
+                format!("run #{run} saved no model; only finished runs have a report"),
+            );
+        };
+        let held = panel.report_held_out.trim();
+        let data = crate::eval::report::ReportData {
+            held_out: (!held.is_empty()).then(|| held.into()),
+            trained_on: Some(lib.path.clone()),
+            ..Default::default()
+        };
+        let db = lib.store.db_path().to_path_buf();
+        let job = Job::Report {
+            card: card.into(),
+            data,
+        };
+        match self.engine.submit(format!("report of run #{run}"), db, job) {
+            Ok(handle) => self.state.training.reporting = Some((handle.id, run)),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    /// Takes a report's result; `false` when `id` was not the report job.
+    pub(super) fn report_finished(&mut self, id: u64, output: &Result<JobOutput, String>) -> bool {
+        let panel = &mut self.state.training;
+        let Some((job, run)) = panel.reporting else {
+            return false;
+        };
+        if job != id {
+            return false;
+        }
+        panel.reporting = None;
+        match output {
+            Ok(JobOutput::Report { report, json, .. }) => {
+                if let Some(r) = panel.runs.iter_mut().find(|r| r.row.id == run) {
+                    r.report = Some(report.clone());
+                }
+                panel.open_report = Some(run);
+                self.state.toast(
+                    ToastLevel::Info,
+                    format!("report of run #{run} saved as {}", json.display()),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => self.state.toast(ToastLevel::Error, e.clone()),
+        }
+        true
     }
 
     fn submit_promotion(&mut self, what: String, job: Job) {
@@ -231,8 +312,14 @@ impl App {
                             .map(|m| (m.0, m.2))
                             .collect::<Vec<_>>()
                     };
+                    let card = lib.store.run_card(row.id)?;
+                    let report = card.as_ref().and_then(|c| {
+                        let json = crate::eval::report::json_path(std::path::Path::new(c));
+                        crate::eval::report::Report::load(&json).ok().map(Box::new)
+                    });
                     Ok(RecordedRun {
-                        card: lib.store.run_card(row.id)?,
+                        card,
+                        report,
                         losses: pick("loss"),
                         seconds: pick("seconds").iter().map(|s| s.1).sum(),
                         row,

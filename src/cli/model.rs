@@ -24,6 +24,35 @@ pub enum ModelWhat {
     /// Put back the model NAME (twin-image, tracklet-head, captions, prompts, ...) had before
     /// its last promotion.
     Demote { name: String },
+    /// Evaluation report of a run's model (or any model card) beside the library's active
+    /// model of its capability, on held-out data (never the library the run trained on):
+    /// metrics with intervals, ROC and precision-recall curves, a confusion matrix. Saved
+    /// beside the card as `<card>.report.json` + `.png` (what the Training tab shows).
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// The run's number (`#N` in the Training tab); its model was trained on this library.
+    #[arg(long, conflicts_with = "card", required_unless_present = "card")]
+    pub run: Option<i64>,
+    /// Any model card instead of a run's.
+    #[arg(long)]
+    pub card: Option<PathBuf>,
+    /// A held-out library; default: generate the phantom's validation split of --seed.
+    #[arg(long)]
+    pub held_out: Option<PathBuf>,
+    #[arg(long, default_value_t = 29)]
+    pub seed: u64,
+    /// Videos of a generated split (tracklet reports).
+    #[arg(long, default_value_t = 6)]
+    pub videos: usize,
+    /// Frames per generated video.
+    #[arg(long, default_value_t = 400)]
+    pub frames: usize,
+    /// Also write the report's JSON here (its PNG beside it).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Result<()> {
@@ -43,6 +72,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
         Ok(())
     };
     match what {
+        ModelWhat::Report(args) => report(library, pref, args),
         ModelWhat::Promote { run } => {
             let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
             let Some(card) = store.run_card(run)? else {
@@ -82,4 +112,39 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             Ok(())
         }
     }
+}
+
+fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result<()> {
+    use anyhow::Context;
+    use endotwin::eval::report::{self, ReportData};
+    let (card, trained_on) = match (a.run, a.card) {
+        (Some(run), _) => {
+            let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
+            let Some(card) = store.run_card(run)? else {
+                anyhow::bail!("run #{run} saved no model (only finished runs have a report)");
+            };
+            (PathBuf::from(card), Some(library.to_path_buf()))
+        }
+        (None, Some(card)) => (card, None),
+        (None, None) => anyhow::bail!("give --run N or --card FILE"),
+    };
+    let compute = endotwin::compute::select(pref)?;
+    let data = ReportData {
+        held_out: a.held_out,
+        trained_on,
+        seed: a.seed,
+        videos: a.videos,
+        frames: a.frames,
+    };
+    let active = endotwin::engine::promote::models_dir_for(library);
+    let progress = endotwin::plumbing::Progress::new();
+    let made = report::build(&card, Some(&active), &data, &compute.device, &progress)
+        .with_context(|| format!("report of {}", card.display()))?;
+    print!("{}", made.text());
+    let beside = report::json_path(&card);
+    for json in std::iter::once(beside).chain(a.json) {
+        let png = made.save(&json)?;
+        println!("wrote {} and {}", json.display(), png.display());
+    }
+    Ok(())
 }

@@ -67,6 +67,12 @@ pub enum Job {
     Promote { card: PathBuf, run: Option<i64> },
     /// Put back the model `name` had before the last promotion, then rebuild.
     Demote { name: String },
+    /// The evaluation report of the model of `card` beside the library's active one, on
+    /// held-out data; saved beside the card.
+    Report {
+        card: PathBuf,
+        data: crate::eval::report::ReportData,
+    },
 }
 
 /// Where a twin query's views come from.
@@ -137,6 +143,12 @@ pub enum JobOutput {
         dir: PathBuf,
         reindexed: Option<(IndexStats, String)>,
     },
+    /// A report made and saved (`json`, its PNG beside it).
+    Report {
+        card: PathBuf,
+        report: Box<crate::eval::report::Report>,
+        json: PathBuf,
+    },
 }
 
 pub(super) fn run(
@@ -198,6 +210,19 @@ pub(super) fn run(
             let p = super::promote::promote(library, &card, run).map_err(|e| e.to_string())?;
             let (name, dir) = (p.name.clone(), p.dir.clone());
             changed_model(compute, library, name, Some(p), dir, progress)
+        }
+        Job::Report { card, data } => {
+            use crate::eval::report;
+            let active = super::promote::models_dir_for(library);
+            let made = report::build(&card, Some(&active), &data, &compute.device, progress)
+                .map_err(|e| format!("report of {}: {e}", card.display()))?;
+            let json = report::json_path(&card);
+            made.save(&json).map_err(|e| e.to_string())?;
+            Ok(JobOutput::Report {
+                card,
+                report: Box::new(made),
+                json,
+            })
         }
         Job::Demote { name } => {
             super::promote::demote(library, &name).map_err(|e| e.to_string())?;

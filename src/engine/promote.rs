@@ -33,11 +33,16 @@ pub fn active_dir(library: &Path) -> PathBuf {
 /// in it, else the shipped one.
 pub fn models_dir_for(library: &Path) -> PathBuf {
     let own = active_dir(library);
-    if own.join(MARKER).is_file() {
+    if is_library_models(&own) {
         own
     } else {
         crate::default_models_dir()
     }
+}
+
+/// Whether `dir` is some library's own models folder (made by a promotion).
+pub fn is_library_models(dir: &Path) -> bool {
+    dir.join(MARKER).is_file()
 }
 
 /// The name a model of `kind` has among the active models, if a panel uses that kind.

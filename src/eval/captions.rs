@@ -523,66 +523,12 @@ fn summarise(rows: &[RetrievalRow]) -> Vec<RetrievalSummary> {
         .collect()
 }
 
-/// The confusion matrix as a PNG: one cell per (true, predicted) top category, shaded by the
-/// row's share (green on the diagonal, red off it), rows labelled and columns numbered in the
-/// 5x7 font of the on-screen display, drawn at twice its size.
+/// The confusion matrix as a PNG ([`super::report::draw::confusion`]): rows the true top
+/// category, columns the predicted one.
 pub fn confusion_png(row: &CategoryRow) -> image::RgbImage {
-    let cell = 48u32;
-    let margin = 230u32;
-    let side = margin + cell * 7 + 10;
-    let mut img = image::RgbImage::from_pixel(side, side, image::Rgb([0, 0, 0]));
-    for (i, r) in row.confusion.iter().enumerate() {
-        let total: usize = r.iter().sum();
-        for (j, &n) in r.iter().enumerate() {
-            let share = if total == 0 {
-                0.0
-            } else {
-                n as f32 / total as f32
-            };
-            let g = (40.0 + 215.0 * share) as u8;
-            let colour = if i == j {
-                image::Rgb([g / 3, g, g / 3])
-            } else {
-                image::Rgb([g, g / 3, g / 3])
-            };
-            let (x0, y0) = (margin + j as u32 * cell, margin + i as u32 * cell);
-            for y in y0 + 1..y0 + cell - 1 {
-                for x in x0 + 1..x0 + cell - 1 {
-                    img.put_pixel(x, y, colour);
-                }
-            }
-            text(&mut img, &n.to_string(), x0 + 6, y0 + cell / 2 - 7);
-        }
-        let label = format!(
-            "{} {}",
-            i + 1,
-            CATEGORIES[i].to_uppercase().replace(' ', "-")
-        );
-        text(&mut img, &label, 4, margin + i as u32 * cell + cell / 2 - 7);
-        text(
-            &mut img,
-            &(i + 1).to_string(),
-            margin + i as u32 * cell + cell / 2 - 5,
-            margin - 24,
-        );
-    }
-    text(&mut img, "TRUE ROWS / PREDICTED COLUMNS", 4, 8);
-    img
-}
-
-/// `s` in the on-screen display's font at twice its size, top-left at (x, y).
-fn text(img: &mut image::RgbImage, s: &str, x: u32, y: u32) {
-    let mut tile = image::RgbImage::new(6 * s.len() as u32 + 4, 9);
-    crate::data::phantom::osd::draw(&mut tile, &[s.to_string()]);
-    let big = image::imageops::resize(
-        &tile,
-        tile.width() * 2,
-        tile.height() * 2,
-        image::imageops::FilterType::Nearest,
-    );
-    for (dx, dy, p) in big.enumerate_pixels() {
-        if p.0 != [0, 0, 0] && x + dx < img.width() && y + dy < img.height() {
-            img.put_pixel(x + dx, y + dy, *p);
-        }
-    }
+    super::report::draw::confusion(&super::report::Confusion {
+        of: format!("top category, {}", row.method),
+        classes: CATEGORIES.iter().map(|c| c.replace(' ', "-")).collect(),
+        counts: row.confusion.clone(),
+    })
 }

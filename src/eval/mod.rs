@@ -6,5 +6,6 @@ pub mod held_out;
 pub mod metrics;
 pub mod probes;
 pub mod prompts;
+pub mod report;
 pub mod tracklets;
 pub mod twins;

@@ -100,7 +100,7 @@ fn retrieval(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, f64, f64, f64)> {
 }
 
 /// Every unordered pair with known identities: (video of i, video of j, score, same polyp).
-fn pairs(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, usize, f64, bool)> {
+pub(crate) fn pairs(set: &TrackletSet, e: &[Vec<f32>]) -> Vec<(usize, usize, f64, bool)> {
     let t = &set.tracklets;
     let mut out = Vec::new();
     for i in 0..t.len() {

@@ -117,10 +117,15 @@ pub fn invalid_rows(library: &Path) -> Vec<String> {
 /// A small phantom library with two 400-frame videos (tracklets, a revisit) and `polyps`
 /// polyps of four views each: enough for every training recipe to run a few steps.
 pub fn video_library(dir: &Path, polyps: usize) {
+    video_library_of_seed(dir, polyps, 5);
+}
+
+/// [`video_library`] of another phantom seed (held-out videos for a report).
+pub fn video_library_of_seed(dir: &Path, polyps: usize, seed: u64) {
     use endotwin::data::phantom::{self, PhantomConfig};
     let mut store = Store::open(dir, OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
-        seed: 5,
+        seed,
         polyps,
         views_per_polyp: 4,
         videos: 2,

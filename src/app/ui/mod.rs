@@ -6,6 +6,7 @@ mod details;
 mod labelling;
 pub mod panels;
 mod prompts;
+mod report;
 mod status;
 mod toasts;
 mod tracklets;

@@ -239,20 +239,22 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut
                 ui.label(clock(r.seconds));
                 match &r.card {
                     Some(card) => {
-                        let promote = ui
-                            .add_enabled(
-                                panel.promoting.is_none(),
-                                egui::Button::new(format!("Promote #{}", r.row.id)),
-                            )
-                            .on_hover_text(format!(
-                                "make {card} the library's model for its capability; what \
-                                 depends on it is rebuilt in the background"
-                            ));
-                        if promote.clicked() {
-                            out.push(Command::Training(TrainingCommand::Promote {
-                                run: r.row.id,
-                            }));
-                        }
+                        ui.horizontal(|ui| {
+                            let promote = ui
+                                .add_enabled(
+                                    panel.promoting.is_none(),
+                                    egui::Button::new(format!("Promote #{}", r.row.id)),
+                                )
+                                .on_hover_text(format!(
+                                    "make {card} the library's model for its capability; what \
+                                     depends on it is rebuilt in the background"
+                                ));
+                            if promote.clicked() {
+                                out.push(Command::Training(TrainingCommand::Promote {
+                                    run: r.row.id,
+                                }));
+                            }
+                        });
                     }
                     None => {
                         ui.label("—");
@@ -261,6 +263,18 @@ fn runs(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut
                 ui.end_row();
             }
         });
+    reports(ui, panel, out);
+    if let Some(run) = panel.open_report
+        && let Some(report) = panel
+            .runs
+            .iter()
+            .find(|r| r.row.id == run)
+            .and_then(|r| r.report.as_deref())
+    {
+        ui.separator();
+        super::report::draw(ui, run, report, out);
+        ui.separator();
+    }
     let chosen: Vec<&super::super::state::RecordedRun> = panel
         .runs
         .iter()
@@ -457,4 +471,67 @@ fn axes(painter: &egui::Painter, inner: egui::Rect, (lo, hi): (f64, f64), x_labe
         font,
         text,
     );
+}
+
+/// Where reports run, and each finished run's report: make it, or open the saved one.
+fn reports(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &mut Vec<Command>) {
+    if panel.runs.iter().all(|r| r.card.is_none()) {
+        return;
+    }
+    ui.horizontal(|ui| {
+        let mut held = panel.report_held_out.clone();
+        let label = ui.label("Reports run on the held-out library");
+        let edit = ui
+            .add(egui::TextEdit::singleline(&mut held).desired_width(520.0).hint_text(
+                "empty: the phantom's validation split of seed 29 (6 videos x 400 frames), generated",
+            ))
+            .labelled_by(label.id);
+        if edit.changed() {
+            out.push(Command::Training(TrainingCommand::ReportHeldOut(held)));
+        }
+    });
+    ui.horizontal_wrapped(|ui| {
+        ui.label("Evaluation reports:");
+        for r in panel.runs.iter().filter(|r| r.card.is_some()) {
+            report_buttons(ui, panel, r, out);
+        }
+    });
+}
+
+/// A run's report: make it (on held-out data, in the background), or open the saved one.
+fn report_buttons(
+    ui: &mut egui::Ui,
+    panel: &super::super::state::TrainingPanel,
+    r: &super::super::state::RecordedRun,
+    out: &mut Vec<Command>,
+) {
+    let id = r.row.id;
+    if panel.reporting.is_some_and(|(_, run)| run == id) {
+        ui.spinner();
+        ui.label("making the report…");
+        return;
+    }
+    let label = if r.report.is_some() {
+        format!("Report again #{id}")
+    } else {
+        format!("Report #{id}")
+    };
+    let make = ui
+        .add_enabled(panel.reporting.is_none(), egui::Button::new(label))
+        .on_hover_text(
+            "evaluate this run's model beside the active one on held-out data (the \
+                 library named above, else the phantom's validation split; never this \
+                 library, which it trained on); saved beside its card as JSON + PNG",
+        );
+    if make.clicked() {
+        out.push(Command::Training(TrainingCommand::Report { run: id }));
+    }
+    if r.report.is_some()
+        && panel.open_report != Some(id)
+        && ui.button(format!("Open report #{id}")).clicked()
+    {
+        out.push(Command::Training(TrainingCommand::OpenReport {
+            run: Some(id),
+        }));
+    }
 }

@@ -1,0 +1,323 @@
+//! Evaluation reports: what the Training tab shows after a run (and for any model on demand)
+//! and `endotwin eval report` writes. A report scores one model beside the library's active
+//! model of the same capability, always on a held-out library that is not the run's training
+//! data: the capability's metrics with their bootstrap intervals, ROC and precision-recall
+//! curves of its main binary decision, and a confusion matrix. It is saved beside the model's
+//! card as `<card>.report.json` and `<card>.report.png`.
+//!
+//! Adding a capability: a builder in this folder that fills a [`Report`], and a line in
+//! [`build`] for its model kind.
+
+pub mod draw;
+pub mod tracklets;
+
+use crate::model::weights::{self, ModelKind};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One figure of the model and of the active model beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportMetric {
+    pub name: String,
+    pub model: f64,
+    pub model_ci: Option<[f64; 2]>,
+    pub active: Option<f64>,
+    pub active_ci: Option<[f64; 2]>,
+}
+
+/// ROC and precision-recall curves of one model's scores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Curves {
+    pub label: String,
+    /// (false-positive rate, true-positive rate), from (0, 0) to (1, 1).
+    pub roc: Vec<[f64; 2]>,
+    /// (recall, precision), one point per distinct score threshold, highest first.
+    pub pr: Vec<[f64; 2]>,
+    pub auroc: f64,
+    /// Average precision (the area under the step PR curve).
+    pub ap: f64,
+    pub positives: usize,
+    pub negatives: usize,
+}
+
+/// Counts of (truth, prediction): rows are the truth, columns the prediction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confusion {
+    /// What is being decided, and how ("pairs linked at cosine >= 0.75").
+    pub of: String,
+    pub classes: Vec<String>,
+    pub counts: Vec<Vec<usize>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The capability ("tracklet re-identification").
+    pub capability: String,
+    /// The model scored: its card.
+    pub model: String,
+    /// The library's active model of the same capability, when there is one.
+    pub active: Option<String>,
+    /// The held-out library it ran on.
+    pub held_out: String,
+    pub seed: u64,
+    pub bootstrap: usize,
+    pub metrics: Vec<ReportMetric>,
+    /// What the curves score ("pairs of tracklets: same polyp or not").
+    pub curves_of: String,
+    /// The model's curves first, then the active model's.
+    pub curves: Vec<Curves>,
+    /// The model's decisions (the active model's are in the metrics).
+    pub confusion: Option<Confusion>,
+    pub made_at: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Weights(#[from] weights::WeightsError),
+    #[error("{0}")]
+    Data(String),
+    #[error("{held_out} is the library the run trained on: a report is made on held-out data only")]
+    TrainingData { held_out: String },
+    #[error("no evaluation report for a {0} yet (reports exist for tracklet models)")]
+    Unsupported(ModelKind),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Where a report's held-out data comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportData {
+    /// A held-out library; `None`: the phantom's validation split of `seed`, generated.
+    pub held_out: Option<PathBuf>,
+    /// The library the model trained on: refused as held-out data.
+    pub trained_on: Option<PathBuf>,
+    pub seed: u64,
+    /// Size of a generated split: videos (tracklets) and frames per video.
+    pub videos: usize,
+    pub frames: usize,
+}
+
+impl Default for ReportData {
+    fn default() -> Self {
+        ReportData {
+            held_out: None,
+            trained_on: None,
+            seed: 29,
+            videos: 6,
+            frames: 400,
+        }
+    }
+}
+
+impl ReportData {
+    /// Refuses a held-out library that is the one the model trained on.
+    fn check(&self) -> Result<(), ReportError> {
+        if let (Some(held), Some(trained)) = (&self.held_out, &self.trained_on) {
+            let same = |a: &Path, b: &Path| {
+                let canon = |p: &Path| {
+                    let folder = if p.is_file() {
+                        p.parent().unwrap_or(p)
+                    } else {
+                        p
+                    };
+                    folder
+                        .canonicalize()
+                        .unwrap_or_else(|_| folder.to_path_buf())
+                };
+                canon(a) == canon(b)
+            };
+            if same(held, trained) {
+                return Err(ReportError::TrainingData {
+                    held_out: held.display().to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The report for the model of `card`, beside the active model of its capability in
+/// `active_models` (the library's models folder; default: the shipped one, which also gives a
+/// tracklet head its twin encoder), on `data`. Runs the models on `device`.
+pub fn build(
+    card: &Path,
+    active_models: Option<&Path>,
+    data: &ReportData,
+    device: &burn::tensor::Device,
+    progress: &crate::plumbing::Progress,
+) -> Result<Report, ReportError> {
+    data.check()?;
+    let kind = weights::read_card(card)?.kind;
+    match kind {
+        ModelKind::TrackletEncoder | ModelKind::TrackletHead => {
+            tracklets::report(card, active_models, data, device, progress)
+        }
+        other => Err(ReportError::Unsupported(other)),
+    }
+}
+
+/// Where the report of `card` is saved: `<card stem>.report.json` beside it.
+pub fn json_path(card: &Path) -> PathBuf {
+    let stem = card.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
+    card.with_file_name(format!("{stem}.report.json"))
+}
+
+impl Report {
+    /// Writes the report as JSON at `json` and its picture beside it (`.png`).
+    pub fn save(&self, json: &Path) -> Result<PathBuf, ReportError> {
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| ReportError::Io { path, source }
+        };
+        let text = serde_json::to_string_pretty(self).expect("a report serialises");
+        std::fs::write(json, text).map_err(io(json))?;
+        let png = json.with_extension("png");
+        draw::picture(self)
+            .save(&png)
+            .map_err(|e| ReportError::Io {
+                path: png.display().to_string(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        Ok(png)
+    }
+
+    /// A saved report.
+    pub fn load(json: &Path) -> Result<Report, ReportError> {
+        let text = std::fs::read_to_string(json).map_err(|source| ReportError::Io {
+            path: json.display().to_string(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| ReportError::Io {
+            path: json.display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        })
+    }
+
+    /// The report as text, one figure a line (the CLI prints it).
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{} report: {}\nheld out: {} (seed {}, {} bootstrap resamples)\n",
+            self.capability, self.model, self.held_out, self.seed, self.bootstrap
+        );
+        if let Some(a) = &self.active {
+            out.push_str(&format!("beside the active model: {a}\n"));
+        }
+        let ci = |c: &Option<[f64; 2]>| match c {
+            Some([lo, hi]) => format!(" [{lo:.3}, {hi:.3}]"),
+            None => String::new(),
+        };
+        for m in &self.metrics {
+            out.push_str(&format!(
+                "  {:<34} {:.3}{}",
+                m.name,
+                m.model,
+                ci(&m.model_ci)
+            ));
+            if let Some(a) = m.active {
+                out.push_str(&format!("   active {a:.3}{}", ci(&m.active_ci)));
+            }
+            out.push('\n');
+        }
+        for c in &self.curves {
+            out.push_str(&format!(
+                "  curves of {} ({}): AUROC {:.3}, AP {:.3}, {} positive / {} negative\n",
+                c.label, self.curves_of, c.auroc, c.ap, c.positives, c.negatives
+            ));
+        }
+        if let Some(c) = &self.confusion {
+            out.push_str(&format!("  confusion ({}), rows true:\n", c.of));
+            for (name, row) in c.classes.iter().zip(&c.counts) {
+                let cells: Vec<String> = row.iter().map(|n| format!("{n:>7}")).collect();
+                out.push_str(&format!("    {name:<16}{}\n", cells.join("")));
+            }
+        }
+        out
+    }
+}
+
+impl Curves {
+    /// The ROC and precision-recall curves of `scores` (higher: more likely positive). Tied
+    /// scores make one step, never a staircase that depends on input order.
+    pub fn of(label: &str, scores: &[f64], positive: &[bool]) -> Curves {
+        let mut idx: Vec<usize> = (0..scores.len()).collect();
+        idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        let positives = positive.iter().filter(|&&p| p).count();
+        let negatives = positive.len() - positives;
+        let (mut tp, mut fp) = (0usize, 0usize);
+        let mut roc = vec![[0.0, 0.0]];
+        let mut pr = Vec::new();
+        let mut ap = 0.0;
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            let before = tp;
+            while j < idx.len() && scores[idx[j]] == scores[idx[i]] {
+                if positive[idx[j]] {
+                    tp += 1;
+                } else {
+                    fp += 1;
+                }
+                j += 1;
+            }
+            let rate = |n: usize, of: usize| if of == 0 { 0.0 } else { n as f64 / of as f64 };
+            roc.push([rate(fp, negatives), rate(tp, positives)]);
+            let precision = tp as f64 / (tp + fp) as f64;
+            pr.push([rate(tp, positives), precision]);
+            ap += rate(tp - before, positives) * precision;
+            i = j;
+        }
+        Curves {
+            label: label.to_string(),
+            roc,
+            pr,
+            auroc: super::metrics::auroc(scores, positive),
+            ap,
+            positives,
+            negatives,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn curves_match_hand_computation() {
+        // Scores 0.9 (+), 0.8 (-), 0.7 (+), 0.1 (-): ROC steps (0, .5), (.5, .5), (.5, 1), (1, 1).
+        let c = Curves::of("m", &[0.7, 0.1, 0.9, 0.8], &[true, false, true, false]);
+        assert_eq!(
+            c.roc,
+            vec![[0.0, 0.0], [0.0, 0.5], [0.5, 0.5], [0.5, 1.0], [1.0, 1.0]]
+        );
+        assert_eq!(c.pr[0], [0.5, 1.0]);
+        assert_eq!(c.pr[2], [1.0, 2.0 / 3.0]);
+        // AP = 0.5 * 1 + 0.5 * 2/3; AUROC = 0.75.
+        assert!((c.ap - (0.5 + 1.0 / 3.0)).abs() < 1e-12);
+        assert!((c.auroc - 0.75).abs() < 1e-12);
+        assert_eq!((c.positives, c.negatives), (2, 2));
+    }
+
+    #[test]
+    fn tied_scores_make_one_step() {
+        let c = Curves::of("m", &[0.5, 0.5, 0.5, 0.5], &[true, false, false, true]);
+        assert_eq!(c.roc, vec![[0.0, 0.0], [1.0, 1.0]]);
+        assert_eq!(c.pr, vec![[1.0, 0.5]]);
+    }
+
+    #[test]
+    fn the_training_library_is_refused_as_held_out_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = ReportData {
+            held_out: Some(dir.path().to_path_buf()),
+            trained_on: Some(dir.path().join(".").to_path_buf()),
+            ..ReportData::default()
+        };
+        let e = data.check().unwrap_err();
+        assert!(e.to_string().contains("held-out data only"), "{e}");
+    }
+}
