@@ -246,3 +246,50 @@ fn a_healthy_run_without_a_runtime_dir_prints_no_error_line() {
         "an error line in a healthy run:\n{all}"
     );
 }
+
+#[test]
+fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report() {
+    let lib = tempfile::tempdir().unwrap();
+    let held = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 4);
+    crate::common::video_library_of_seed(held.path(), 4, 6);
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("head.json");
+    let head = endotwin::default_models_dir().join("tracklet-head.json");
+    let ran = crate::common::run({
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(["model", "report", "--card"])
+            .arg(&head)
+            .arg("--held-out")
+            .arg(held.path())
+            .arg("--json")
+            .arg(&json);
+        c
+    });
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(
+        ran.says("tracklet re-identification report"),
+        "{}",
+        ran.text()
+    );
+    assert!(ran.says("retrieval mAP"), "{}", ran.text());
+    assert!(json.is_file() && out.path().join("head.png").is_file());
+    // Nothing is written beside the shipped models.
+    assert!(
+        !endotwin::default_models_dir()
+            .join("tracklet-head.report.json")
+            .exists()
+    );
+    let report = endotwin::eval::report::Report::load(&json).unwrap();
+    assert!(report.held_out.contains(&held.path().display().to_string()));
+
+    // A caption model has no report yet: said, nothing written.
+    let captions = endotwin::default_models_dir().join("captions.json");
+    let ran = crate::common::run({
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(["model", "report", "--card"]).arg(&captions);
+        c
+    });
+    assert!(!ran.ok());
+    assert!(ran.says("no evaluation report for a"), "{}", ran.text());
+}

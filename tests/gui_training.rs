@@ -276,6 +276,55 @@ fn a_finished_run_is_promoted_the_twin_index_rebuilds_and_demote_brings_the_ship
     let run = h.state().state.training.runs[0].row.id;
     let trained = read_card(&dir.path().join("runs").join("mine.json")).unwrap();
 
+    // Its report, on held-out polyps of another seed, beside the shipped twin encoder: the
+    // figures, the 2v2 curves and the pathology vote's confusion matrix.
+    let held = tempfile::tempdir().unwrap();
+    polyp_library(held.path(), 14, 8);
+    h.state_mut().send(Command::Training(
+        endotwin::app::TrainingCommand::ReportHeldOut(held.path().display().to_string()),
+    ));
+    h.state_mut().state.toasts.clear();
+    settle(&mut h);
+    h.get_by_label(&format!("Report #{run}")).scroll_to_me();
+    settle(&mut h);
+    h.get_by_label(&format!("Report #{run}")).click();
+    settle(&mut h);
+    until(&mut h, 400, "the report", |app| {
+        app.state.training.reporting.is_none()
+    });
+    let report = h.state().state.training.runs[0]
+        .report
+        .clone()
+        .unwrap_or_else(|| panic!("no report: {:?}", toasts(&h)));
+    assert_eq!(report.capability, "digital twins");
+    assert!(
+        report.held_out.contains("14 polyps with four views"),
+        "{}",
+        report.held_out
+    );
+    let acc = report
+        .metrics
+        .iter()
+        .find(|m| m.name == "2v2 accuracy@1")
+        .unwrap();
+    assert!(
+        (0.0..=1.0).contains(&acc.model) && acc.model_ci.is_some(),
+        "{acc:?}"
+    );
+    assert!(
+        acc.active.is_some(),
+        "the shipped encoder beside it: {acc:?}"
+    );
+    assert_eq!(report.curves.len(), 2);
+    assert_eq!(report.curves[0].positives + report.curves[0].negatives, 14);
+    let confusion = report.confusion.as_ref().unwrap();
+    assert_eq!(confusion.counts.iter().flatten().sum::<usize>(), 14);
+    shows_part(
+        &h,
+        &format!("Evaluation report of run #{run}: digital twins"),
+    );
+    assert!(dir.path().join("runs").join("mine.report.png").is_file());
+
     // Promote: the run's model becomes the library's twin image encoder and the twin index is
     // rebuilt with it in the background.
     // (Toasts float over the panel's corner; the user's click would wait for them to fade.)
@@ -320,4 +369,25 @@ fn a_finished_run_is_promoted_the_twin_index_rebuilds_and_demote_brings_the_ship
             .any(|t| t.contains(&format!("twin index rebuilt with {}", shipped.version))),
         "{said:?}"
     );
+}
+
+/// A library of `polyps` phantom polyps with four views each (held-out polyps for a report).
+fn polyp_library(dir: &std::path::Path, polyps: usize, seed: u64) {
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let mut store =
+        endotwin::store::Store::open(dir, endotwin::store::OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed,
+        split: Split::Validation,
+        polyps,
+        views_per_polyp: 4,
+        videos: 0,
+        frames_per_video: 0,
+        background_frames: 0,
+        frames_per_exam: 0,
+        capsule_images: 0,
+        image_size: 64,
+        video_size: 64,
+    };
+    phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
 }

@@ -44,6 +44,9 @@ pub struct ReportArgs {
     pub held_out: Option<PathBuf>,
     #[arg(long, default_value_t = 29)]
     pub seed: u64,
+    /// Polyps of a generated split (twin reports).
+    #[arg(long, default_value_t = 60)]
+    pub polyps: usize,
     /// Videos of a generated split (tracklet reports).
     #[arg(long, default_value_t = 6)]
     pub videos: usize,
@@ -133,6 +136,7 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         held_out: a.held_out,
         trained_on,
         seed: a.seed,
+        polyps: a.polyps,
         videos: a.videos,
         frames: a.frames,
     };
@@ -141,8 +145,14 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
     let made = report::build(&card, Some(&active), &data, &compute.device, &progress)
         .with_context(|| format!("report of {}", card.display()))?;
     print!("{}", made.text());
-    let beside = report::json_path(&card);
-    for json in std::iter::once(beside).chain(a.json) {
+    // Beside the card, except the shipped models' (never written to); --json wherever asked.
+    let shipped = card
+        .canonicalize()
+        .ok()
+        .zip(endotwin::default_models_dir().canonicalize().ok())
+        .is_some_and(|(c, m)| c.starts_with(m));
+    let beside = (!shipped).then(|| report::json_path(&card));
+    for json in beside.into_iter().chain(a.json) {
         let png = made.save(&json)?;
         println!("wrote {} and {}", json.display(), png.display());
     }

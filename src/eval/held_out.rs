@@ -23,6 +23,18 @@ impl HeldOut {
         views: usize,
         size: u32,
     ) -> Result<HeldOut, PhantomError> {
+        HeldOut::open_split(path, seed, Split::Test, polyps, views, size)
+    }
+
+    /// [`HeldOut::open`] with another split of `seed` (a report's validation split).
+    pub fn open_split(
+        path: Option<&Path>,
+        seed: u64,
+        split: Split,
+        polyps: usize,
+        views: usize,
+        size: u32,
+    ) -> Result<HeldOut, PhantomError> {
         if let Some(path) = path {
             return Ok(HeldOut {
                 store: Store::open(path, OpenMode::Existing)?,
@@ -32,7 +44,7 @@ impl HeldOut {
         }
         let cfg = PhantomConfig {
             seed,
-            split: Split::Test,
+            split,
             polyps,
             views_per_polyp: views,
             videos: 0,
@@ -44,7 +56,8 @@ impl HeldOut {
         HeldOut::generate(
             &cfg,
             format!(
-                "phantom test split of seed {seed}, {polyps} polyps x {views} views, {size} px"
+                "phantom {} split of seed {seed}, {polyps} polyps x {views} views, {size} px",
+                split.name()
             ),
         )
     }

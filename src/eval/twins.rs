@@ -63,6 +63,24 @@ pub struct TwinEval {
     pub pathology: Vec<PathologyRow>,
     pub paired: Vec<PairedRow>,
     pub majority_class_accuracy: f64,
+    /// What the figures were computed from (reports draw curves and matrices from it).
+    #[serde(skip)]
+    pub details: TwinDetails,
+}
+
+/// Per-query and per-polyp outcomes behind a [`TwinEval`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TwinDetails {
+    /// (method, views, each query's top-1 (score, right polyp)).
+    pub predictions: Vec<(String, String, Vec<(f64, bool)>)>,
+    /// The histology names; classes below index them.
+    pub class_names: Vec<String>,
+    /// Each polyp's true class.
+    pub classes: Vec<usize>,
+    /// Whether each polyp is neoplastic (Vienna >= 3).
+    pub neoplastic: Vec<bool>,
+    /// (method, each polyp's k-NN vote winner, its neoplastic vote share).
+    pub votes: Vec<(String, Vec<usize>, Vec<f64>)>,
 }
 
 /// A set of models to evaluate and the name its rows carry ("" for the shipped models).
@@ -165,6 +183,7 @@ pub fn run(
         .collect();
     let mut reid = Vec::new();
     let mut paired = Vec::new();
+    let mut details = TwinDetails::default();
     for (q, r) in SETTINGS {
         let views = format!("{q}v{r}");
         let mut outcomes: Vec<(String, Vec<(f64, bool)>)> = Vec::new();
@@ -243,6 +262,11 @@ pub fn run(
                 paired.push(paired_row(&a, &b, &views, pa, pb, &resamples));
             }
         }
+        details.predictions.extend(
+            outcomes
+                .into_iter()
+                .map(|(method, p)| (method, views.clone(), p)),
+        );
     }
 
     let classes: Vec<usize> = polyps.iter().map(|p| p.class).collect();
@@ -259,8 +283,9 @@ pub fn run(
         })
         .collect();
     let mut pathology = Vec::new();
+    let mut votes = Vec::new();
     let mut add = |method: String, vectors: Vec<Vec<f32>>| {
-        let (accuracy, macro_f1, auc, neoplastic_auc) = knn_vote_cv(
+        let (accuracy, macro_f1, auc, neoplastic_auc, predicted, share) = knn_vote_cv(
             &vectors,
             &classes,
             names.len(),
@@ -268,6 +293,7 @@ pub fn run(
             &neoplastic,
             &neoplastic_class,
         );
+        votes.push((method.clone(), predicted, share));
         pathology.push(PathologyRow {
             method,
             auc,
@@ -294,6 +320,10 @@ pub fn run(
     );
     let mut counts = vec![0usize; names.len()];
     classes.iter().for_each(|&c| counts[c] += 1);
+    details.votes = votes;
+    details.class_names = names;
+    details.classes = classes.clone();
+    details.neoplastic = neoplastic;
     Ok(TwinEval {
         polyps: polyps.len(),
         seed,
@@ -303,6 +333,7 @@ pub fn run(
         paired,
         majority_class_accuracy: *counts.iter().max().unwrap_or(&0) as f64
             / classes.len().max(1) as f64,
+        details,
     })
 }
 
@@ -402,7 +433,8 @@ fn top1_predictions(queries: &[Vec<f32>], refs: &[Vec<f32>], hash: bool) -> Vec<
 
 /// k-NN majority vote, 5 folds by polyp index: accuracy, macro-F1, the macro average of
 /// one-vs-rest AUCs with the vote shares as scores, and the neoplastic (Vienna >= 3) AUC with
-/// the neoplastic classes' summed share as score.
+/// the neoplastic classes' summed share as score; then each polyp's vote winner and
+/// neoplastic share.
 fn knn_vote_cv(
     vectors: &[Vec<f32>],
     classes: &[usize],
@@ -410,7 +442,7 @@ fn knn_vote_cv(
     k: usize,
     neoplastic: &[bool],
     neoplastic_class: &[bool],
-) -> (f64, f64, f64, f64) {
+) -> (f64, f64, f64, f64, Vec<usize>, Vec<f64>) {
     let n = vectors.len();
     let mut predicted = vec![0usize; n];
     let mut shares = vec![vec![0.0f64; n_classes]; n];
@@ -454,6 +486,8 @@ fn knn_vote_cv(
         metrics::macro_f1(classes, &predicted, n_classes),
         aucs.iter().sum::<f64>() / aucs.len().max(1) as f64,
         metrics::auroc(&neoplastic_share, neoplastic),
+        predicted,
+        neoplastic_share,
     )
 }
 

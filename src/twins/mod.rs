@@ -58,6 +58,21 @@ impl TwinModels {
         if !image_path.is_file() {
             return Err(TwinError::NoModel(dir.display().to_string()));
         }
+        let scene_path = dir.join(format!("{SCENE_MODEL}.json"));
+        TwinModels::load_cards(
+            &image_path,
+            Some(scene_path.as_path()).filter(|p| p.is_file()),
+            device,
+        )
+    }
+
+    /// An image encoder from its card (a run's, say), with a scene encoder's card or none.
+    pub fn load_cards(
+        image_path: &Path,
+        scene_path: Option<&Path>,
+        device: &Device,
+    ) -> Result<TwinModels, TwinError> {
+        let image_path = image_path.to_path_buf();
         let (image, image_card) =
             weights::load(&image_path, ModelKind::ImageEncoder, |c: &VitConfig| {
                 c.init(device)
@@ -89,15 +104,13 @@ impl TwinModels {
                 });
             }
         }
-        let scene_path = dir.join(format!("{SCENE_MODEL}.json"));
-        let scene = if scene_path.is_file() {
-            Some(weights::load(
-                &scene_path,
+        let scene = match scene_path {
+            Some(path) => Some(weights::load(
+                path,
                 ModelKind::SceneEncoder,
                 |c: &SceneEncoderConfig| c.init(device),
-            )?)
-        } else {
-            None
+            )?),
+            None => None,
         };
         Ok(TwinModels {
             image,

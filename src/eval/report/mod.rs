@@ -10,6 +10,7 @@
 
 pub mod draw;
 pub mod tracklets;
+pub mod twins;
 
 use crate::model::weights::{self, ModelKind};
 use serde::{Deserialize, Serialize};
@@ -79,7 +80,9 @@ pub enum ReportError {
     Data(String),
     #[error("{held_out} is the library the run trained on: a report is made on held-out data only")]
     TrainingData { held_out: String },
-    #[error("no evaluation report for a {0} yet (reports exist for tracklet models)")]
+    #[error(
+        "no evaluation report for a {0} yet (reports exist for twin image encoders and tracklet models)"
+    )]
     Unsupported(ModelKind),
     #[error("{path}: {source}")]
     Io {
@@ -96,7 +99,8 @@ pub struct ReportData {
     /// The library the model trained on: refused as held-out data.
     pub trained_on: Option<PathBuf>,
     pub seed: u64,
-    /// Size of a generated split: videos (tracklets) and frames per video.
+    /// Size of a generated split: polyps (twins), videos and frames per video (tracklets).
+    pub polyps: usize,
     pub videos: usize,
     pub frames: usize,
 }
@@ -107,6 +111,7 @@ impl Default for ReportData {
             held_out: None,
             trained_on: None,
             seed: 29,
+            polyps: 60,
             videos: 6,
             frames: 400,
         }
@@ -156,6 +161,7 @@ pub fn build(
         ModelKind::TrackletEncoder | ModelKind::TrackletHead => {
             tracklets::report(card, active_models, data, device, progress)
         }
+        ModelKind::ImageEncoder => twins::report(card, active_models, data, device, progress),
         other => Err(ReportError::Unsupported(other)),
     }
 }

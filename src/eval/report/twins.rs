@@ -1,0 +1,173 @@
+//! The digital-twin report: a twin image encoder (a run's card) beside the library's active
+//! one, on held-out polyps with four views. Metrics as `eval twins` has them (mean of views;
+//! intervals resample queries); curves over the 2v2 top-1 predictions (is the retrieved twin
+//! the same polyp, by its similarity: the trade-off behind uAP); the confusion matrix of the
+//! pathology vote (k-NN, 5-fold cross-validation over the held-out polyps).
+
+use super::{Confusion, Curves, Report, ReportData, ReportError, ReportMetric};
+use crate::data::phantom::Split;
+use crate::eval::held_out::HeldOut;
+use crate::eval::twins::{self as eval, Candidate, TwinEval};
+use crate::plumbing::Progress;
+use crate::twins::TwinModels;
+use burn::tensor::Device;
+use std::path::Path;
+
+/// Neighbours in the pathology vote (the twin panel's default).
+const K: usize = 6;
+const MODEL: &str = "this model";
+const ACTIVE: &str = "active model";
+
+pub fn report(
+    card: &Path,
+    active_models: Option<&Path>,
+    data: &ReportData,
+    device: &Device,
+    progress: &Progress,
+) -> Result<Report, ReportError> {
+    let twin_error = |what: &str| {
+        let what = what.to_string();
+        move |e: crate::twins::TwinError| ReportError::Data(format!("{what}: {e}"))
+    };
+    let model = TwinModels::load_cards(card, None, device).map_err(twin_error("the model"))?;
+    let dir = active_models
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::default_models_dir);
+    let active_card = dir.join(format!("{}.json", crate::twins::IMAGE_MODEL));
+    let same = card.canonicalize().ok() == active_card.canonicalize().ok();
+    let active = if active_card.is_file() && !same {
+        Some(
+            TwinModels::load_cards(&active_card, None, device)
+                .map_err(twin_error("the active model"))?,
+        )
+    } else {
+        None
+    };
+    progress.stage("held-out polyps", 0);
+    let held = HeldOut::open_split(
+        data.held_out.as_deref(),
+        data.seed,
+        Split::Validation,
+        data.polyps,
+        4,
+        256,
+    )
+    .map_err(|e| ReportError::Data(format!("the held-out polyps: {e}")))?;
+    let mut candidates = vec![Candidate {
+        label: MODEL.into(),
+        models: &model,
+    }];
+    if let Some(active) = &active {
+        candidates.push(Candidate {
+            label: ACTIVE.into(),
+            models: active,
+        });
+    }
+    progress.stage("encoding held-out views", 0);
+    let e = eval::run(&held.store, &candidates, K, data.seed)
+        .map_err(|e| ReportError::Data(e.to_string()))?;
+    if e.polyps < 2 * K {
+        return Err(ReportError::Data(format!(
+            "{}: {} polyps with four views; a report needs at least {}",
+            held.described,
+            e.polyps,
+            2 * K
+        )));
+    }
+    let mean = |who: &str| format!("{who}: mean of views, float");
+    let curves = [MODEL, ACTIVE]
+        .iter()
+        .filter_map(|who| {
+            let method = mean(who);
+            e.details
+                .predictions
+                .iter()
+                .find(|(m, v, _)| *m == method && v == "2v2")
+                .map(|(_, _, p)| {
+                    let scores: Vec<f64> = p.iter().map(|x| x.0).collect();
+                    let right: Vec<bool> = p.iter().map(|x| x.1).collect();
+                    let label = if *who == MODEL { card } else { &active_card };
+                    Curves::of(&label.display().to_string(), &scores, &right)
+                })
+        })
+        .collect();
+    let d = &e.details;
+    let confusion = d
+        .votes
+        .iter()
+        .find(|v| v.0 == format!("{MODEL}: mean of views"))
+        .map(|(_, predicted, _)| {
+            let n = d.class_names.len();
+            let mut counts = vec![vec![0usize; n]; n];
+            for (&t, &p) in d.classes.iter().zip(predicted) {
+                counts[t][p] += 1;
+            }
+            Confusion {
+                of: format!("pathology by the {K}-NN twin vote, 5-fold cross-validation"),
+                classes: d.class_names.clone(),
+                counts,
+            }
+        });
+    Ok(Report {
+        capability: "digital twins".into(),
+        model: card.display().to_string(),
+        active: active.as_ref().map(|_| active_card.display().to_string()),
+        held_out: format!("{}: {} polyps with four views", held.described, e.polyps),
+        seed: data.seed,
+        bootstrap: e.bootstrap,
+        metrics: metrics(&e, active.is_some()),
+        curves_of: "2v2 twins: is the top-1 twin the same polyp (similarity)".into(),
+        curves,
+        confusion,
+        made_at: crate::store::now_utc(),
+    })
+}
+
+fn metrics(e: &TwinEval, with_active: bool) -> Vec<ReportMetric> {
+    let reid = |who: &str, views: &str| {
+        let method = format!("{who}: mean of views, float");
+        e.reid
+            .iter()
+            .find(|r| r.method == method && r.views == views)
+    };
+    let pathology = |who: &str| {
+        let method = format!("{who}: mean of views");
+        e.pathology.iter().find(|r| r.method == method)
+    };
+    let mut out = Vec::new();
+    for views in ["1v1", "2v2"] {
+        type Pick = fn(&eval::ReidRow) -> (f64, [f64; 2]);
+        let picks: [(&str, Pick); 2] = [
+            ("accuracy@1", |r| (r.accuracy_at_1, r.accuracy_at_1_ci)),
+            ("uAP", |r| (r.uap, r.uap_ci)),
+        ];
+        for (name, pick) in picks {
+            let m = reid(MODEL, views).map(pick);
+            let a = reid(ACTIVE, views).map(pick).filter(|_| with_active);
+            out.push(ReportMetric {
+                name: format!("{views} {name}"),
+                model: m.map_or(f64::NAN, |x| x.0),
+                model_ci: m.map(|x| x.1),
+                active: a.map(|x| x.0),
+                active_ci: a.map(|x| x.1),
+            });
+        }
+    }
+    type PathologyPick = fn(&eval::PathologyRow) -> f64;
+    let picks: [(&str, PathologyPick); 4] = [
+        ("pathology AUC (6-NN vote)", |r| r.auc),
+        ("neoplastic AUC (Vienna >= 3)", |r| r.neoplastic_auc),
+        ("pathology accuracy", |r| r.accuracy),
+        ("pathology macro-F1", |r| r.macro_f1),
+    ];
+    for (name, pick) in picks {
+        out.push(ReportMetric {
+            name: name.into(),
+            model: pathology(MODEL).map_or(f64::NAN, pick),
+            model_ci: None,
+            active: pathology(ACTIVE).filter(|_| with_active).map(pick),
+            active_ci: None,
+        });
+    }
+    out
+}
