@@ -3,6 +3,7 @@
 
 use crate::gui::{harness, settle, shows_part, tiny_library};
 use egui::{Key, Modifiers};
+use egui_kittest::kittest::Queryable;
 use endotwin::app::{Command, Selection, Tab};
 use endotwin::store::{OpenMode, Store, TargetKind};
 
@@ -95,4 +96,78 @@ fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
     press(&mut h, Key::Num1);
     assert_eq!(label(dir.path(), polyps[1], "location"), location);
     assert_eq!(h.state().state.selection, Selection::Polyp(polyps[1]));
+}
+
+#[test]
+fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
+    use endotwin::twins::{TwinModels, index_library};
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    {
+        let mut store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        let models = TwinModels::load(
+            &endotwin::default_models_dir(),
+            &endotwin::compute::Compute::cpu(None).device,
+        )
+        .unwrap();
+        index_library(&mut store, &models, &endotwin::engine::Progress::new()).unwrap();
+    }
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("labelling")));
+    settle(&mut h);
+    shows_part(&h, "Order the queue to label first");
+    h.get_by_label("uncertain and diverse").click();
+    let start = std::time::Instant::now();
+    while h.state().state.labelling.queue.is_empty() {
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "no queue: {:?}",
+            h.state()
+                .state
+                .toasts
+                .iter()
+                .map(|t| t.text.clone())
+                .collect::<Vec<_>>()
+        );
+        settle(&mut h);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    settle(&mut h);
+    let queue: Vec<i64> = h
+        .state()
+        .state
+        .labelling
+        .queue
+        .iter()
+        .map(|q| q.polyp)
+        .collect();
+    // Every indexed polyp once; each shows its label and the vote of its twins.
+    let mut sorted = queue.clone();
+    sorted.sort();
+    let mut all: Vec<i64> = Store::open(dir.path(), OpenMode::Existing)
+        .unwrap()
+        .polyps()
+        .unwrap()
+        .iter()
+        .map(|p| p.id)
+        .collect();
+    all.sort();
+    assert_eq!(sorted, all);
+    shows_part(&h, "cases, uncertain and diverse, by the twin index of");
+    // Clicking a case opens it; J then follows the queue, not the browser's order.
+    assert!(h.state().state.labelling.follow_queue);
+    let code = h.state().state.labelling.queue[0].code.clone();
+    h.get_by_label(&code).click();
+    settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(queue[0]));
+    h.key_press(Key::J);
+    settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(queue[1]));
+    h.key_press(Key::J);
+    settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(queue[2]));
+    h.key_press(Key::K);
+    settle(&mut h);
+    assert_eq!(h.state().state.selection, Selection::Polyp(queue[1]));
 }

@@ -60,6 +60,10 @@ pub enum Command {
     StepPolyp(i32),
     /// Labelling: the next polyp without a value in the focused field.
     NextUnlabelled,
+    /// Labelling: order the review queue (on the engine, over the twin index).
+    BuildReviewQueue(crate::twins::review::QueueOrder),
+    /// Labelling: J / K follow the review queue (true) or the browser's order.
+    FollowQueue(bool),
     /// Tracklets panel: links at least this similar are drawn and grouped.
     SetLinkThreshold(f32),
     /// Show a tracklet's details and links, and move the frame slider to its first frame.

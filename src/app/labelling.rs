@@ -4,7 +4,9 @@
 
 use super::App;
 use super::state::{LabelField, Selection, ToastLevel};
+use crate::engine::{Job, JobOutput};
 use crate::store::TargetKind;
+use crate::twins::review::QueueOrder;
 
 impl App {
     /// Fills the panel's choices (vocabulary terms, the library's histologies) and the
@@ -75,6 +77,10 @@ impl App {
                             .flatten()
                     })
                     .collect();
+                let histology = panel.current.first().cloned().flatten();
+                for item in panel.queue.iter_mut().filter(|q| q.polyp == id) {
+                    item.label = histology.clone();
+                }
             }
             _ => {
                 panel.position = None;
@@ -83,8 +89,12 @@ impl App {
         }
     }
 
-    /// The library's polyps in browser order.
+    /// The order J and K follow: the review queue's when it is followed, else the browser's.
     fn polyp_order(&self) -> Vec<i64> {
+        let panel = &self.state.labelling;
+        if panel.follow_queue && !panel.queue.is_empty() {
+            return panel.queue.iter().map(|q| q.polyp).collect();
+        }
         self.state
             .library
             .as_ref()
@@ -110,6 +120,49 @@ impl App {
             _ => 0,
         };
         self.select(Selection::Polyp(polyps[next]));
+    }
+
+    /// Orders the review queue on the engine with the twin models the panels use.
+    pub(super) fn build_review_queue(&mut self, order: QueueOrder) {
+        let Some(lib) = &self.state.library else {
+            return self.state.toast(ToastLevel::Error, "open a library first");
+        };
+        if self.state.labelling.queue_job.is_some() {
+            return;
+        }
+        self.state.labelling.queue_order = order;
+        let job = Job::ReviewQueue {
+            models: self.state.twins.models_dir.clone(),
+            order,
+            limit: 200,
+        };
+        let db = lib.store.db_path().to_path_buf();
+        match self.engine.submit("review queue", db, job) {
+            Ok(handle) => self.state.labelling.queue_job = Some(handle.id),
+            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+        }
+    }
+
+    /// Takes the queue job's result; `false` when `id` was not it.
+    pub(super) fn queue_finished(&mut self, id: u64, output: &Result<JobOutput, String>) -> bool {
+        let panel = &mut self.state.labelling;
+        if panel.queue_job != Some(id) {
+            return false;
+        }
+        panel.queue_job = None;
+        match output {
+            Ok(JobOutput::ReviewQueue { items, version }) => {
+                panel.queue = items.clone();
+                panel.queue_version = version.clone();
+                panel.follow_queue = true;
+            }
+            Ok(_) => {}
+            Err(e) => self.state.toast(
+                ToastLevel::Error,
+                format!("review queue: {e} (the queue orders the twin index: index the library)"),
+            ),
+        }
+        true
     }
 
     /// Selects the next polyp (after the selected one, wrapping) without a value in the

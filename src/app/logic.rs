@@ -205,6 +205,8 @@ impl App {
             Command::SetLabelField(field) => self.state.labelling.field = field,
             Command::StepPolyp(delta) => self.step_polyp(delta),
             Command::NextUnlabelled => self.next_unlabelled(),
+            Command::BuildReviewQueue(order) => self.build_review_queue(order),
+            Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
             Command::TrackBox {
                 video_id,
                 frame,
@@ -393,6 +395,7 @@ impl App {
             || self.prompt_job_finished(done.id, &done.result)
             || self.promotion_finished(done.id, &done.result)
             || self.report_finished(done.id, &done.result)
+            || self.queue_finished(done.id, &done.result)
         {
             return;
         }
@@ -441,6 +444,7 @@ impl App {
                 | JobOutput::Timeline(_)
                 | JobOutput::Promoted { .. }
                 | JobOutput::Report { .. }
+                | JobOutput::ReviewQueue { .. }
                 | JobOutput::Tracked { .. },
             ) => {}
             Err(e) => self

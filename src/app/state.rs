@@ -198,6 +198,14 @@ pub struct LabellingPanel {
     pub current: Vec<Option<String>>,
     /// Position of the selected polyp among the library's polyps, and their number.
     pub position: Option<(usize, usize)>,
+    /// The review queue (empty until built) and the twin models' version that ordered it.
+    pub queue: Vec<crate::twins::review::QueueItem>,
+    pub queue_version: String,
+    pub queue_order: crate::twins::review::QueueOrder,
+    /// The queue job running now, if any.
+    pub queue_job: Option<u64>,
+    /// J / K follow the queue instead of the browser's order.
+    pub follow_queue: bool,
 }
 
 /// The Tracklets panel: the selected video's timeline and the link threshold.

@@ -45,13 +45,13 @@ pub struct ReportArgs {
     #[arg(long, default_value_t = 29)]
     pub seed: u64,
     /// Polyps of a generated split (twin reports).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 200)]
     pub polyps: usize,
     /// Videos of a generated split (tracklet reports).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 12)]
     pub videos: usize,
     /// Frames per generated video.
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 800)]
     pub frames: usize,
     /// Also write the report's JSON here (its PNG beside it).
     #[arg(long)]

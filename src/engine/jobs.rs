@@ -67,6 +67,12 @@ pub enum Job {
     Promote { card: PathBuf, run: Option<i64> },
     /// Put back the model `name` had before the last promotion, then rebuild.
     Demote { name: String },
+    /// The review queue over the library's indexed polyps (the twin models in `models`).
+    ReviewQueue {
+        models: PathBuf,
+        order: crate::twins::review::QueueOrder,
+        limit: usize,
+    },
     /// The evaluation report of the model of `card` beside the library's active one, on
     /// held-out data; saved beside the card.
     Report {
@@ -143,6 +149,11 @@ pub enum JobOutput {
         dir: PathBuf,
         reindexed: Option<(IndexStats, String)>,
     },
+    /// The review queue, with the twin models' version that ordered it.
+    ReviewQueue {
+        items: Vec<crate::twins::review::QueueItem>,
+        version: String,
+    },
     /// A report made and saved (`json`, its PNG beside it).
     Report {
         card: PathBuf,
@@ -210,6 +221,20 @@ pub(super) fn run(
             let p = super::promote::promote(library, &card, run).map_err(|e| e.to_string())?;
             let (name, dir) = (p.name.clone(), p.dir.clone());
             changed_model(compute, library, name, Some(p), dir, progress)
+        }
+        Job::ReviewQueue {
+            models,
+            order,
+            limit,
+        } => {
+            let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+            let models = TwinModels::load(&models, &compute.device).map_err(|e| e.to_string())?;
+            let index = TwinIndex::load(&store, &models).map_err(|e| e.to_string())?;
+            progress.stage("ordering the review queue", 0);
+            Ok(JobOutput::ReviewQueue {
+                items: crate::twins::review::queue(&index, 6, order, limit),
+                version: index.version.clone(),
+            })
         }
         Job::Report { card, data } => {
             use crate::eval::report;

@@ -68,11 +68,14 @@ pub struct TwinEval {
     pub details: TwinDetails,
 }
 
+/// Each query's top-1 prediction: (similarity, whether it is the right polyp).
+pub type TopOne = Vec<(f64, bool)>;
+
 /// Per-query and per-polyp outcomes behind a [`TwinEval`].
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TwinDetails {
     /// (method, views, each query's top-1 (score, right polyp)).
-    pub predictions: Vec<(String, String, Vec<(f64, bool)>)>,
+    pub predictions: Vec<(String, String, TopOne)>,
     /// The histology names; classes below index them.
     pub class_names: Vec<String>,
     /// Each polyp's true class.

@@ -247,6 +247,11 @@ impl TwinIndex {
         &self.polyps
     }
 
+    /// The unit embedding of the `i`-th indexed polyp.
+    pub fn vector(&self, i: usize) -> &[f32] {
+        &self.vectors[i * self.dim..(i + 1) * self.dim]
+    }
+
     /// The 2-D PCA map of every indexed polyp, in index order, and the fitted projection.
     pub fn map(&self) -> (super::map::Pca, Vec<[f32; 2]>) {
         let pca = super::map::Pca::fit(&self.vectors, self.dim);

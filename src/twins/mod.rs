@@ -4,6 +4,7 @@
 
 mod index;
 pub mod map;
+pub mod review;
 
 pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
 

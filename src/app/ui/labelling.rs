@@ -22,6 +22,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
              picks the field, a number its value.",
         );
         keys(ui, state, None, out);
+        super::review::draw(ui, state, out);
         return;
     };
     let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
@@ -73,6 +74,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         });
     }
     keys(ui, state, Some(polyp), out);
+    super::review::draw(ui, state, out);
 }
 
 fn set(polyp: i64, field: LabelField, value: Option<String>) -> Command {
@@ -118,7 +120,8 @@ fn keys(ui: &mut egui::Ui, state: &AppState, polyp: Option<i64>, out: &mut Vec<C
     ui.label(
         RichText::new(
             "Keys: H P S L Z pick the field · 1-9 set its value · 0 clears it · J or Enter next \
-             polyp · K previous · N next without this field · Ctrl+Z undo",
+             polyp · K previous (the review queue's order when followed) · N next without this \
+             field · Ctrl+Z undo",
         )
         .small()
         .weak(),

@@ -7,6 +7,7 @@ mod labelling;
 pub mod panels;
 mod prompts;
 mod report;
+mod review;
 mod status;
 mod toasts;
 mod tracklets;

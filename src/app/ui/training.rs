@@ -483,7 +483,7 @@ fn reports(ui: &mut egui::Ui, panel: &super::super::state::TrainingPanel, out: &
         let label = ui.label("Reports run on the held-out library");
         let edit = ui
             .add(egui::TextEdit::singleline(&mut held).desired_width(520.0).hint_text(
-                "empty: the phantom's validation split of seed 29 (60 polyps, or 6 videos x 400 frames), generated",
+                "empty: the phantom's validation split of seed 29 (200 polyps, or 12 videos x 800 frames), generated",
             ))
             .labelled_by(label.id);
         if edit.changed() {

@@ -7,6 +7,8 @@ use image::{Rgb, RgbImage};
 
 const PLOT: u32 = 300;
 const MARGIN: u32 = 40;
+/// Gap between a plot's box and its unit square.
+const INSET: u32 = 6;
 const COLOURS: [Rgb<u8>; 2] = [Rgb([240, 150, 40]), Rgb([80, 160, 240])];
 const GREY: Rgb<u8> = Rgb([90, 90, 90]);
 const WHITE: Rgb<u8> = Rgb([230, 230, 230]);
@@ -60,7 +62,9 @@ pub fn confusion(c: &Confusion) -> RgbImage {
     let longest = c.classes.iter().map(|s| s.len()).max().unwrap_or(4) as u32;
     let margin = (longest + 3) * 12 + 8;
     let n = c.classes.len() as u32;
-    let (w, h) = (margin + cell * n + 10, 60 + cell * n + 10);
+    let title = "TRUE ROWS / PREDICTED COLUMNS";
+    let widest = title.len().max(c.of.len()) as u32 * 12 + 12;
+    let (w, h) = ((margin + cell * n + 10).max(widest), 60 + cell * n + 10);
     let mut img = RgbImage::from_pixel(w, h, Rgb([0, 0, 0]));
     for (i, row) in c.counts.iter().enumerate() {
         let total: usize = row.iter().sum();
@@ -102,26 +106,29 @@ pub fn confusion(c: &Confusion) -> RgbImage {
             &mut img,
             &(i + 1).to_string(),
             margin + i as u32 * cell + cell / 2 - 5,
-            38,
+            40,
             WHITE,
         );
     }
-    text(&mut img, "TRUE ROWS / PREDICTED COLUMNS", 4, 4, WHITE);
-    text(&mut img, &c.of, 4, 20, GREY);
+    text(&mut img, title, 4, 0, WHITE);
+    text(&mut img, &c.of, 4, 19, GREY);
     img
 }
 
-/// The plot's box and axis title at `origin` (top-left of the unit square).
+/// The plot's box (a little outside the unit square, so that curves along an edge show) and
+/// axis title at `origin` (top-left of the unit square).
 fn frame(img: &mut RgbImage, origin: (u32, u32), title: &str) {
-    for (a, b) in [
-        ([0.0, 0.0], [1.0, 0.0]),
-        ([1.0, 0.0], [1.0, 1.0]),
-        ([1.0, 1.0], [0.0, 1.0]),
-        ([0.0, 1.0], [0.0, 0.0]),
-    ] {
-        line(img, origin, a, b, GREY);
+    let (x0, y0) = (origin.0 - INSET, origin.1 - INSET);
+    let (x1, y1) = (origin.0 + PLOT + INSET, origin.1 + PLOT + INSET);
+    for x in x0..=x1 {
+        img.put_pixel(x, y0, GREY);
+        img.put_pixel(x, y1, GREY);
     }
-    text(img, title, origin.0, origin.1 + PLOT + 8, WHITE);
+    for y in y0..=y1 {
+        img.put_pixel(x0, y, GREY);
+        img.put_pixel(x1, y, GREY);
+    }
+    text(img, title, origin.0, origin.1 + PLOT + 12, WHITE);
 }
 
 /// A straight line between two points of the unit square plotted at `origin`.

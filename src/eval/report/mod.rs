@@ -111,9 +111,9 @@ impl Default for ReportData {
             held_out: None,
             trained_on: None,
             seed: 29,
-            polyps: 60,
-            videos: 6,
-            frames: 400,
+            polyps: 200,
+            videos: 12,
+            frames: 800,
         }
     }
 }
