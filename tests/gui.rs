@@ -35,6 +35,14 @@ pub(crate) fn harness(library: &Path) -> Harness<'static, App> {
         .build_eframe(move |cc| App::with_compute(&cc.egui_ctx, Compute::cpu(None), Some(library)))
 }
 
+/// Saves the window as `<name>.png` in $ENDOTWIN_SCREENSHOTS when it is set (README pictures).
+pub(crate) fn screenshot(h: &mut Harness<'static, App>, name: &str) {
+    if let Ok(dir) = std::env::var("ENDOTWIN_SCREENSHOTS") {
+        let path = std::path::Path::new(&dir).join(format!("{name}.png"));
+        h.render().unwrap().save(path).unwrap();
+    }
+}
+
 /// At least one widget shows exactly `text`.
 pub(crate) fn shows(h: &Harness<'static, App>, text: &str) {
     assert!(
@@ -236,7 +244,7 @@ fn imported_real_frames_show_beside_phantom_cases() {
 }
 
 /// Steps the app until `done` holds or 60 s pass (jobs run on the engine thread).
-fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl Fn(&App) -> bool) {
+pub(crate) fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl Fn(&App) -> bool) {
     let start = std::time::Instant::now();
     while !done(h.state()) {
         assert!(
@@ -250,7 +258,7 @@ fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl Fn(&App) -> 
 }
 
 /// A small untrained twin encoder: the panel's behaviour, not its accuracy, is under test.
-fn tiny_twin_models(dir: &Path) {
+pub(crate) fn tiny_twin_models(dir: &Path) {
     use endotwin::model::vit::VitConfig;
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let device = burn::tensor::Device::flex();

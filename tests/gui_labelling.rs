@@ -155,6 +155,7 @@ fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
     all.sort();
     assert_eq!(sorted, all);
     shows_part(&h, "cases, uncertain and diverse, by the twin index of");
+    crate::gui::screenshot(&mut h, "review-queue");
     // Clicking a case opens it; J then follows the queue, not the browser's order.
     assert!(h.state().state.labelling.follow_queue);
     let code = h.state().state.labelling.queue[0].code.clone();
@@ -170,4 +171,110 @@ fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
     h.key_press(Key::K);
     settle(&mut h);
     assert_eq!(h.state().state.selection, Selection::Polyp(queue[1]));
+}
+
+#[test]
+fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
+    use crate::gui::{tiny_twin_models, wait_until};
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+        let cfg = PhantomConfig {
+            seed: 12,
+            split: Split::Train,
+            polyps: 12,
+            views_per_polyp: 4,
+            videos: 0,
+            frames_per_video: 0,
+            background_frames: 0,
+            frames_per_exam: 0,
+            capsule_images: 0,
+            image_size: 48,
+            video_size: 48,
+        };
+        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+    }
+    let models = tempfile::tempdir().unwrap();
+    tiny_twin_models(models.path());
+    let mut h = harness(dir.path());
+    // Tall enough for the whole map below the twin cards.
+    h.set_size(egui::vec2(1400.0, 1500.0));
+    h.state_mut().state.twins.models_dir = models.path().to_path_buf();
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    settle(&mut h);
+    wait_until(&mut h, "the retrieval", |a| a.state.twins.running.is_none());
+    h.get_by_label("Index the library now").click();
+    wait_until(&mut h, "indexing and retrieval", |a| {
+        a.state.twins.answer.is_some()
+    });
+    let title = "Library map (PCA of polyp embeddings)";
+    h.get_by_label(title).scroll_to_me();
+    settle(&mut h);
+    // A lasso over the left part of the map (right of its axis labels), top to bottom: it
+    // picks the polyps left of a line, whatever the map's scale.
+    let below = h.get_by_label(title).rect();
+    let (left, top) = (below.left(), below.bottom());
+    let corners = [
+        egui::pos2(left + 60.0, top + 16.0),
+        egui::pos2(left + 60.0, top + 238.0),
+        egui::pos2(left + 300.0, top + 238.0),
+        egui::pos2(left + 300.0, top + 16.0),
+    ];
+    h.drag_at(corners[0]);
+    settle(&mut h);
+    for w in corners.windows(2) {
+        for k in 1..=4 {
+            h.hover_at(w[0] + (w[1] - w[0]) * (k as f32 / 4.0));
+            settle(&mut h);
+        }
+    }
+    h.drop_at(corners[0]);
+    settle(&mut h);
+    let answer = h.state().state.twins.answer.clone().unwrap();
+    let picked = h.state().state.picked.clone();
+    assert!(!picked.is_empty(), "the lasso picked nothing");
+    assert!(
+        picked.len() < answer.map.len(),
+        "the lasso picked everything"
+    );
+    let x = |id: &i64| answer.map.iter().find(|m| m.0 == *id).unwrap().2[0];
+    let right_most_picked = picked.iter().map(x).fold(f32::MIN, f32::max);
+    let left_most_other = answer
+        .map
+        .iter()
+        .filter(|m| !picked.contains(&m.0))
+        .map(|m| m.2[0])
+        .fold(f32::MAX, f32::min);
+    assert!(
+        right_most_picked < left_most_other,
+        "a lasso picks by place"
+    );
+    shows_part(&h, &format!("{} polyps picked", picked.len()));
+    crate::gui::screenshot(&mut h, "twin-map-lasso");
+
+    // One label for the group: each picked polyp takes it, the others keep theirs.
+    let before: Vec<(i64, Option<String>)> = answer
+        .map
+        .iter()
+        .map(|m| (m.0, label(dir.path(), m.0, "histology")))
+        .collect();
+    let choice = "carcinoma";
+    h.get_by_label(&format!("all {choice}")).click();
+    settle(&mut h);
+    for (id, old) in &before {
+        let now = label(dir.path(), *id, "histology");
+        if picked.contains(id) {
+            assert_eq!(now.as_deref(), Some(choice));
+        } else {
+            assert_eq!(&now, old);
+        }
+    }
+    // One undo puts every one of them back.
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    settle(&mut h);
+    for (id, old) in &before {
+        assert_eq!(&label(dir.path(), *id, "histology"), old);
+    }
 }

@@ -60,6 +60,15 @@ pub enum Command {
     StepPolyp(i32),
     /// Labelling: the next polyp without a value in the focused field.
     NextUnlabelled,
+    /// Pick these polyps for a group action (a lasso on the map), replacing the picked ones.
+    SetPicked(Vec<i64>),
+    /// Add a polyp to the picked ones, or take it out (Ctrl+click in the browser).
+    TogglePicked(i64),
+    /// Set one label on every picked polyp: one audited change each, one undo for all.
+    LabelPicked {
+        key: String,
+        value: Option<String>,
+    },
     /// Labelling: order the review queue (on the engine, over the twin index).
     BuildReviewQueue(crate::twins::review::QueueOrder),
     /// Labelling: J / K follow the review queue (true) or the browser's order.

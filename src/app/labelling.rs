@@ -122,6 +122,45 @@ impl App {
         self.select(Selection::Polyp(polyps[next]));
     }
 
+    /// Sets `key` to `value` on every picked polyp that does not have it already: one audited
+    /// change each, undone together.
+    pub(super) fn label_picked(&mut self, key: String, value: Option<String>) {
+        let picked: Vec<i64> = self.state.picked.iter().copied().collect();
+        let mut edits = Vec::new();
+        for polyp_id in picked {
+            let now = self.state.library.as_ref().and_then(|lib| {
+                lib.store
+                    .current_label(TargetKind::Polyp, polyp_id, &key)
+                    .ok()
+                    .flatten()
+            });
+            if now == value {
+                continue;
+            }
+            match self.set_label(polyp_id, &key, value.clone()) {
+                Some(old) => edits.push(super::state::Edit::PolypLabel {
+                    polyp_id,
+                    key: key.clone(),
+                    old,
+                    new: value.clone(),
+                }),
+                None => break,
+            }
+        }
+        let n = edits.len();
+        if n > 0 {
+            self.record_edit(super::state::Edit::Several(edits));
+        }
+        self.refresh_labelling();
+        self.state.toast(
+            ToastLevel::Info,
+            format!(
+                "{key} = {} on {n} picked polyps (one undo for all)",
+                value.as_deref().unwrap_or("—")
+            ),
+        );
+    }
+
     /// Orders the review queue on the engine with the twin models the panels use.
     pub(super) fn build_review_queue(&mut self, order: QueueOrder) {
         let Some(lib) = &self.state.library else {

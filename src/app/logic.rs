@@ -206,6 +206,13 @@ impl App {
             Command::StepPolyp(delta) => self.step_polyp(delta),
             Command::NextUnlabelled => self.next_unlabelled(),
             Command::BuildReviewQueue(order) => self.build_review_queue(order),
+            Command::SetPicked(ids) => self.state.picked = ids.into_iter().collect(),
+            Command::TogglePicked(id) => {
+                if !self.state.picked.remove(&id) {
+                    self.state.picked.insert(id);
+                }
+            }
+            Command::LabelPicked { key, value } => self.label_picked(key, value),
             Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
             Command::TrackBox {
                 video_id,

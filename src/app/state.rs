@@ -473,6 +473,8 @@ pub struct AppState {
     pub reviewer: String,
     pub undo: Vec<Edit>,
     pub redo: Vec<Edit>,
+    /// Polyps picked for a group action (a lasso on the twin map, Ctrl+click in the browser).
+    pub picked: std::collections::BTreeSet<i64>,
     /// Paths of images opened from disk or dropped in.
     pub opened_files: Vec<PathBuf>,
     /// Decoded opened files by index, for the viewer (small, kept in memory).
@@ -500,6 +502,7 @@ impl AppState {
             toasts: Vec::new(),
             reviewer: std::env::var("USER").unwrap_or_else(|_| "reviewer".into()),
             undo: Vec::new(),
+            picked: Default::default(),
             redo: Vec::new(),
             opened_files: Vec::new(),
             opened_errors: HashMap::new(),

@@ -2,6 +2,23 @@
 //! iteration), cheap enough to recompute whenever the index changes and deterministic, so
 //! the same library always draws the same picture.
 
+/// Whether `p` lies inside `polygon` (a lasso drawn on the map; its last point joins its
+/// first), by the even-odd rule.
+pub fn inside(polygon: &[[f64; 2]], p: [f64; 2]) -> bool {
+    let mut inside = false;
+    let n = polygon.len();
+    for i in 0..n {
+        let (a, b) = (polygon[i], polygon[(i + n - 1) % n]);
+        if (a[1] > p[1]) != (b[1] > p[1]) {
+            let x = a[0] + (p[1] - a[1]) / (b[1] - a[1]) * (b[0] - a[0]);
+            if p[0] < x {
+                inside = !inside;
+            }
+        }
+    }
+    n >= 3 && inside
+}
+
 /// Projects `vectors` (n rows of `dim`) onto their top two principal axes: (mean, axes,
 /// points).
 pub struct Pca {
@@ -58,5 +75,29 @@ impl Pca {
     pub fn project(&self, v: &[f32]) -> [f32; 2] {
         let c: Vec<f32> = v.iter().zip(&self.mean).map(|(x, m)| x - m).collect();
         [0, 1].map(|a| c.iter().zip(&self.axes[a]).map(|(x, y)| x * y).sum())
+    }
+}
+
+#[cfg(test)]
+mod lasso_tests {
+    use super::inside;
+
+    #[test]
+    fn a_point_is_inside_a_lasso_only_when_the_lasso_encloses_it() {
+        // An L-shaped lasso: the notch at (3, 3) is outside, the arm at (1, 3) inside.
+        let l = [
+            [0.0, 0.0],
+            [4.0, 0.0],
+            [4.0, 2.0],
+            [2.0, 2.0],
+            [2.0, 4.0],
+            [0.0, 4.0],
+        ];
+        assert!(inside(&l, [1.0, 1.0]));
+        assert!(inside(&l, [1.0, 3.0]));
+        assert!(!inside(&l, [3.0, 3.0]));
+        assert!(!inside(&l, [5.0, 1.0]));
+        // Two points are no lasso.
+        assert!(!inside(&[[0.0, 0.0], [1.0, 1.0]], [0.5, 0.5]));
     }
 }

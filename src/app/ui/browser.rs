@@ -91,9 +91,19 @@ fn row(
                 ui.allocate_exact_size(egui::vec2(THUMB, THUMB), egui::Sense::hover());
             }
         }
+        let picked = matches!(sel, Selection::Polyp(id) if state.picked.contains(&id));
+        let text = if picked {
+            egui::RichText::new(format!("[x] {text}")).color(egui::Color32::from_rgb(255, 220, 60))
+        } else {
+            egui::RichText::new(text)
+        };
         let r = ui.selectable_label(state.selection == sel, text);
-        if r.clicked() {
-            out.push(Command::Select(sel));
+        let ctrl = ui.input(|i| i.modifiers.command);
+        match sel {
+            // Ctrl+click picks a polyp for a group action (or lets it go).
+            Selection::Polyp(id) if r.clicked() && ctrl => out.push(Command::TogglePicked(id)),
+            _ if r.clicked() => out.push(Command::Select(sel)),
+            _ => {}
         }
         if state.selection == sel {
             r.scroll_to_me(None);

@@ -12,6 +12,7 @@ mod status;
 mod toasts;
 mod tracklets;
 mod training;
+mod twin_map;
 mod twins;
 mod viewer;
 

@@ -132,7 +132,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         }
         ui.add_space(8.0);
         ui.separator();
-        map(ui, answer, out);
+        super::twin_map::draw(ui, state, answer, out);
     });
 }
 
@@ -391,77 +391,4 @@ fn side_by_side(
             }
         });
     });
-}
-
-/// The library's polyps on their 2-D PCA map, coloured by pathology; the query and its twins
-/// drawn larger. Clicking a point opens that case.
-fn map(ui: &mut egui::Ui, answer: &crate::engine::TwinAnswer, out: &mut Vec<Command>) {
-    use egui_plot::{Legend, Plot, PlotPoints, Points};
-    ui.strong("Library map (PCA of polyp embeddings)");
-    let twins: Vec<i64> = answer.result.twins.iter().map(|t| t.polyp.id).collect();
-    let mut names: Vec<String> = answer.map.iter().map(|m| m.1.clone()).collect();
-    names.sort();
-    names.dedup();
-    let response = Plot::new("twin-map")
-        .height(260.0)
-        .width(ui.available_width().min(700.0))
-        .data_aspect(1.0)
-        .legend(Legend::default())
-        .show(ui, |plot| {
-            for name in &names {
-                let pts: Vec<[f64; 2]> = answer
-                    .map
-                    .iter()
-                    .filter(|m| &m.1 == name)
-                    .map(|m| [m.2[0] as f64, m.2[1] as f64])
-                    .collect();
-                let label = if name.is_empty() {
-                    "unknown"
-                } else {
-                    name.as_str()
-                };
-                plot.points(
-                    Points::new(label, PlotPoints::from(pts))
-                        .radius(3.0)
-                        .color(pathology_colour(name)),
-                );
-            }
-            let twin_pts: Vec<[f64; 2]> = answer
-                .map
-                .iter()
-                .filter(|m| twins.contains(&m.0))
-                .map(|m| [m.2[0] as f64, m.2[1] as f64])
-                .collect();
-            plot.points(
-                Points::new("twins", PlotPoints::from(twin_pts))
-                    .radius(6.0)
-                    .filled(false)
-                    .color(Color32::WHITE),
-            );
-            plot.points(
-                Points::new(
-                    "query",
-                    PlotPoints::from(vec![[
-                        answer.query_point[0] as f64,
-                        answer.query_point[1] as f64,
-                    ]]),
-                )
-                .radius(7.0)
-                .shape(egui_plot::MarkerShape::Diamond)
-                .color(Color32::from_rgb(255, 80, 200)),
-            );
-            plot.pointer_coordinate()
-        });
-    if response.response.clicked()
-        && let Some(at) = response.inner
-    {
-        let nearest = answer.map.iter().min_by(|a, b| {
-            let da = (a.2[0] as f64 - at.x).powi(2) + (a.2[1] as f64 - at.y).powi(2);
-            let db = (b.2[0] as f64 - at.x).powi(2) + (b.2[1] as f64 - at.y).powi(2);
-            da.total_cmp(&db)
-        });
-        if let Some(n) = nearest {
-            out.push(Command::Select(Selection::Polyp(n.0)));
-        }
-    }
 }
