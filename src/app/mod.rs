@@ -5,6 +5,7 @@
 mod captions;
 mod command;
 mod edits;
+pub mod frame_bench;
 mod imports;
 mod labelling;
 mod logic;
@@ -118,6 +119,13 @@ impl eframe::App for App {
     }
 
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.draw_frame(ui);
+    }
+}
+
+impl App {
+    /// Draws the whole window into `ui` (the UI reads the state and emits commands).
+    pub fn draw_frame(&mut self, ui: &mut egui::Ui) {
         ui::draw(
             ui,
             &self.state,

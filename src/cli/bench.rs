@@ -27,6 +27,13 @@ pub enum BenchWhat {
         #[arg(long)]
         breakdown: bool,
     },
+    /// GUI frame times (logic, layout, tessellation) idle and while a training run goes on the
+    /// same cores, on the Training tab with its live curves; target under 16 ms.
+    Frames {
+        /// Seconds of frames in each phase.
+        #[arg(long, default_value_t = 20.0)]
+        seconds: f64,
+    },
     /// Twin search on synthetic libraries: exact Hamming, multi-index hashing, exact cosine;
     /// one thread, top-k.
     Retrieve {
@@ -47,6 +54,24 @@ pub enum BenchWhat {
 
 pub fn run(what: BenchWhat) -> Result<()> {
     match what {
+        BenchWhat::Frames { seconds } => {
+            println!("machine: {}", endotwin::plumbing::machine());
+            let phases =
+                endotwin::app::frame_bench::frame_times(seconds, &mut |s| eprintln!("{s}"))
+                    .map_err(anyhow::Error::msg)?;
+            println!(
+                "GUI frames at up to 60 per second, 1400x860, CPU side (the GPU's drawing not included)"
+            );
+            println!("| phase | frames | median ms | p95 ms | max ms | training steps |");
+            println!("| --- | --- | --- | --- | --- | --- |");
+            for p in &phases {
+                println!(
+                    "| {} | {} | {:.2} | {:.2} | {:.2} | {} |",
+                    p.name, p.frames, p.median_ms, p.p95_ms, p.max_ms, p.steps
+                );
+            }
+            Ok(())
+        }
         BenchWhat::Encode {
             batches,
             models,
