@@ -83,6 +83,35 @@ fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
         label(dir.path(), polyps[0], "histology"),
         Some(options[0][1].clone())
     );
+    // The library's history shows the three changes and the undo, newest first, and
+    // filters by reviewer.
+    let history = h.state().state.labelling.audit.clone();
+    let keys: Vec<&str> = history.iter().map(|a| a.entry.key.as_str()).collect();
+    assert_eq!(
+        keys[..4],
+        ["location", "location", "paris", "histology"],
+        "{keys:?}"
+    );
+    assert_eq!(
+        history[0].entry.new_value, before,
+        "the undo is the newest row"
+    );
+    shows_part(&h, "Library history");
+    h.get_by_label("changed by").focus();
+    settle(&mut h);
+    h.get_by_label("changed by").type_text("somebody else");
+    settle(&mut h);
+    assert!(h.state().state.labelling.audit.is_empty());
+    shows_part(&h, "no label changes match");
+    h.get_by_label("changed by").focus();
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.key_press(Key::Backspace);
+    settle(&mut h);
+    assert_eq!(h.state().state.labelling.audit.len(), history.len());
+    // Escape leaves the box; the labelling keys work again.
+    h.key_press(Key::Escape);
+    settle(&mut h);
+    assert!(!h.ctx.egui_wants_keyboard_input());
 
     // K goes back; a number typed into the size box labels nothing else.
     press(&mut h, Key::K);

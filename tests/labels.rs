@@ -187,3 +187,61 @@ fn the_multi_view_jsonl_comes_back_unchanged_and_one_edit_changes_one_label() {
         );
     }
 }
+
+#[test]
+fn the_library_history_lists_every_change_and_filters_by_reviewer_and_date() {
+    let lib = tempfile::tempdir().unwrap();
+    tiny_library(lib.path());
+    let polyps = Store::open(lib.path(), OpenMode::Existing)
+        .unwrap()
+        .polyps()
+        .unwrap();
+    {
+        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+        store
+            .set_label(
+                "ana",
+                TargetKind::Polyp,
+                polyps[0].id,
+                "paris",
+                Some("0-Ip"),
+            )
+            .unwrap();
+        store
+            .set_label(
+                "ben",
+                TargetKind::Polyp,
+                polyps[1].id,
+                "location",
+                Some("rectum"),
+            )
+            .unwrap();
+    }
+    // Everyone's, newest first, naming the polyp, the label and both values.
+    let ran = labels(lib.path(), &["history", "--limit", "0"]);
+    assert!(ran.ok(), "{}", ran.text());
+    let ben = ran
+        .stdout
+        .find(&format!("ben  {} location:", polyps[1].code));
+    let ana = ran.stdout.find(&format!("ana  {} paris:", polyps[0].code));
+    assert!(ben.is_some() && ana.is_some(), "{}", ran.text());
+    assert!(ben < ana, "newest first: {}", ran.text());
+    assert!(
+        ran.says("-> 0-Ip") && ran.says("-> rectum"),
+        "{}",
+        ran.text()
+    );
+    // One reviewer's.
+    let ran = labels(lib.path(), &["history", "--who", "ana"]);
+    assert!(
+        ran.ok() && ran.says("ana") && !ran.says("ben  "),
+        "{}",
+        ran.text()
+    );
+    // A day before any change: nothing; today (a bare date reaches the day's end): both.
+    let ran = labels(lib.path(), &["history", "--until", "2000-01-01"]);
+    assert!(ran.says("no label changes match"), "{}", ran.text());
+    let today = &endotwin::store::now_utc()[..10];
+    let ran = labels(lib.path(), &["history", "--since", today, "--until", today]);
+    assert!(ran.says("ana") && ran.says("ben"), "{}", ran.text());
+}

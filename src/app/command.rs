@@ -69,6 +69,8 @@ pub enum Command {
         key: String,
         value: Option<String>,
     },
+    /// Labelling: which of the library's audited changes to list.
+    AuditFilter(crate::store::AuditFilter),
     /// Labelling: order the review queue (on the engine, over the twin index).
     BuildReviewQueue(crate::twins::review::QueueOrder),
     /// Labelling: J / K follow the review queue (true) or the browser's order.

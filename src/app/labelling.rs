@@ -23,6 +23,25 @@ impl App {
         };
         let Some(lib) = &self.state.library else {
             self.state.labelling.current.clear();
+            self.state.labelling.audit.clear();
+            return;
+        };
+        let mut filter = self.state.labelling.audit_filter.clone();
+        if filter.limit == 0 {
+            filter.limit = 200;
+        }
+        let audit = lib.store.audit_log(&filter);
+        match audit {
+            Ok(rows) => self.state.labelling.audit = rows,
+            Err(e) => {
+                self.state.labelling.audit.clear();
+                self.state.toast(
+                    ToastLevel::Warning,
+                    format!("cannot read the audit log: {e}"),
+                );
+            }
+        }
+        let Some(lib) = &self.state.library else {
             return;
         };
         let mut histologies = lib.histologies.clone();

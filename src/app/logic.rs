@@ -206,6 +206,10 @@ impl App {
             Command::StepPolyp(delta) => self.step_polyp(delta),
             Command::NextUnlabelled => self.next_unlabelled(),
             Command::BuildReviewQueue(order) => self.build_review_queue(order),
+            Command::AuditFilter(filter) => {
+                self.state.labelling.audit_filter = filter;
+                self.refresh_labelling();
+            }
             Command::SetPicked(ids) => self.state.picked = ids.into_iter().collect(),
             Command::TogglePicked(id) => {
                 if !self.state.picked.remove(&id) {

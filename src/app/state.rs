@@ -206,6 +206,9 @@ pub struct LabellingPanel {
     pub queue_job: Option<u64>,
     /// J / K follow the queue instead of the browser's order.
     pub follow_queue: bool,
+    /// The library's audit history as filtered (newest first).
+    pub audit_filter: crate::store::AuditFilter,
+    pub audit: Vec<crate::store::LibraryAudit>,
 }
 
 /// The Tracklets panel: the selected video's timeline and the link threshold.

@@ -1,4 +1,5 @@
-//! `endotwin labels export|import`: the library's polyp labels out to a CSV and back in.
+//! `endotwin labels export|import|history`: the library's polyp labels out to a CSV and back
+//! in; every audited change of the library, filtered by reviewer and date.
 
 use anyhow::{Context, Result};
 use endotwin::store::{OpenMode, Store};
@@ -26,6 +27,24 @@ pub enum LabelsWhat {
         #[arg(long)]
         who: Option<String>,
     },
+    /// Every audited label change of the library, newest first: when, who, what, old -> new.
+    History(HistoryArgs),
+}
+
+#[derive(clap::Args)]
+pub struct HistoryArgs {
+    /// Only this reviewer's changes.
+    #[arg(long)]
+    who: Option<String>,
+    /// Only changes on or after this UTC date or time (2026-11-25, 2026-11-25T10:00:00Z).
+    #[arg(long)]
+    since: Option<String>,
+    /// Only changes on or before this UTC date (or before this time).
+    #[arg(long)]
+    until: Option<String>,
+    /// At most this many changes, newest first (0: all).
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -36,6 +55,32 @@ pub enum Format {
 
 pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
     match what {
+        LabelsWhat::History(a) => {
+            let store = Store::open(library, OpenMode::Existing)?;
+            let filter = endotwin::store::AuditFilter {
+                who: a.who,
+                since: a.since,
+                until: a.until,
+                limit: a.limit,
+            };
+            let rows = store.audit_log(&filter)?;
+            if rows.is_empty() {
+                println!("no label changes match");
+            }
+            for r in rows {
+                let e = &r.entry;
+                println!(
+                    "{}  {}  {} {}: {} -> {}",
+                    e.at,
+                    e.who,
+                    r.target_name,
+                    e.key,
+                    e.old_value.as_deref().unwrap_or("—"),
+                    e.new_value.as_deref().unwrap_or("—")
+                );
+            }
+            Ok(())
+        }
         LabelsWhat::Export { format, out } => {
             let store = Store::open(library, OpenMode::Existing)?;
             let text = match format {

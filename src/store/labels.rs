@@ -39,6 +39,29 @@ pub struct AuditEntry {
     pub new_value: Option<String>,
 }
 
+/// Which audit rows of the whole library to list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditFilter {
+    /// Only this reviewer's changes.
+    pub who: Option<String>,
+    /// Only changes at or after this UTC time (`2026-11-25` or `2026-11-25T10:00:00Z`).
+    pub since: Option<String>,
+    /// Only changes before this UTC time (a bare date means before that day ends).
+    pub until: Option<String>,
+    /// At most this many rows, newest first.
+    pub limit: usize,
+}
+
+/// One change anywhere in the library, with what it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LibraryAudit {
+    pub entry: AuditEntry,
+    pub target: TargetKind,
+    pub target_id: i64,
+    /// The polyp's or video's code, the medium's file, or the tracklet's number.
+    pub target_name: String,
+}
+
 /// Polyp label keys that are the polyp's pathology: writing them updates the pathology table
 /// too, so filters and votes see the corrected value.
 const PATHOLOGY_KEYS: [&str; 2] = ["histology", "vienna_class"];
@@ -230,6 +253,63 @@ impl Store {
                 at: r.get(3)?,
                 old_value: r.get(4)?,
                 new_value: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+impl Store {
+    /// Every audited change of the library that `filter` lets through, newest first.
+    pub fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<LibraryAudit>> {
+        // A bare date as `until` means up to the end of that day.
+        let until = filter.until.as_ref().map(|u| {
+            if u.len() == 10 {
+                format!("{u}T99")
+            } else {
+                u.clone()
+            }
+        });
+        let mut stmt = self.conn().prepare(
+            "SELECT a.id, a.key, a.who, a.at, a.old_value, a.new_value, a.target_kind,
+                    a.target_id,
+                    CASE a.target_kind
+                        WHEN 'polyp' THEN (SELECT code FROM polyps WHERE id = a.target_id)
+                        WHEN 'video' THEN (SELECT code FROM videos WHERE id = a.target_id)
+                        WHEN 'media' THEN (SELECT rel_path FROM media WHERE id = a.target_id)
+                        ELSE NULL END
+             FROM label_audit a
+             WHERE (?1 IS NULL OR a.who = ?1) AND (?2 IS NULL OR a.at >= ?2)
+               AND (?3 IS NULL OR a.at < ?3)
+             ORDER BY a.id DESC LIMIT ?4",
+        )?;
+        let limit = if filter.limit == 0 {
+            -1
+        } else {
+            filter.limit as i64
+        };
+        let rows = stmt.query_map(params![filter.who, filter.since, until, limit], |r| {
+            let kind: String = r.get(6)?;
+            let target_id: i64 = r.get(7)?;
+            let target = match kind.as_str() {
+                "polyp" => TargetKind::Polyp,
+                "media" => TargetKind::Media,
+                "video" => TargetKind::Video,
+                _ => TargetKind::Tracklet,
+            };
+            let name: Option<String> = r.get(8)?;
+            Ok(LibraryAudit {
+                entry: AuditEntry {
+                    id: r.get(0)?,
+                    key: r.get(1)?,
+                    who: r.get(2)?,
+                    at: r.get(3)?,
+                    old_value: r.get(4)?,
+                    new_value: r.get(5)?,
+                },
+                target,
+                target_id,
+                target_name: name.unwrap_or_else(|| format!("{kind} {target_id}")),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -23,6 +23,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         );
         keys(ui, state, None, out);
         super::review::draw(ui, state, out);
+        super::history::draw(ui, state, out);
         return;
     };
     let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
@@ -43,38 +44,44 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         |ui| viewer::draw(ui, state, textures, out),
     );
     ui.separator();
-    for (f, field) in LabelField::ALL.iter().enumerate() {
-        let focused = panel.field == *field;
-        let current = panel.current.get(f).cloned().flatten();
-        ui.horizontal_wrapped(|ui| {
-            let title = format!("[{:?}] {}", field.shortcut(), field.title());
-            let title = RichText::new(title).strong();
-            let title = if focused {
-                title.color(Color32::from_rgb(120, 200, 255))
-            } else {
-                title
-            };
-            if ui.selectable_label(focused, title).clicked() {
-                out.push(Command::SetLabelField(*field));
+    egui::ScrollArea::vertical()
+        .id_salt("labelling-fields")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            for (f, field) in LabelField::ALL.iter().enumerate() {
+                let focused = panel.field == *field;
+                let current = panel.current.get(f).cloned().flatten();
+                ui.horizontal_wrapped(|ui| {
+                    let title = format!("[{:?}] {}", field.shortcut(), field.title());
+                    let title = RichText::new(title).strong();
+                    let title = if focused {
+                        title.color(Color32::from_rgb(120, 200, 255))
+                    } else {
+                        title
+                    };
+                    if ui.selectable_label(focused, title).clicked() {
+                        out.push(Command::SetLabelField(*field));
+                    }
+                    ui.label(format!("= {}", current.as_deref().unwrap_or("—")));
+                    if *field == LabelField::Size {
+                        size_box(ui, polyp, current.as_deref(), writable, out);
+                        return;
+                    }
+                    let options = panel.options.get(f).map(Vec::as_slice).unwrap_or(&[]);
+                    for (k, option) in options.iter().enumerate().take(9) {
+                        let chosen = current.as_deref() == Some(option.as_str());
+                        let text = format!("{} {option}", k + 1);
+                        let button = egui::Button::selectable(chosen, text);
+                        if ui.add_enabled(writable, button).clicked() {
+                            out.push(set(polyp, *field, Some(option.clone())));
+                        }
+                    }
+                });
             }
-            ui.label(format!("= {}", current.as_deref().unwrap_or("—")));
-            if *field == LabelField::Size {
-                size_box(ui, polyp, current.as_deref(), writable, out);
-                return;
-            }
-            let options = panel.options.get(f).map(Vec::as_slice).unwrap_or(&[]);
-            for (k, option) in options.iter().enumerate().take(9) {
-                let chosen = current.as_deref() == Some(option.as_str());
-                let text = format!("{} {option}", k + 1);
-                let button = egui::Button::selectable(chosen, text);
-                if ui.add_enabled(writable, button).clicked() {
-                    out.push(set(polyp, *field, Some(option.clone())));
-                }
-            }
+            keys(ui, state, Some(polyp), out);
+            super::review::draw(ui, state, out);
+            super::history::draw(ui, state, out);
         });
-    }
-    keys(ui, state, Some(polyp), out);
-    super::review::draw(ui, state, out);
 }
 
 fn set(polyp: i64, field: LabelField, value: Option<String>) -> Command {

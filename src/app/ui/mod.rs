@@ -3,6 +3,7 @@
 mod browser;
 mod captions;
 mod details;
+mod history;
 mod labelling;
 pub mod panels;
 mod prompts;
