@@ -307,3 +307,61 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
         assert_eq!(&label(dir.path(), *id, "histology"), old);
     }
 }
+
+#[test]
+fn a_videos_frames_are_labelled_polyp_or_not_with_the_keyboard_and_one_is_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let (video, frames) = {
+        let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        let v = store.videos().unwrap()[0].clone();
+        let frames: Vec<i64> = store
+            .video_frames(v.id)
+            .unwrap()
+            .iter()
+            .map(|f| f.1.id)
+            .collect();
+        (v.id, frames)
+    };
+    let frame = |i: usize| label_of(dir.path(), TargetKind::Media, frames[i], "polyp_present");
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::Select(Selection::Video(video)));
+    h.state_mut().send(Command::ShowTab(Tab("labelling")));
+    settle(&mut h);
+    shows_part(&h, "Frame labels of");
+    let press = |h: &mut egui_kittest::Harness<'static, endotwin::app::App>, key: Key| {
+        h.key_press(key);
+        settle(h);
+    };
+    // J: the first frame; 1 = polyp. J, 2 = no polyp on the second.
+    press(&mut h, Key::J);
+    press(&mut h, Key::Num1);
+    assert_eq!(frame(0).as_deref(), Some("polyp"));
+    press(&mut h, Key::J);
+    press(&mut h, Key::Num2);
+    assert_eq!(frame(1).as_deref(), Some("no polyp"));
+    shows_part(&h, "2 of 6 frames labelled");
+    // Undo clears the second; N goes to the first frame without a label (the second).
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    settle(&mut h);
+    assert_eq!(frame(1), None);
+    assert_eq!(frame(0).as_deref(), Some("polyp"));
+    press(&mut h, Key::K);
+    press(&mut h, Key::N);
+    assert_eq!(h.state().state.focused, Some(1));
+    // Each change is in the library's history.
+    let history = h.state().state.labelling.audit.clone();
+    assert!(
+        history
+            .iter()
+            .filter(|a| a.entry.key == "polyp_present")
+            .count()
+            >= 3
+    );
+}
+
+fn label_of(dir: &std::path::Path, kind: TargetKind, id: i64, key: &str) -> Option<String> {
+    let store = Store::open(dir, OpenMode::Existing).unwrap();
+    store.current_label(kind, id, key).unwrap()
+}

@@ -69,6 +69,11 @@ pub enum Command {
         key: String,
         value: Option<String>,
     },
+    /// Labelling: a frame's "polyp / no polyp" (`None` clears it), audited and undoable.
+    SetFrameLabel {
+        media_id: i64,
+        value: Option<String>,
+    },
     /// Labelling: which of the library's audited changes to list.
     AuditFilter(crate::store::AuditFilter),
     /// Labelling: order the review queue (on the engine, over the twin index).

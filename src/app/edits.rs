@@ -47,6 +47,16 @@ impl App {
                     .ok_or("the label could not be set")?;
                 Ok(edit)
             }
+            Edit::FrameLabel {
+                media_id,
+                ref old,
+                ref new,
+            } => {
+                let value = if forward { new } else { old };
+                self.set_frame_label(media_id, value.clone())
+                    .ok_or("the frame label could not be set")?;
+                Ok(edit)
+            }
             Edit::Several(edits) => {
                 let mut done = Vec::with_capacity(edits.len());
                 if forward {
@@ -125,7 +135,9 @@ impl App {
                             tracklet,
                         })
                     }
-                    Edit::PolypLabel { .. } | Edit::Several(_) => unreachable!("handled above"),
+                    Edit::PolypLabel { .. } | Edit::FrameLabel { .. } | Edit::Several(_) => {
+                        unreachable!("handled above")
+                    }
                 }
             }
         }

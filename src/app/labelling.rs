@@ -106,6 +106,21 @@ impl App {
                 panel.current.clear();
             }
         }
+        panel.frame_labels = match self.state.selection {
+            Selection::Examination(_) | Selection::Video(_) => self
+                .state
+                .details
+                .media
+                .iter()
+                .map(|m| {
+                    lib.store
+                        .current_label(TargetKind::Media, m.id, super::state::FRAME_KEY)
+                        .ok()
+                        .flatten()
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
     }
 
     /// The order J and K follow: the review queue's when it is followed, else the browser's.
@@ -139,6 +154,46 @@ impl App {
             _ => 0,
         };
         self.select(Selection::Polyp(polyps[next]));
+    }
+
+    /// Sets a frame's "polyp / no polyp" through the audited path, undoable.
+    pub(super) fn label_frame(&mut self, media_id: i64, value: Option<String>) {
+        if let Some(old) = self.set_frame_label(media_id, value.clone())
+            && old != value
+        {
+            self.record_edit(super::state::Edit::FrameLabel {
+                media_id,
+                old,
+                new: value,
+            });
+        }
+    }
+
+    /// Writes a frame label; returns the previous value (`None` after an error, said).
+    pub(super) fn set_frame_label(
+        &mut self,
+        media_id: i64,
+        value: Option<String>,
+    ) -> Option<Option<String>> {
+        let reviewer = self.state.reviewer.clone();
+        let lib = self.state.library.as_mut()?;
+        let key = super::state::FRAME_KEY;
+        match lib.store.set_label(
+            &reviewer,
+            TargetKind::Media,
+            media_id,
+            key,
+            value.as_deref(),
+        ) {
+            Ok(old) => {
+                self.refresh_labelling();
+                Some(old)
+            }
+            Err(e) => {
+                self.state.toast(ToastLevel::Error, e.to_string());
+                None
+            }
+        }
     }
 
     /// Sets `key` to `value` on every picked polyp that does not have it already: one audited

@@ -206,6 +206,7 @@ impl App {
             Command::StepPolyp(delta) => self.step_polyp(delta),
             Command::NextUnlabelled => self.next_unlabelled(),
             Command::BuildReviewQueue(order) => self.build_review_queue(order),
+            Command::SetFrameLabel { media_id, value } => self.label_frame(media_id, value),
             Command::AuditFilter(filter) => {
                 self.state.labelling.audit_filter = filter;
                 self.refresh_labelling();

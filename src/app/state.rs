@@ -130,9 +130,20 @@ pub enum Edit {
         how: String,
         tracklet: i64,
     },
+    /// A frame's label ("polyp" / "no polyp").
+    FrameLabel {
+        media_id: i64,
+        old: Option<String>,
+        new: Option<String>,
+    },
     /// Several edits made by one action (undone last first).
     Several(Vec<Edit>),
 }
+
+/// The label key of a frame's "polyp / no polyp".
+pub const FRAME_KEY: &str = "polyp_present";
+/// The values a frame can take, in the order the number keys pick them.
+pub const FRAME_VALUES: [&str; 2] = ["polyp", "no polyp"];
 
 /// A polyp label the Labelling panel sets with the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -206,6 +217,9 @@ pub struct LabellingPanel {
     pub queue_job: Option<u64>,
     /// J / K follow the queue instead of the browser's order.
     pub follow_queue: bool,
+    /// For an examination's or video's frames (the viewer's media, in order): each one's
+    /// "polyp / no polyp" label.
+    pub frame_labels: Vec<Option<String>>,
     /// The library's audit history as filtered (newest first).
     pub audit_filter: crate::store::AuditFilter,
     pub audit: Vec<crate::store::LibraryAudit>,

@@ -14,12 +14,18 @@ use egui::{Color32, Key, RichText};
 pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &mut Vec<Command>) {
     let panel = &state.labelling;
     let Selection::Polyp(polyp) = state.selection else {
+        if super::frame_labels::applies(state) {
+            super::frame_labels::draw(ui, state, textures, out);
+            super::history::draw(ui, state, out);
+            return;
+        }
         ui.add_space(24.0);
         ui.heading("Labelling");
         ui.label(
             "Select a polyp in the browser, or press J to start at the first one and N to go to \
              the next one without a histology. Then label it with the keyboard: H, P, S, L or Z \
-             picks the field, a number its value.",
+             picks the field, a number its value. Select an examination or a video to label \
+             its frames: polyp or no polyp.",
         );
         keys(ui, state, None, out);
         super::review::draw(ui, state, out);

@@ -3,6 +3,7 @@
 mod browser;
 mod captions;
 mod details;
+mod frame_labels;
 mod history;
 mod labelling;
 pub mod panels;
@@ -189,12 +190,21 @@ pub fn shortcut_list(ui: &mut egui::Ui) {
                 "pick histology, Paris, surface, location, size",
             ),
             ("1-9 / 0 (Labelling)", "set the field's value / clear it"),
-            ("J or Enter / K (Labelling)", "next / previous polyp"),
+            (
+                "J or Enter / K (Labelling)",
+                "next / previous polyp (in the review queue's order when followed)",
+            ),
             ("N (Labelling)", "next polyp without the field"),
+            (
+                "1 / 2 / 0 (Labelling, frames)",
+                "polyp / no polyp / clear on the focused frame",
+            ),
             (
                 "Shift+drag (video frame)",
                 "draw a box; the tracker follows it",
             ),
+            ("drag (twin map)", "lasso polyps: picked for a group label"),
+            ("Ctrl+click (browser)", "pick / unpick a polyp"),
         ] {
             ui.monospace(k);
             ui.label(v);
