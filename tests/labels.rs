@@ -245,3 +245,111 @@ fn the_library_history_lists_every_change_and_filters_by_reviewer_and_date() {
     let ran = labels(lib.path(), &["history", "--since", today, "--until", today]);
     assert!(ran.says("ana") && ran.says("ben"), "{}", ran.text());
 }
+
+#[test]
+fn coco_labels_come_back_unchanged_and_one_frame_label_and_one_identity_change_exactly() {
+    let lib = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 4);
+    let file = lib.path().join("labels.coco.json");
+    let arg = file.to_str().unwrap();
+    let ran = labels(lib.path(), &["export", "--format", "coco", "--out", arg]);
+    assert!(ran.ok() && ran.says("boxes"), "{}", ran.text());
+
+    // The round trip: nothing differs.
+    let before = state(lib.path());
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
+    assert_eq!(state(lib.path()), before);
+
+    // One frame says "no polyp"; one tracklet's boxes name another polyp of the library.
+    let mut coco: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let image = coco["images"][0]["id"].as_i64().unwrap();
+    coco["images"][0]["polyp_present"] = "no polyp".into();
+    let track = coco["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|a| a["track_id"].as_i64())
+        .expect("a box in a tracklet");
+    // Another polyp of the same examination (a tracklet can only show one of those).
+    let polyps: Vec<String> = {
+        let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+        let video = store
+            .videos()
+            .unwrap()
+            .into_iter()
+            .find(|v| {
+                store
+                    .video_tracklets(v.id)
+                    .unwrap()
+                    .iter()
+                    .any(|t| t.id == track)
+            })
+            .unwrap();
+        store
+            .video_polyps(video.id)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.1)
+            .collect()
+    };
+    let was = coco["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["track_id"].as_i64() == Some(track))
+        .unwrap()["polyp"]
+        .as_str()
+        .map(str::to_string);
+    let other = polyps
+        .iter()
+        .find(|p| Some(*p) != was.as_ref())
+        .expect("an examination with two polyps")
+        .clone();
+    for a in coco["annotations"].as_array_mut().unwrap() {
+        if a["track_id"].as_i64() == Some(track) {
+            a["polyp"] = other.clone().into();
+        }
+    }
+    std::fs::write(&file, serde_json::to_string(&coco).unwrap()).unwrap();
+
+    // Listed, not written, without --apply; exactly those two with it, one audit row each.
+    let ran = labels(lib.path(), &["import", arg]);
+    assert!(ran.ok() && ran.says("2 changes"), "{}", ran.text());
+    assert!(
+        ran.says(&format!("tracklet {track} polyp:")),
+        "{}",
+        ran.text()
+    );
+    assert_eq!(state(lib.path()), before);
+    let ran = labels(lib.path(), &["import", arg, "--apply", "--who", "ana"]);
+    assert!(ran.ok(), "{}", ran.text());
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    assert_eq!(
+        store
+            .current_label(TargetKind::Media, image, "polyp_present")
+            .unwrap()
+            .as_deref(),
+        Some("no polyp")
+    );
+    let history = store
+        .audit_log(&endotwin::store::AuditFilter {
+            who: Some("ana".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    let assigned = store
+        .videos()
+        .unwrap()
+        .iter()
+        .flat_map(|v| store.video_tracklets(v.id).unwrap())
+        .find(|t| t.id == track)
+        .unwrap();
+    assert_eq!(assigned.polyp_code.as_deref(), Some(other.as_str()));
+    drop(store);
+    // And now the file and the library agree.
+    let ran = labels(lib.path(), &["import", arg]);
+    assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
+}

@@ -140,10 +140,10 @@ pub enum Edit {
     Several(Vec<Edit>),
 }
 
-/// The label key of a frame's "polyp / no polyp".
-pub const FRAME_KEY: &str = "polyp_present";
+/// The label key of a frame's "polyp / no polyp" (as labels files carry it).
+pub const FRAME_KEY: &str = crate::labels::coco::FRAME_KEY;
 /// The values a frame can take, in the order the number keys pick them.
-pub const FRAME_VALUES: [&str; 2] = ["polyp", "no polyp"];
+pub const FRAME_VALUES: [&str; 2] = crate::labels::coco::FRAME_VALUES;
 
 /// A polyp label the Labelling panel sets with the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

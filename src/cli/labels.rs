@@ -11,7 +11,8 @@ pub enum LabelsWhat {
     /// surface, colour, morphology, size class) to a file.
     Export {
         /// The file format (csv: one row per polyp, `polyp` then one column per label;
-        /// jsonl: one polyp per line with its views and labels, EndoFinder's multi-view sets).
+        /// jsonl: one polyp per line with its views and labels, EndoFinder's multi-view sets;
+        /// coco: video frames with their boxes, each box's tracklet and polyp, and frame labels).
         #[arg(long, value_enum, default_value_t = Format::Csv)]
         format: Format,
         #[arg(long)]
@@ -51,6 +52,8 @@ pub struct HistoryArgs {
 pub enum Format {
     Csv,
     Jsonl,
+    /// Boxes with tracklet identities and frame labels (COCO JSON).
+    Coco,
 }
 
 pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
@@ -86,14 +89,29 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             let text = match format {
                 Format::Csv => endotwin::labels::export_csv(&store)?,
                 Format::Jsonl => endotwin::labels::export_jsonl(&store)?,
-            };
-            let polyps = match format {
-                Format::Csv => text.lines().count().saturating_sub(1),
-                Format::Jsonl => text.lines().count(),
+                Format::Coco => endotwin::labels::coco::export(&store)?,
             };
             std::fs::write(&out, &text)
                 .with_context(|| format!("{}: cannot write", out.display()))?;
-            println!("wrote the labels of {polyps} polyps to {}", out.display());
+            match format {
+                Format::Csv | Format::Jsonl => {
+                    let polyps = match format {
+                        Format::Csv => text.lines().count().saturating_sub(1),
+                        _ => text.lines().count(),
+                    };
+                    println!("wrote the labels of {polyps} polyps to {}", out.display());
+                }
+                Format::Coco => {
+                    let v: serde_json::Value = serde_json::from_str(&text)?;
+                    let n = |k: &str| v[k].as_array().map_or(0, Vec::len);
+                    println!(
+                        "wrote {} frames and {} boxes (tracklet identities, frame labels) to {}",
+                        n("images"),
+                        n("annotations"),
+                        out.display()
+                    );
+                }
+            }
             Ok(())
         }
         LabelsWhat::Import { file, apply, who } => {

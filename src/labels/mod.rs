@@ -10,6 +10,8 @@
 //! `labels` leaves that label alone, `null` clears it; `views` is for the reader (the library's
 //! stored file of each view, relative to the library) and is not imported.
 
+pub mod coco;
+
 use crate::store::{Store, StoreError, TargetKind};
 
 /// The polyp labels the CSV carries, in column order.
@@ -33,12 +35,29 @@ pub enum LabelsError {
     Format(String),
     #[error("not a labels JSONL: {0}")]
     Jsonl(String),
+    #[error("not a labels COCO JSON: {0}")]
+    Coco(String),
+}
+
+/// What a change is made to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChangeKind {
+    /// A polyp's label `key` (`polyp_id` is the polyp).
+    #[default]
+    Polyp,
+    /// A frame's "polyp / no polyp" (`polyp_id` is the frame's media id).
+    Frame,
+    /// Which polyp a tracklet shows (`polyp_id` is the tracklet; values are polyp codes).
+    Tracklet,
 }
 
 /// One label the file gives differently from the library.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
+    pub kind: ChangeKind,
+    /// The polyp's id, or the frame's media id, or the tracklet's id (see `kind`).
     pub polyp_id: i64,
+    /// What it is called: the polyp's code, the frame's file, "tracklet N".
     pub polyp: String,
     pub key: String,
     pub old: Option<String>,
@@ -175,6 +194,7 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
             let old = store.current_label(TargetKind::Polyp, id, &key)?;
             if old != new {
                 changes.push(Change {
+                    kind: ChangeKind::Polyp,
                     polyp_id: id,
                     polyp: code.clone(),
                     key,
@@ -263,9 +283,13 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
     Ok((changes, problems))
 }
 
-/// [`diff_jsonl`] for a JSONL file (its first non-blank character `{`), else [`diff_csv`].
+/// [`coco::diff`] for a COCO JSON file (a single object with `images`), [`diff_jsonl`] for a
+/// JSONL file (its first non-blank character `{`, one object a line), else [`diff_csv`].
 pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
-    if text.trim_start().starts_with('{') {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') && coco::looks_like(trimmed) {
+        coco::diff(store, text)
+    } else if trimmed.starts_with('{') {
         diff_jsonl(store, text)
     } else {
         diff_csv(store, text)
@@ -290,8 +314,24 @@ fn invalid(key: &str, value: &str) -> Option<String> {
 /// Applies `changes` (from a diff, so already checked), each one audited transaction
 /// signed `who`.
 pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, LabelsError> {
+    let codes: std::collections::HashMap<String, i64> = store
+        .polyps()?
+        .into_iter()
+        .map(|p| (p.code, p.id))
+        .collect();
     for c in changes {
-        store.set_label(who, TargetKind::Polyp, c.polyp_id, &c.key, c.new.as_deref())?;
+        match c.kind {
+            ChangeKind::Polyp => {
+                store.set_label(who, TargetKind::Polyp, c.polyp_id, &c.key, c.new.as_deref())?;
+            }
+            ChangeKind::Frame => {
+                store.set_label(who, TargetKind::Media, c.polyp_id, &c.key, c.new.as_deref())?;
+            }
+            ChangeKind::Tracklet => {
+                let polyp = c.new.as_ref().and_then(|code| codes.get(code).copied());
+                store.assign_tracklet(who, c.polyp_id, polyp)?;
+            }
+        }
     }
     Ok(changes.len())
 }

@@ -239,6 +239,18 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Every target of `target` kind with label `key`: (target id, value), by id.
+    pub fn labels_with_key(&self, target: TargetKind, key: &str) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT target_id, value FROM labels WHERE target_kind = ?1 AND key = ?2
+             ORDER BY target_id",
+        )?;
+        let rows = stmt.query_map(params![target.as_str(), key], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// The audit history of one target, newest first.
     pub fn audit_history(&self, target: TargetKind, target_id: i64) -> Result<Vec<AuditEntry>> {
         let mut stmt = self.conn().prepare(
