@@ -306,6 +306,28 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
     for (id, old) in &before {
         assert_eq!(&label(dir.path(), *id, "histology"), old);
     }
+
+    // The picked polyps as one query: their twins are other polyps.
+    h.get_by_label("Find twins of the picked").click();
+    settle(&mut h);
+    wait_until(&mut h, "the group retrieval", |a| {
+        a.state.twins.running.is_none()
+            && a.state.twins.answer.as_ref().is_some_and(|ans| {
+                matches!(&ans.query, endotwin::engine::TwinQuery::Media { exclude_polyps, .. }
+                    if exclude_polyps.len() == picked.len())
+            })
+    });
+    let answer = h.state().state.twins.answer.clone().unwrap();
+    assert!(!answer.result.twins.is_empty());
+    assert!(
+        answer
+            .result
+            .twins
+            .iter()
+            .all(|t| !picked.contains(&t.polyp.id)),
+        "a picked polyp is never its group's twin"
+    );
+    shows_part(&h, &format!("the {} picked polyps together", picked.len()));
 }
 
 #[test]

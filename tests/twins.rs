@@ -139,7 +139,7 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
             .collect();
         let embedding = models.combine(&models.encode_views(&images));
         for search in [Search::Cosine, Search::Hamming] {
-            let result = index.query(&embedding, POLYPS, search, None);
+            let result = index.query(&embedding, POLYPS, search, &[]);
             let rank = result
                 .twins
                 .iter()
@@ -202,7 +202,7 @@ fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
     let index = TwinIndex::load(&store, &v2).unwrap();
     assert_eq!(index.len(), POLYPS);
     // k beyond the library returns every other polyp, not an error.
-    let some = index.query(&vec![0.1; 64], 50, Search::Hamming, None);
+    let some = index.query(&vec![0.1; 64], 50, Search::Hamming, &[]);
     assert_eq!(some.twins.len(), POLYPS);
 }
 

@@ -64,6 +64,8 @@ pub enum Command {
     SetPicked(Vec<i64>),
     /// Add a polyp to the picked ones, or take it out (Ctrl+click in the browser).
     TogglePicked(i64),
+    /// Retrieve the twins of the picked polyps together (all their views as one query).
+    QueryPicked,
     /// Set one label on every picked polyp: one audited change each, one undo for all.
     LabelPicked {
         key: String,

@@ -218,6 +218,7 @@ impl App {
                 }
             }
             Command::LabelPicked { key, value } => self.label_picked(key, value),
+            Command::QueryPicked => self.query_picked(),
             Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
             Command::TrackBox {
                 video_id,
@@ -351,6 +352,10 @@ impl App {
     pub(super) fn select(&mut self, selection: Selection) {
         let changed = self.state.selection != selection;
         self.state.selection = selection;
+        if changed {
+            // A group query lasts until the reviewer selects something else.
+            self.state.twins.group = None;
+        }
         self.state.focused = None;
         self.load_details();
         if changed {

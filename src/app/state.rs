@@ -452,6 +452,8 @@ pub struct TwinPanel {
     pub running: Option<u64>,
     /// Why the last retrieval could not run (no model, stale or empty index...).
     pub problem: Option<String>,
+    /// A query made of several picked polyps' views, until the selection changes.
+    pub group: Option<crate::engine::TwinQuery>,
 }
 
 impl TwinPanel {
@@ -468,6 +470,7 @@ impl TwinPanel {
             left_out: Default::default(),
             running: None,
             problem: None,
+            group: None,
         }
     }
 }

@@ -10,6 +10,9 @@ impl App {
     /// A polyp's views (less those clicked off), the frame focused in the viewer, or the
     /// opened images (the focused one alone when one is focused).
     fn twin_query(&self) -> Option<TwinQuery> {
+        if let Some(group) = &self.state.twins.group {
+            return Some(group.clone());
+        }
         let media = &self.state.details.media;
         match self.state.selection {
             Selection::Polyp(id) => {
@@ -20,14 +23,14 @@ impl App {
                     .collect();
                 (!ids.is_empty()).then_some(TwinQuery::Media {
                     ids,
-                    exclude_polyp: Some(id),
+                    exclude_polyps: vec![id],
                 })
             }
             Selection::Examination(_) | Selection::Video(_) => {
                 let m = media.get(self.state.focused?)?;
                 Some(TwinQuery::Media {
                     ids: vec![m.id],
-                    exclude_polyp: None,
+                    exclude_polyps: Vec::new(),
                 })
             }
             Selection::OpenedFiles if !self.state.opened_files.is_empty() => {
@@ -45,6 +48,32 @@ impl App {
             }
             _ => None,
         }
+    }
+
+    /// Retrieves the twins of the picked polyps together: all their views make one query and
+    /// none of them comes back as a twin. The next selection ends the group query.
+    pub(super) fn query_picked(&mut self) {
+        let Some(lib) = &self.state.library else {
+            return;
+        };
+        let mut views = Vec::new();
+        for &polyp in &self.state.picked {
+            match lib.store.polyp_views(polyp) {
+                Ok(v) => views.extend(v.iter().map(|m| m.id)),
+                Err(e) => return self.state.toast(ToastLevel::Error, e.to_string()),
+            }
+        }
+        if views.is_empty() {
+            return self.state.toast(
+                ToastLevel::Error,
+                "the picked polyps have no views to query with",
+            );
+        }
+        self.state.twins.group = Some(TwinQuery::Media {
+            ids: views,
+            exclude_polyps: self.state.picked.iter().copied().collect(),
+        });
+        self.retrieve_twins();
     }
 
     pub(super) fn retrieve_twins(&mut self) {

@@ -81,7 +81,7 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     } else {
         Search::Cosine
     };
-    let (result, _) = query_images(&models, &index, &decoded, args.k, search, None)?;
+    let (result, _) = query_images(&models, &index, &decoded, args.k, search, &[])?;
     println!(
         "{} view(s), {} -> {} twins of {} indexed polyps ({} search, {:.0} ms end to end)",
         args.images.len(),

@@ -84,10 +84,11 @@ pub enum Job {
 /// Where a twin query's views come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TwinQuery {
-    /// Library media (views of a polyp); the polyp itself is left out of the results.
+    /// Library media (views of a polyp, or of several picked polyps); those polyps are left
+    /// out of the results.
     Media {
         ids: Vec<i64>,
-        exclude_polyp: Option<i64>,
+        exclude_polyps: Vec<i64>,
     },
     /// Image files opened from disk or dropped in, each with the polyp box the user drew on
     /// it (x, y, w, h in pixels), if any.
@@ -375,7 +376,10 @@ fn twins(
         let c = cache.as_ref().expect("filled above");
         progress.stage("encoding the query", 1);
         let (images, exclude) = match &query {
-            TwinQuery::Media { ids, exclude_polyp } => {
+            TwinQuery::Media {
+                ids,
+                exclude_polyps,
+            } => {
                 let mut images = Vec::new();
                 for id in ids {
                     let m = store.media(*id)?.ok_or_else(|| {
@@ -383,7 +387,7 @@ fn twins(
                     })?;
                     images.push(crate::twins::load_view(&store, &m)?);
                 }
-                (images, *exclude_polyp)
+                (images, exclude_polyps.clone())
             }
             TwinQuery::Files { paths, boxes } => {
                 let mut images = Vec::new();
@@ -397,11 +401,11 @@ fn twins(
                     };
                     images.push((d.image, focus));
                 }
-                (images, None)
+                (images, Vec::new())
             }
         };
         let (result, embedding) =
-            crate::twins::query_images(&c.models, &c.index, &images, k, search, exclude)?;
+            crate::twins::query_images(&c.models, &c.index, &images, k, search, &exclude)?;
         progress.inc();
         Ok(TwinAnswer {
             query,

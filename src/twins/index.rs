@@ -274,9 +274,9 @@ impl TwinIndex {
         embedding: &[f32],
         k: usize,
         search: Search,
-        exclude: Option<i64>,
+        exclude: &[i64],
     ) -> TwinResult {
-        let extra = exclude.is_some() as usize;
+        let extra = exclude.len();
         let code = code_of(embedding);
         let order: Vec<u32> = match search {
             Search::Cosine => cosine_knn(&self.vectors, self.dim, embedding, k + extra)
@@ -293,7 +293,7 @@ impl TwinIndex {
         let twins: Vec<Twin> = order
             .into_iter()
             .map(|i| i as usize)
-            .filter(|&i| Some(self.polyps[i].id) != exclude)
+            .filter(|&i| !exclude.contains(&self.polyps[i].id))
             .take(k)
             .map(|i| Twin {
                 polyp: self.polyps[i].clone(),

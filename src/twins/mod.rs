@@ -222,7 +222,7 @@ pub fn query_images(
     images: &[(DynamicImage, Focus)],
     k: usize,
     search: Search,
-    exclude: Option<i64>,
+    exclude: &[i64],
 ) -> Result<(TwinResult, Vec<f32>), TwinError> {
     if images.is_empty() {
         return Err(TwinError::Image("no views to query with".into()));

@@ -59,7 +59,7 @@ pub fn queue(index: &TwinIndex, k: usize, order: QueueOrder, limit: usize) -> Ve
     let polyps = index.polyps();
     let uncertainty: Vec<(f64, Option<(String, f64)>)> = (0..n)
         .map(|i| {
-            let r = index.query(index.vector(i), k, Search::Cosine, Some(polyps[i].id));
+            let r = index.query(index.vector(i), k, Search::Cosine, &[polyps[i].id]);
             vote_uncertainty(&r)
         })
         .collect();

@@ -159,6 +159,13 @@ pub fn picked_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 });
             }
         }
+        if ui
+            .button("Find twins of the picked")
+            .on_hover_text("all their views as one query; none of them comes back as a twin")
+            .clicked()
+        {
+            out.push(Command::QueryPicked);
+        }
         if ui.button("Clear picked").clicked() {
             out.push(Command::SetPicked(Vec::new()));
         }

@@ -64,10 +64,20 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 answer.millis
             ));
         });
-        if matches!(state.selection, Selection::Polyp(_)) {
-            choose_views(ui, state, textures, out);
-        } else {
-            query_views(ui, &answer.query, textures);
+        match &answer.query {
+            TwinQuery::Media { exclude_polyps, .. } if exclude_polyps.len() > 1 => {
+                ui.label(
+                    RichText::new(format!(
+                        "Query: the {} picked polyps together (all their views as one query;                          none of them is a twin). Selecting a case ends the group query.",
+                        exclude_polyps.len()
+                    ))
+                    .strong(),
+                );
+            }
+            _ if matches!(state.selection, Selection::Polyp(_)) => {
+                choose_views(ui, state, textures, out);
+            }
+            _ => query_views(ui, &answer.query, textures),
         }
         // Say how the encoder cut the query: around the polyp, or the whole field of view.
         ui.label(
