@@ -307,6 +307,14 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
         assert_eq!(&label(dir.path(), *id, "histology"), old);
     }
 
+    // Their labels exported (the file the dialog names): one row per picked polyp.
+    let csv = dir.path().join("picked.csv");
+    h.state_mut().send(Command::ExportPicked(Some(csv.clone())));
+    settle(&mut h);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), picked.len() + 1, "{text}");
+    assert!(text.starts_with("polyp,histology"));
+
     // The picked polyps as one query: their twins are other polyps.
     h.get_by_label("Find twins of the picked").click();
     settle(&mut h);

@@ -64,6 +64,9 @@ pub enum Command {
     SetPicked(Vec<i64>),
     /// Add a polyp to the picked ones, or take it out (Ctrl+click in the browser).
     TogglePicked(i64),
+    /// Write the picked polyps' labels as CSV (the `labels export` format) to this file; `None`
+    /// asks where with a file dialog.
+    ExportPicked(Option<PathBuf>),
     /// Retrieve the twins of the picked polyps together (all their views as one query).
     QueryPicked,
     /// Set one label on every picked polyp: one audited change each, one undo for all.

@@ -235,6 +235,30 @@ impl App {
         );
     }
 
+    /// Writes the picked polyps' labels as CSV (what `labels import` reads back).
+    pub(super) fn export_picked(&mut self, path: &std::path::Path) {
+        let Some(lib) = &self.state.library else {
+            return;
+        };
+        let ids: Vec<i64> = self.state.picked.iter().copied().collect();
+        let written = crate::labels::export_csv_of(&lib.store, Some(&ids))
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+            });
+        match written {
+            Ok(()) => self.state.toast(
+                ToastLevel::Info,
+                format!(
+                    "labels of {} picked polyps written to {}",
+                    ids.len(),
+                    path.display()
+                ),
+            ),
+            Err(e) => self.state.toast(ToastLevel::Error, e),
+        }
+    }
+
     /// Orders the review queue on the engine with the twin models the panels use.
     pub(super) fn build_review_queue(&mut self, order: QueueOrder) {
         let Some(lib) = &self.state.library else {

@@ -219,6 +219,16 @@ impl App {
             }
             Command::LabelPicked { key, value } => self.label_picked(key, value),
             Command::QueryPicked => self.query_picked(),
+            Command::ExportPicked(None) => {
+                if let Some(path) = rfd::FileDialog::new()
+                    .set_title("Export the picked polyps' labels")
+                    .set_file_name("picked-labels.csv")
+                    .save_file()
+                {
+                    self.export_picked(&path);
+                }
+            }
+            Command::ExportPicked(Some(path)) => self.export_picked(&path),
             Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
             Command::TrackBox {
                 video_id,

@@ -80,11 +80,17 @@ impl std::fmt::Display for Change {
 
 /// Every polyp's labels as CSV, polyps in code order.
 pub fn export_csv(store: &Store) -> Result<String, LabelsError> {
+    export_csv_of(store, None)
+}
+
+/// [`export_csv`] of the polyps in `only` (ids), or of every polyp.
+pub fn export_csv_of(store: &Store, only: Option<&[i64]>) -> Result<String, LabelsError> {
     let mut out = csv::Writer::from_writer(Vec::new());
     let header: Vec<&str> = std::iter::once("polyp").chain(POLYP_KEYS).collect();
     let csv_error = |e: csv::Error| LabelsError::Format(e.to_string());
     out.write_record(&header).map_err(csv_error)?;
     let mut polyps = store.polyps()?;
+    polyps.retain(|p| only.is_none_or(|ids| ids.contains(&p.id)));
     polyps.sort_by(|a, b| a.code.cmp(&b.code));
     for p in polyps {
         let mut row = vec![p.code.clone()];

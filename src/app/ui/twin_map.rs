@@ -166,6 +166,13 @@ pub fn picked_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         {
             out.push(Command::QueryPicked);
         }
+        if ui
+            .button("Export their labels…")
+            .on_hover_text("a CSV of the picked polyps' labels, as `endotwin labels export` writes")
+            .clicked()
+        {
+            out.push(Command::ExportPicked(None));
+        }
         if ui.button("Clear picked").clicked() {
             out.push(Command::SetPicked(Vec::new()));
         }
