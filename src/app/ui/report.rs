@@ -102,18 +102,20 @@ fn curves(ui: &mut egui::Ui, report: &Report, title: &str, roc: bool) {
             .allow_scroll(false)
             .show(ui, |plot| {
                 for (i, c) in report.curves.iter().take(2).enumerate() {
-                    let points: Vec<[f64; 2]> = if roc { c.roc.clone() } else { c.pr.clone() };
+                    let points: Vec<[f64; 2]> = if roc { c.roc.clone() } else { steps(&c.pr) };
                     let name = format!(
                         "{} {} {:.3}",
                         if i == 0 { "model" } else { "active" },
                         if roc { "AUROC" } else { "AP" },
                         if roc { c.auroc } else { c.ap }
                     );
-                    plot.line(Line::new(name, PlotPoints::from(points)).color(if i == 0 {
-                        MODEL
-                    } else {
-                        ACTIVE
-                    }));
+                    let colour = if i == 0 { MODEL } else { ACTIVE };
+                    // No bands: a ROC curve's vertical steps are its shape, not noise.
+                    plot.line(
+                        Line::new(name, PlotPoints::from(points))
+                            .color(colour)
+                            .allow_band(false),
+                    );
                 }
                 if roc {
                     plot.line(
@@ -158,4 +160,17 @@ fn confusion(ui: &mut egui::Ui, c: &Confusion) {
             ui.end_row();
         }
     });
+}
+
+/// A precision-recall curve as the step function it is: recall moves at the last precision,
+/// then the precision changes (what the PNG draws too).
+fn steps(pr: &[[f64; 2]]) -> Vec<[f64; 2]> {
+    let mut prev = pr.first().map_or(1.0, |p| p[1]);
+    let mut out = vec![[0.0, prev]];
+    for p in pr {
+        out.push([p[0], prev]);
+        out.push(*p);
+        prev = p[1];
+    }
+    out
 }
