@@ -4,11 +4,28 @@
 
 use super::super::Command;
 use super::super::state::{AppState, Selection};
-use super::twins::pathology_colour;
 use crate::engine::TwinAnswer;
 use egui::{Color32, RichText};
 
 const PICKED: Color32 = Color32::from_rgb(255, 220, 60);
+
+/// A colour per pathology, the same everywhere in the panel.
+pub fn pathology_colour(histology: &str) -> Color32 {
+    let h = histology.to_ascii_lowercase();
+    if h.contains("hyperplastic") {
+        Color32::from_rgb(80, 170, 90)
+    } else if h.contains("serrated") {
+        Color32::from_rgb(230, 170, 40)
+    } else if h.contains("lg") || h.contains("low") {
+        Color32::from_rgb(70, 130, 220)
+    } else if h.contains("hg") || h.contains("high") {
+        Color32::from_rgb(150, 90, 210)
+    } else if h.contains("carcinoma") {
+        Color32::from_rgb(210, 60, 60)
+    } else {
+        Color32::GRAY
+    }
+}
 
 pub fn draw(ui: &mut egui::Ui, state: &AppState, answer: &TwinAnswer, out: &mut Vec<Command>) {
     use egui_plot::{Legend, Plot, PlotPoint, PlotPoints, Points};
