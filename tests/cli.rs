@@ -293,3 +293,57 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
     assert!(!ran.ok());
     assert!(ran.says("no evaluation report for a"), "{}", ran.text());
 }
+
+#[test]
+fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let lib = tempfile::tempdir().unwrap();
+    let held = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(lib.path());
+    {
+        let mut store =
+            endotwin::store::Store::open(held.path(), endotwin::store::OpenMode::CreateIfMissing)
+                .unwrap();
+        let cfg = PhantomConfig {
+            seed: 6,
+            split: Split::Validation,
+            polyps: 8,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 2,
+            frames_per_exam: 12,
+            image_size: 48,
+            ..PhantomConfig::default()
+        };
+        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("prompts.json");
+    let card = endotwin::default_models_dir().join("prompts.json");
+    let ran = crate::common::run({
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(["model", "report", "--card"])
+            .arg(&card)
+            .arg("--held-out")
+            .arg(held.path())
+            .arg("--json")
+            .arg(&json);
+        c
+    });
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(
+        ran.says("text prompts (Endo-CLIP) report"),
+        "{}",
+        ran.text()
+    );
+    let report = endotwin::eval::report::Report::load(&json).unwrap();
+    let detection = &report.metrics[0];
+    assert_eq!(detection.name, "polyp detection AUROC (frames)");
+    assert!((0.0..=1.0).contains(&detection.model) && detection.model_ci.is_some());
+    let c = &report.curves[0];
+    assert!(c.positives > 0 && c.negatives > 0);
+    assert_eq!(c.roc.last(), Some(&[1.0, 1.0]));
+    let confusion = report.confusion.as_ref().unwrap();
+    assert_eq!(confusion.classes, ["benign", "neoplastic"]);
+    assert!(confusion.counts.iter().flatten().sum::<usize>() > 0);
+}

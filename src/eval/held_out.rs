@@ -71,12 +71,24 @@ impl HeldOut {
         frames: usize,
         size: u32,
     ) -> Result<HeldOut, PhantomError> {
+        HeldOut::open_records_of(path, seed, Split::Test, polyps, frames, size)
+    }
+
+    /// [`HeldOut::open_records`] of another split of `seed` (a report's validation split).
+    pub fn open_records_of(
+        path: Option<&Path>,
+        seed: u64,
+        split: Split,
+        polyps: usize,
+        frames: usize,
+        size: u32,
+    ) -> Result<HeldOut, PhantomError> {
         if path.is_some() {
             return HeldOut::open(path, seed, polyps, 4, size);
         }
         let cfg = PhantomConfig {
             seed,
-            split: Split::Test,
+            split,
             polyps,
             views_per_polyp: 4,
             videos: 0,
@@ -89,7 +101,8 @@ impl HeldOut {
         HeldOut::generate(
             &cfg,
             format!(
-                "phantom test split of seed {seed}: examination records, {polyps} polyps, {frames} frames per examination, {size} px"
+                "phantom {} split of seed {seed}: examination records, {polyps} polyps, {frames} frames per examination, {size} px",
+                split.name()
             ),
         )
     }

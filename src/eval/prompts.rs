@@ -142,6 +142,11 @@ impl HeldOutItems {
 
     /// Zero-shot detection: the polyp sentence's probability for every frame.
     pub fn detection(&self, m: &Named, device: &Device) -> Curves {
+        self.curves(&self.detection_items(m, device))
+    }
+
+    /// [`Self::detection`]'s items: (score, shows a polyp, examination) per frame.
+    pub fn detection_items(&self, m: &Named, device: &Device) -> Vec<(f64, bool, usize)> {
         let emb = self.embeddings(m, device);
         let set = default_set("polyp vs background");
         let rows: Vec<Vec<f32>> = self
@@ -156,12 +161,17 @@ impl HeldOutItems {
             .zip(scores)
             .map(|(&(e, _, y), s)| (s, y, e))
             .collect();
-        self.curves(&items)
+        items
     }
 
     /// Zero-shot pathology: the neoplastic prompts' summed probability for every polyp (its
     /// views' mean embedding).
     pub fn pathology(&self, m: &Named, device: &Device) -> Curves {
+        self.curves(&self.pathology_items(m, device))
+    }
+
+    /// [`Self::pathology`]'s items: (neoplastic score, neoplastic, examination) per polyp.
+    pub fn pathology_items(&self, m: &Named, device: &Device) -> Vec<(f64, bool, usize)> {
         let rows = self.polyp_rows(m, device);
         let set = default_set("benign vs neoplastic");
         let scores = class_scores(m, &rows, &set, "neoplastic", device);
@@ -171,7 +181,7 @@ impl HeldOutItems {
             .zip(scores)
             .map(|((e, _, y), s)| (s, *y, *e))
             .collect();
-        self.curves(&items)
+        items
     }
 
     fn polyp_rows(&self, m: &Named, device: &Device) -> Vec<Vec<f32>> {
@@ -279,7 +289,7 @@ impl HeldOutItems {
 
     /// AUROC and AUPR of (score, positive, examination) items, with bootstrap intervals over
     /// examinations.
-    fn curves(&self, items: &[(f64, bool, usize)]) -> Curves {
+    pub fn curves(&self, items: &[(f64, bool, usize)]) -> Curves {
         let compute = |w: Option<&Vec<f64>>| {
             let mut s = Vec::new();
             let mut y = Vec::new();

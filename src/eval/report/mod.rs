@@ -9,6 +9,7 @@
 //! [`build`] for its model kind.
 
 pub mod draw;
+pub mod prompts;
 pub mod tracklets;
 pub mod twins;
 
@@ -81,7 +82,7 @@ pub enum ReportError {
     #[error("{held_out} is the library the run trained on: a report is made on held-out data only")]
     TrainingData { held_out: String },
     #[error(
-        "no evaluation report for a {0} yet (reports exist for twin image encoders and tracklet models)"
+        "no evaluation report for a {0} yet (reports exist for twin image encoders, tracklet models and prompt models)"
     )]
     Unsupported(ModelKind),
     #[error("{path}: {source}")]
@@ -99,7 +100,8 @@ pub struct ReportData {
     /// The library the model trained on: refused as held-out data.
     pub trained_on: Option<PathBuf>,
     pub seed: u64,
-    /// Size of a generated split: polyps (twins), videos and frames per video (tracklets).
+    /// Size of a generated split: polyps (twins, prompts), videos and frames per video
+    /// (tracklets).
     pub polyps: usize,
     pub videos: usize,
     pub frames: usize,
@@ -162,6 +164,7 @@ pub fn build(
             tracklets::report(card, active_models, data, device, progress)
         }
         ModelKind::ImageEncoder => twins::report(card, active_models, data, device, progress),
+        ModelKind::PromptModel => prompts::report(card, active_models, data, device, progress),
         other => Err(ReportError::Unsupported(other)),
     }
 }
