@@ -22,7 +22,7 @@ pub struct FramePhase {
 /// Frames at up to 60 per second for `seconds` idle, then for `seconds` while training.
 pub fn frame_times(seconds: f64, say: &mut dyn FnMut(&str)) -> Result<Vec<FramePhase>, String> {
     let dir = tempfile_dir()?;
-    let library = dir.join("library");
+    let library = dir.0.join("library");
     say("making a small phantom library with videos...");
     {
         use crate::data::phantom::{self, PhantomConfig};
@@ -59,7 +59,7 @@ pub fn frame_times(seconds: f64, say: &mut dyn FnMut(&str)) -> Result<Vec<FrameP
     for (name, value) in [("epochs", "1000"), ("anchors", "4"), ("size", "32")] {
         app.send(set(name, value.into()));
     }
-    app.send(set("out", dir.join("models").display().to_string()));
+    app.send(set("out", dir.0.join("models").display().to_string()));
     let mut phases = Vec::new();
     say("idle frames...");
     phases.push(phase("idle (Training tab)", &ctx, &mut app, seconds));
@@ -92,15 +92,23 @@ pub fn frame_times(seconds: f64, say: &mut dyn FnMut(&str)) -> Result<Vec<FrameP
         std::thread::sleep(Duration::from_millis(16));
     }
     drop(app);
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(phases)
 }
 
-fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+/// The bench's temporary folder, removed however the bench ends.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> Result<TempDir, String> {
     let dir = std::env::temp_dir().join(format!("endotwin-bench-frames-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
+    Ok(TempDir(dir))
 }
 
 /// One frame: logic, layout, tessellation. Returns its milliseconds.
