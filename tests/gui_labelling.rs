@@ -184,6 +184,19 @@ fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
     all.sort();
     assert_eq!(sorted, all);
     shows_part(&h, "cases, uncertain and diverse, by the twin index of");
+    // The shipped prompt model's benign-vs-neoplastic entropy joins the twin vote's doubt.
+    shows_part(&h, "with the prompt entropy of");
+    for item in &h.state().state.labelling.queue {
+        let e = item
+            .prompt_entropy
+            .expect("every polyp scored by the prompt model");
+        assert!((0.0..=1.0).contains(&e), "{item:?}");
+        let vote = item.vote.as_ref().map_or(1.0, |v| 1.0 - v.1);
+        assert!(
+            (item.uncertainty - (vote + e) / 2.0).abs() < 1e-9,
+            "{item:?}"
+        );
+    }
     crate::gui::screenshot(&mut h, "review-queue");
     // Clicking a case opens it; J then follows the queue, not the browser's order.
     assert!(h.state().state.labelling.follow_queue);

@@ -268,10 +268,12 @@ impl App {
             return;
         }
         self.state.labelling.queue_order = order;
+        let prompts = crate::prompts::model::shipped_path(&self.state.prompts.models_dir);
         let job = Job::ReviewQueue {
             models: self.state.twins.models_dir.clone(),
             order,
             limit: 200,
+            prompts: prompts.is_file().then_some(prompts),
         };
         let db = lib.store.db_path().to_path_buf();
         match self.engine.submit("review queue", db, job) {
@@ -288,9 +290,13 @@ impl App {
         }
         panel.queue_job = None;
         match output {
-            Ok(JobOutput::ReviewQueue { items, version }) => {
+            Ok(JobOutput::ReviewQueue {
+                items,
+                version,
+                prompts,
+            }) => {
                 panel.queue = items.clone();
-                panel.queue_version = version.clone();
+                panel.queue_version = format!("{version}, {prompts}");
                 panel.follow_queue = true;
             }
             Ok(_) => {}

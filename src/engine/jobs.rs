@@ -72,6 +72,8 @@ pub enum Job {
         models: PathBuf,
         order: crate::twins::review::QueueOrder,
         limit: usize,
+        /// The prompt model whose benign-vs-neoplastic entropy joins the uncertainty.
+        prompts: Option<PathBuf>,
     },
     /// The evaluation report of the model of `card` beside the library's active one, on
     /// held-out data; saved beside the card.
@@ -154,6 +156,8 @@ pub enum JobOutput {
     ReviewQueue {
         items: Vec<crate::twins::review::QueueItem>,
         version: String,
+        /// Which prompt model's entropy is in it, or why none is.
+        prompts: String,
     },
     /// A report made and saved (`json`, its PNG beside it).
     Report {
@@ -227,14 +231,26 @@ pub(super) fn run(
             models,
             order,
             limit,
+            prompts,
         } => {
+            let (entropy, said) = match &prompts {
+                Some(card) => match prompt_entropies(compute, library, card, progress) {
+                    Ok((h, model)) => (h, format!("with the prompt entropy of {model}")),
+                    Err(e) => (Default::default(), format!("without prompt entropy: {e}")),
+                },
+                None => (
+                    Default::default(),
+                    "without prompt entropy: no prompt model".into(),
+                ),
+            };
             let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
             let models = TwinModels::load(&models, &compute.device).map_err(|e| e.to_string())?;
             let index = TwinIndex::load(&store, &models).map_err(|e| e.to_string())?;
             progress.stage("ordering the review queue", 0);
             Ok(JobOutput::ReviewQueue {
-                items: crate::twins::review::queue(&index, 6, order, limit),
+                items: crate::twins::review::queue(&index, 6, order, limit, &entropy),
                 version: index.version.clone(),
+                prompts: said,
             })
         }
         Job::Report { card, data } => {
@@ -491,6 +507,26 @@ fn caption_model(
             "no caption model: {e} (train one with `endotwin train captions` or the Training tab)"
         )
     })
+}
+
+/// Each polyp's benign-vs-neoplastic prompt entropy under the prompt model of `card`,
+/// encoding the library's stills it has not encoded yet; with the model's name.
+fn prompt_entropies(
+    compute: &Compute,
+    library: &Path,
+    card: &Path,
+    progress: &std::sync::Arc<Progress>,
+) -> Result<(std::collections::HashMap<i64, f64>, String), String> {
+    let model = crate::prompts::model::load(card, &compute.device).map_err(|e| e.to_string())?;
+    let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
+    if !store.is_read_only() {
+        crate::prompts::query::index_library(&model, &mut store, &compute.device, progress)
+            .map_err(|e| e.to_string())?;
+    }
+    let set = crate::prompts::default_set("benign vs neoplastic");
+    let h = crate::prompts::query::polyp_entropies(&model, &store, &set, &compute.device)
+        .map_err(|e| e.to_string())?;
+    Ok((h, model.named()))
 }
 
 /// After a promotion or demotion: the twin index is rebuilt with the library's new twin

@@ -171,6 +171,60 @@ pub fn cached_embeddings(
         .collect())
 }
 
+/// Per polyp the model has encoded: how unsure `set` is about it, the entropy of the set's
+/// class probabilities (prompts of one class summed) for the mean of its views' embeddings,
+/// divided by its largest value (0: certain, 1: every class alike).
+pub fn polyp_entropies(
+    model: &LoadedPromptModel,
+    store: &Store,
+    set: &super::PromptSet,
+    device: &Device,
+) -> Result<HashMap<i64, f64>, PromptError> {
+    let cached = cached_embeddings(model, store)?;
+    let mut ids = Vec::new();
+    let mut rows: Vec<f32> = Vec::new();
+    let mut dim = 0;
+    for p in store.polyps()? {
+        let views = store.polyp_views(p.id)?;
+        let embs: Vec<&Vec<f32>> = views.iter().filter_map(|m| cached.get(&m.id)).collect();
+        let Some(first) = embs.first() else { continue };
+        dim = first.len();
+        let mut mean = vec![0.0f32; dim];
+        for e in &embs {
+            mean.iter_mut().zip(e.iter()).for_each(|(m, x)| *m += x);
+        }
+        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        mean.iter_mut().for_each(|x| *x /= norm);
+        ids.push(p.id);
+        rows.extend(mean);
+    }
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let x = Tensor::<2>::from_data(TensorData::new(rows, [ids.len(), dim]), device);
+    let scored = scores(model, x, &set.prompts, device)?;
+    let class_of = |j: usize| set.classes.get(j).unwrap_or(&set.prompts[j]).clone();
+    let mut classes: Vec<String> = (0..set.prompts.len()).map(class_of).collect();
+    classes.sort();
+    classes.dedup();
+    let top = (classes.len() as f64).ln();
+    Ok(ids
+        .into_iter()
+        .zip(scored)
+        .map(|(id, s)| {
+            let mut p = vec![0.0f64; classes.len()];
+            for (j, score) in s.iter().enumerate() {
+                let c = classes
+                    .binary_search(&class_of(j))
+                    .expect("a class of the set");
+                p[c] += score.probability as f64;
+            }
+            let h: f64 = p.iter().filter(|&&q| q > 0.0).map(|q| -q * q.ln()).sum();
+            (id, if top > 0.0 { h / top } else { 0.0 })
+        })
+        .collect())
+}
+
 /// How many of the library's stills `model`'s version has not encoded yet.
 pub fn missing(model: &LoadedPromptModel, store: &Store) -> Result<usize, PromptError> {
     let cached = cached_embeddings(model, store)?;

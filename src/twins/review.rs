@@ -40,8 +40,12 @@ pub struct QueueItem {
     pub label: Option<String>,
     /// The twin vote's winner and its share among the neighbours with a histology.
     pub vote: Option<(String, f64)>,
-    /// 1 - the winner's share (1 when no neighbour has a histology).
+    /// How unsure the models are: the twin vote's 1 - winner share (1 when no neighbour has a
+    /// histology), averaged with the prompt entropy when there is one.
     pub uncertainty: f64,
+    /// The text prompts' normalised entropy over benign vs neoplastic, when a prompt model
+    /// scored the polyp.
+    pub prompt_entropy: Option<f64>,
     /// Cosine distance / 2 to the nearest case queued before it (1 for the first).
     pub distance: f64,
 }
@@ -53,14 +57,25 @@ impl QueueItem {
     }
 }
 
-/// The first `limit` cases of the queue over every indexed polyp; `k` neighbours vote.
-pub fn queue(index: &TwinIndex, k: usize, order: QueueOrder, limit: usize) -> Vec<QueueItem> {
+/// The first `limit` cases of the queue over every indexed polyp; `k` neighbours vote;
+/// `prompt_entropy` (by polyp id, 0..1) joins the uncertainty where it is known.
+pub fn queue(
+    index: &TwinIndex,
+    k: usize,
+    order: QueueOrder,
+    limit: usize,
+    prompt_entropy: &std::collections::HashMap<i64, f64>,
+) -> Vec<QueueItem> {
     let n = index.len();
     let polyps = index.polyps();
     let uncertainty: Vec<(f64, Option<(String, f64)>)> = (0..n)
         .map(|i| {
             let r = index.query(index.vector(i), k, Search::Cosine, &[polyps[i].id]);
-            vote_uncertainty(&r)
+            let (u, vote) = vote_uncertainty(&r);
+            match prompt_entropy.get(&polyps[i].id) {
+                Some(h) => ((u + h) / 2.0, vote),
+                None => (u, vote),
+            }
         })
         .collect();
     let vectors: Vec<&[f32]> = (0..n).map(|i| index.vector(i)).collect();
@@ -73,6 +88,7 @@ pub fn queue(index: &TwinIndex, k: usize, order: QueueOrder, limit: usize) -> Ve
             label: polyps[i].histology.clone(),
             vote: uncertainty[i].1.clone(),
             uncertainty: uncertainty[i].0,
+            prompt_entropy: prompt_entropy.get(&polyps[i].id).copied(),
             distance,
         })
         .collect()

@@ -20,7 +20,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                     panel.queue_job.is_none(),
                     egui::Button::selectable(chosen, order.title()),
                 )
-                .on_hover_text("order the library's indexed polyps this way (twin vote of 6)")
+                .on_hover_text("order the library's indexed polyps this way (twin vote of 6, and the active prompt model's benign-vs-neoplastic entropy when there is one)")
                 .clicked()
             {
                 out.push(Command::BuildReviewQueue(order));
@@ -73,6 +73,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                         "polyp",
                         "label",
                         "twin vote",
+                        "prompt entropy",
                         "uncertainty",
                         "distance",
                     ] {
@@ -96,6 +97,10 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                             Some((winner, share)) => format!("{winner} {:.0} %", share * 100.0),
                             None => "no labelled neighbour".into(),
                         });
+                        ui.label(
+                            item.prompt_entropy
+                                .map_or("—".into(), |h| format!("{h:.2}")),
+                        );
                         ui.label(format!("{:.2}", item.uncertainty));
                         ui.label(format!("{:.3}", item.distance));
                         ui.end_row();
