@@ -73,8 +73,8 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                         "polyp",
                         "label",
                         "twin vote",
-                        "prompt entropy",
-                        "uncertainty",
+                        "entropy",
+                        "doubt",
                         "distance",
                     ] {
                         ui.label(RichText::new(h).strong());
