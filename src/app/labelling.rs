@@ -156,6 +156,40 @@ impl App {
         self.select(Selection::Polyp(polyps[next]));
     }
 
+    /// The review commands: the queue, frame labels, the history's filter, the picked group.
+    pub(super) fn review_command(&mut self, command: super::Command) {
+        use super::Command;
+        match command {
+            Command::BuildReviewQueue(order) => self.build_review_queue(order),
+            Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
+            Command::SetFrameLabel { media_id, value } => self.label_frame(media_id, value),
+            Command::AuditFilter(filter) => {
+                self.state.labelling.audit_filter = filter;
+                self.refresh_labelling();
+            }
+            Command::SetPicked(ids) => self.state.picked = ids.into_iter().collect(),
+            Command::TogglePicked(id) => {
+                let was_picked = self.state.picked.remove(&id);
+                if !was_picked {
+                    self.state.picked.insert(id);
+                }
+            }
+            Command::LabelPicked { key, value } => self.label_picked(key, value),
+            Command::QueryPicked => self.query_picked(),
+            Command::ExportPicked(None) => {
+                if let Some(path) = rfd::FileDialog::new()
+                    .set_title("Export the picked polyps' labels")
+                    .set_file_name("picked-labels.csv")
+                    .save_file()
+                {
+                    self.export_picked(&path);
+                }
+            }
+            Command::ExportPicked(Some(path)) => self.export_picked(&path),
+            _ => {}
+        }
+    }
+
     /// Sets a frame's "polyp / no polyp" through the audited path, undoable.
     pub(super) fn label_frame(&mut self, media_id: i64, value: Option<String>) {
         if let Some(old) = self.set_frame_label(media_id, value.clone())

@@ -205,31 +205,15 @@ impl App {
             Command::SetLabelField(field) => self.state.labelling.field = field,
             Command::StepPolyp(delta) => self.step_polyp(delta),
             Command::NextUnlabelled => self.next_unlabelled(),
-            Command::BuildReviewQueue(order) => self.build_review_queue(order),
-            Command::SetFrameLabel { media_id, value } => self.label_frame(media_id, value),
-            Command::AuditFilter(filter) => {
-                self.state.labelling.audit_filter = filter;
-                self.refresh_labelling();
-            }
-            Command::SetPicked(ids) => self.state.picked = ids.into_iter().collect(),
-            Command::TogglePicked(id) => {
-                if !self.state.picked.remove(&id) {
-                    self.state.picked.insert(id);
-                }
-            }
-            Command::LabelPicked { key, value } => self.label_picked(key, value),
-            Command::QueryPicked => self.query_picked(),
-            Command::ExportPicked(None) => {
-                if let Some(path) = rfd::FileDialog::new()
-                    .set_title("Export the picked polyps' labels")
-                    .set_file_name("picked-labels.csv")
-                    .save_file()
-                {
-                    self.export_picked(&path);
-                }
-            }
-            Command::ExportPicked(Some(path)) => self.export_picked(&path),
-            Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
+            c @ (Command::BuildReviewQueue(_)
+            | Command::FollowQueue(_)
+            | Command::SetFrameLabel { .. }
+            | Command::AuditFilter(_)
+            | Command::SetPicked(_)
+            | Command::TogglePicked(_)
+            | Command::LabelPicked { .. }
+            | Command::QueryPicked
+            | Command::ExportPicked(_)) => self.review_command(c),
             Command::TrackBox {
                 video_id,
                 frame,
