@@ -256,16 +256,7 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("head.json");
     let head = endotwin::default_models_dir().join("tracklet-head.json");
-    let ran = crate::common::run({
-        let mut c = crate::common::endotwin(lib.path());
-        c.args(["model", "report", "--card"])
-            .arg(&head)
-            .arg("--held-out")
-            .arg(held.path())
-            .arg("--json")
-            .arg(&json);
-        c
-    });
+    let ran = model_report(lib.path(), &head, held.path(), &json);
     assert!(ran.ok(), "{}", ran.text());
     assert!(
         ran.says("tracklet re-identification report"),
@@ -320,16 +311,7 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("prompts.json");
     let card = endotwin::default_models_dir().join("prompts.json");
-    let ran = crate::common::run({
-        let mut c = crate::common::endotwin(lib.path());
-        c.args(["model", "report", "--card"])
-            .arg(&card)
-            .arg("--held-out")
-            .arg(held.path())
-            .arg("--json")
-            .arg(&json);
-        c
-    });
+    let ran = model_report(lib.path(), &card, held.path(), &json);
     assert!(ran.ok(), "{}", ran.text());
     assert!(
         ran.says("text prompts (Endo-CLIP) report"),
@@ -346,4 +328,21 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
     let confusion = report.confusion.as_ref().unwrap();
     assert_eq!(confusion.classes, ["benign", "neoplastic"]);
     assert!(confusion.counts.iter().flatten().sum::<usize>() > 0);
+}
+
+/// `endotwin model report --card CARD --held-out HELD --json JSON` on `lib`.
+fn model_report(
+    lib: &std::path::Path,
+    card: &std::path::Path,
+    held: &std::path::Path,
+    json: &std::path::Path,
+) -> crate::common::Ran {
+    let mut c = crate::common::endotwin(lib);
+    c.args(["model", "report", "--card"])
+        .arg(card)
+        .arg("--held-out")
+        .arg(held)
+        .arg("--json")
+        .arg(json);
+    crate::common::run(c)
 }

@@ -166,20 +166,7 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
     // ...but on held-out videos of another phantom seed, beside the active tracklet model.
     let held = tempfile::tempdir().unwrap();
     crate::common::video_library_of_seed(held.path(), 4, 6);
-    h.state_mut().send(Command::Training(
-        endotwin::app::TrainingCommand::ReportHeldOut(held.path().display().to_string()),
-    ));
-    h.state_mut().state.toasts.clear();
-    settle(&mut h);
-    h.get_by_label(&report_button).click();
-    settle(&mut h);
-    until(&mut h, 400, "the report", |app| {
-        app.state.training.reporting.is_none()
-    });
-    let report = h.state().state.training.runs[0]
-        .report
-        .clone()
-        .unwrap_or_else(|| panic!("no report: {:?}", toasts(&h)));
+    let report = report_on(&mut h, held.path(), finished);
     assert_eq!(report.capability, "tracklet re-identification");
     assert!(report.held_out.contains(&held.path().display().to_string()));
     let map = report
@@ -284,22 +271,7 @@ fn a_finished_run_is_promoted_the_twin_index_rebuilds_and_demote_brings_the_ship
     // figures, the 2v2 curves and the pathology vote's confusion matrix.
     let held = tempfile::tempdir().unwrap();
     polyp_library(held.path(), 14, 8);
-    h.state_mut().send(Command::Training(
-        endotwin::app::TrainingCommand::ReportHeldOut(held.path().display().to_string()),
-    ));
-    h.state_mut().state.toasts.clear();
-    settle(&mut h);
-    h.get_by_label(&format!("Report #{run}")).scroll_to_me();
-    settle(&mut h);
-    h.get_by_label(&format!("Report #{run}")).click();
-    settle(&mut h);
-    until(&mut h, 400, "the report", |app| {
-        app.state.training.reporting.is_none()
-    });
-    let report = h.state().state.training.runs[0]
-        .report
-        .clone()
-        .unwrap_or_else(|| panic!("no report: {:?}", toasts(&h)));
+    let report = report_on(&mut h, held.path(), run);
     assert_eq!(report.capability, "digital twins");
     assert!(
         report.held_out.contains("14 polyps with four views"),
@@ -394,4 +366,30 @@ fn polyp_library(dir: &std::path::Path, polyps: usize, seed: u64) {
         video_size: 64,
     };
     phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+}
+
+/// Names `held` as the held-out library of reports, clicks run `run`'s Report button and
+/// waits for the report; the newest run's report.
+fn report_on(
+    h: &mut Harness<'static, App>,
+    held: &std::path::Path,
+    run: i64,
+) -> Box<endotwin::eval::report::Report> {
+    h.state_mut().send(Command::Training(
+        endotwin::app::TrainingCommand::ReportHeldOut(held.display().to_string()),
+    ));
+    h.state_mut().state.toasts.clear();
+    settle(h);
+    let button = format!("Report #{run}");
+    h.get_by_label(&button).scroll_to_me();
+    settle(h);
+    h.get_by_label(&button).click();
+    settle(h);
+    until(h, 400, "the report", |app| {
+        app.state.training.reporting.is_none()
+    });
+    h.state().state.training.runs[0]
+        .report
+        .clone()
+        .unwrap_or_else(|| panic!("no report: {:?}", toasts(h)))
 }

@@ -137,19 +137,9 @@ fn confusion(ui: &mut egui::Ui, c: &Confusion) {
         ui.end_row();
         for (i, row) in c.counts.iter().enumerate() {
             ui.label(format!("true {}", c.classes[i]));
-            let total: usize = row.iter().sum();
             for (j, &n) in row.iter().enumerate() {
-                let share = if total == 0 {
-                    0.0
-                } else {
-                    n as f32 / total as f32
-                };
-                let g = (40.0 + 180.0 * share) as u8;
-                let fill = if i == j {
-                    Color32::from_rgb(g / 3, g, g / 3)
-                } else {
-                    Color32::from_rgb(g, g / 3, g / 3)
-                };
+                let [r, g, b] = c.shade(i, j);
+                let fill = Color32::from_rgb(r, g, b);
                 egui::Frame::new()
                     .fill(fill)
                     .inner_margin(6.0)

@@ -67,19 +67,8 @@ pub fn confusion(c: &Confusion) -> RgbImage {
     let (w, h) = ((margin + cell * n + 10).max(widest), 60 + cell * n + 10);
     let mut img = RgbImage::from_pixel(w, h, Rgb([0, 0, 0]));
     for (i, row) in c.counts.iter().enumerate() {
-        let total: usize = row.iter().sum();
         for (j, &count) in row.iter().enumerate() {
-            let share = if total == 0 {
-                0.0
-            } else {
-                count as f32 / total as f32
-            };
-            let g = (40.0 + 215.0 * share) as u8;
-            let colour = if i == j {
-                Rgb([g / 3, g, g / 3])
-            } else {
-                Rgb([g, g / 3, g / 3])
-            };
+            let colour = Rgb(c.shade(i, j));
             let (x0, y0) = (margin + j as u32 * cell, 60 + i as u32 * cell);
             for y in y0 + 1..y0 + cell - 1 {
                 for x in x0 + 1..x0 + cell - 1 {

@@ -51,6 +51,26 @@ pub struct Confusion {
     pub counts: Vec<Vec<usize>>,
 }
 
+impl Confusion {
+    /// The colour of cell (`truth`, `predicted`): brighter the larger its share of the row,
+    /// green on the diagonal, red off it (the PNG and the panel draw it the same).
+    pub fn shade(&self, truth: usize, predicted: usize) -> [u8; 3] {
+        let row = &self.counts[truth];
+        let total: usize = row.iter().sum();
+        let share = if total == 0 {
+            0.0
+        } else {
+            row[predicted] as f32 / total as f32
+        };
+        let g = (40.0 + 215.0 * share) as u8;
+        if truth == predicted {
+            [g / 3, g, g / 3]
+        } else {
+            [g, g / 3, g / 3]
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The capability ("tracklet re-identification").
@@ -167,6 +187,24 @@ pub fn build(
         ModelKind::PromptModel => prompts::report(card, active_models, data, device, progress),
         other => Err(ReportError::Unsupported(other)),
     }
+}
+
+/// The models folder reports compare with: `active_models`, else the shipped one.
+fn models_folder(active_models: Option<&Path>) -> PathBuf {
+    active_models
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::default_models_dir)
+}
+
+/// The active model to set beside `card`: the first of `names` (card names, most preferred
+/// first) present in `dir`, unless that is `card` itself.
+fn active_card(card: &Path, dir: &Path, names: &[&str]) -> Option<PathBuf> {
+    let same = |p: &Path| p.canonicalize().ok() == card.canonicalize().ok();
+    names
+        .iter()
+        .map(|name| dir.join(format!("{name}.json")))
+        .find(|p| p.is_file())
+        .filter(|p| !same(p))
 }
 
 /// Where the report of `card` is saved: `<card stem>.report.json` beside it.

@@ -24,15 +24,11 @@ pub fn report(
     progress: &Progress,
 ) -> Result<Report, ReportError> {
     let loaded = model::load(card, device)?;
-    let dir = active_models
-        .map(Path::to_path_buf)
-        .unwrap_or_else(crate::default_models_dir);
-    let active_card = model::shipped_path(&dir);
-    let same = card.canonicalize().ok() == active_card.canonicalize().ok();
-    let active: Option<LoadedPromptModel> = if active_card.is_file() && !same {
-        Some(model::load(&active_card, device)?)
-    } else {
-        None
+    let dir = super::models_folder(active_models);
+    let active_card = super::active_card(card, &dir, &[model::SHIPPED_NAME]);
+    let active: Option<LoadedPromptModel> = match &active_card {
+        Some(path) => Some(model::load(path, device)?),
+        None => None,
     };
     progress.stage("held-out examination records", 0);
     let held = HeldOut::open_records_of(
@@ -119,7 +115,7 @@ pub fn report(
     Ok(Report {
         capability: "text prompts (Endo-CLIP)".into(),
         model: card.display().to_string(),
-        active: active.as_ref().map(|_| active_card.display().to_string()),
+        active: active_card.map(|p| p.display().to_string()),
         held_out: format!(
             "{}: {} examinations, {frames} frames ({with_polyp} with a polyp), {polyps} polyps \
              ({benign} benign)",

@@ -15,7 +15,7 @@ use crate::tracklets::dataset::TrackletSet;
 use crate::tracklets::timeline::{HEAD_THRESHOLD, MODEL_THRESHOLD};
 use crate::twins::TwinModels;
 use burn::tensor::Device;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 enum Loaded {
     Cnn(TrackletModel, TrackletModelConfig),
@@ -81,15 +81,6 @@ impl Candidate {
     }
 }
 
-/// The active tracklet model of a models folder: the head when there is one (what the
-/// Tracklets tab uses), else a frame-CNN encoder.
-fn active_card(dir: &Path) -> Option<PathBuf> {
-    [crate::tracklets::HEAD_NAME, crate::tracklets::MODEL_NAME]
-        .iter()
-        .map(|name| dir.join(format!("{name}.json")))
-        .find(|p| p.is_file())
-}
-
 pub fn report(
     card: &Path,
     active_models: Option<&Path>,
@@ -97,14 +88,13 @@ pub fn report(
     device: &Device,
     progress: &Progress,
 ) -> Result<Report, ReportError> {
-    let models = active_models
-        .map(Path::to_path_buf)
-        .unwrap_or_else(crate::default_models_dir);
+    let models = super::models_folder(active_models);
     let model = Candidate::load(card, device)?;
-    let same = |a: &Path, b: &Path| a.canonicalize().ok() == b.canonicalize().ok();
-    let active = match active_card(&models) {
-        Some(path) if !same(&path, card) => Some((Candidate::load(&path, device)?, path)),
-        _ => None,
+    // The head when there is one (what the Tracklets tab uses), else a frame-CNN encoder.
+    let names = [crate::tracklets::HEAD_NAME, crate::tracklets::MODEL_NAME];
+    let active = match super::active_card(card, &models, &names) {
+        Some(path) => Some((Candidate::load(&path, device)?, path)),
+        None => None,
     };
     let needs_twins = std::iter::once(&model)
         .chain(active.as_ref().map(|a| &a.0))

@@ -30,18 +30,13 @@ pub fn report(
         move |e: crate::twins::TwinError| ReportError::Data(format!("{what}: {e}"))
     };
     let model = TwinModels::load_cards(card, None, device).map_err(twin_error("the model"))?;
-    let dir = active_models
-        .map(Path::to_path_buf)
-        .unwrap_or_else(crate::default_models_dir);
-    let active_card = dir.join(format!("{}.json", crate::twins::IMAGE_MODEL));
-    let same = card.canonicalize().ok() == active_card.canonicalize().ok();
-    let active = if active_card.is_file() && !same {
-        Some(
-            TwinModels::load_cards(&active_card, None, device)
-                .map_err(twin_error("the active model"))?,
-        )
-    } else {
-        None
+    let dir = super::models_folder(active_models);
+    let active_card = super::active_card(card, &dir, &[crate::twins::IMAGE_MODEL]);
+    let active = match &active_card {
+        Some(path) => Some(
+            TwinModels::load_cards(path, None, device).map_err(twin_error("the active model"))?,
+        ),
+        None => None,
     };
     progress.stage("held-out polyps", 0);
     let held = HeldOut::open_split(
@@ -86,7 +81,10 @@ pub fn report(
                 .map(|(_, _, p)| {
                     let scores: Vec<f64> = p.iter().map(|x| x.0).collect();
                     let right: Vec<bool> = p.iter().map(|x| x.1).collect();
-                    let label = if *who == MODEL { card } else { &active_card };
+                    let label = match *who {
+                        MODEL => card,
+                        _ => active_card.as_deref().unwrap_or(card),
+                    };
                     Curves::of(&label.display().to_string(), &scores, &right)
                 })
         })
@@ -111,7 +109,7 @@ pub fn report(
     Ok(Report {
         capability: "digital twins".into(),
         model: card.display().to_string(),
-        active: active.as_ref().map(|_| active_card.display().to_string()),
+        active: active_card.as_ref().map(|p| p.display().to_string()),
         held_out: format!("{}: {} polyps with four views", held.described, e.polyps),
         seed: data.seed,
         bootstrap: e.bootstrap,
