@@ -353,3 +353,73 @@ fn coco_labels_come_back_unchanged_and_one_frame_label_and_one_identity_change_e
     let ran = labels(lib.path(), &["import", arg]);
     assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
 }
+
+#[test]
+fn a_hostile_coco_file_is_refused_by_name_and_changes_nothing() {
+    let lib = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 4);
+    let file = lib.path().join("labels.coco.json");
+    let arg = file.to_str().unwrap();
+    assert!(labels(lib.path(), &["export", "--format", "coco", "--out", arg]).ok());
+    let before = state(lib.path());
+    let good: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let track = good["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|a| a["track_id"].as_i64())
+        .unwrap();
+
+    // Every difference is one a reviewer must not get silently: an image the library does not
+    // have (with a path that climbs out), a frame label that is no label, a track that does
+    // not exist, a polyp that is not in the library, one track naming two polyps.
+    let mut bad = good.clone();
+    bad["images"] = serde_json::json!([
+        {"id": 999999, "file_name": "../../etc/passwd", "polyp_present": "polyp"},
+        {"id": good["images"][0]["id"], "file_name": "x.jpg", "polyp_present": "maybe"},
+    ]);
+    let annotations = bad["annotations"].as_array_mut().unwrap();
+    annotations.push(serde_json::json!({"id": 1, "image_id": 1, "category_id": 1,
+        "bbox": [0, 0, -5, 1e9], "track_id": 424242, "polyp": "S5-E001-P1"}));
+    for a in annotations.iter_mut() {
+        if a["track_id"].as_i64() == Some(track) {
+            a["polyp"] = "../S9-NOPE".into();
+        }
+    }
+    std::fs::write(&file, serde_json::to_string(&bad).unwrap()).unwrap();
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(!ran.ok(), "{}", ran.text());
+    for named in [
+        "image 999999 (../../etc/passwd): not in this library",
+        "'maybe' is not",
+        "track 424242: no such tracklet",
+        &format!("track {track}: '../S9-NOPE' is not a polyp"),
+        "boxes are not imported",
+        "nothing imported",
+    ] {
+        assert!(ran.says(named), "{named}: {}", ran.text());
+    }
+    assert_eq!(state(lib.path()), before, "nothing changed");
+
+    // A truncated file: refused by name, as COCO, nothing changed.
+    let text = serde_json::to_string_pretty(&good).unwrap();
+    std::fs::write(&file, &text[..text.len() / 2]).unwrap();
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(!ran.ok(), "{}", ran.text());
+    assert!(
+        ran.says("labels.coco.json") && ran.says("not a labels COCO JSON"),
+        "{}",
+        ran.text()
+    );
+    assert_eq!(state(lib.path()), before);
+    // An empty result: no images, no boxes: the boxes that differ are named, nothing changes.
+    std::fs::write(&file, r#"{"images": [], "annotations": []}"#).unwrap();
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(
+        !ran.ok() && ran.says("boxes are not imported"),
+        "{}",
+        ran.text()
+    );
+    assert_eq!(state(lib.path()), before);
+}

@@ -123,6 +123,13 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             for p in &problems {
                 eprintln!("skipped {p}");
             }
+            if changes.is_empty() && !problems.is_empty() {
+                anyhow::bail!(
+                    "{}: nothing imported: every difference was skipped ({} named above)",
+                    file.display(),
+                    problems.len()
+                );
+            }
             if changes.is_empty() {
                 println!("no changes");
                 return Ok(());

@@ -293,8 +293,18 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
 /// JSONL file (its first non-blank character `{`, one object a line), else [`diff_csv`].
 pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
     let trimmed = text.trim_start();
+    let first_line_is_object = trimmed
+        .lines()
+        .next()
+        .is_some_and(|l| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.is_object()));
     if trimmed.starts_with('{') && coco::looks_like(trimmed) {
         coco::diff(store, text)
+    } else if trimmed.starts_with('{') && !first_line_is_object {
+        // One JSON document (not one object a line) that does not parse: a broken COCO file.
+        let why = serde_json::from_str::<serde_json::Value>(trimmed)
+            .err()
+            .map_or("a JSON object without `images`".into(), |e| e.to_string());
+        Err(LabelsError::Coco(why))
     } else if trimmed.starts_with('{') {
         diff_jsonl(store, text)
     } else {
