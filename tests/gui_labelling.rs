@@ -408,3 +408,165 @@ fn label_of(dir: &std::path::Path, kind: TargetKind, id: i64, key: &str) -> Opti
     let store = Store::open(dir, OpenMode::Existing).unwrap();
     store.current_label(kind, id, key).unwrap()
 }
+
+/// A twin model that cuts around the polyp (the shipped recipe), tiny.
+fn cropping_twin_models(dir: &std::path::Path) {
+    use endotwin::model::preprocess::TwinInput;
+    use endotwin::model::vit::VitConfig;
+    use endotwin::model::weights::{self, ModelCard, ModelKind};
+    let device = burn::tensor::Device::flex();
+    device.seed(1);
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let mut card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "t1", "test", &config);
+    card.input = Some(TwinInput::new(32));
+    weights::save(&config.init(&device), &card, dir).unwrap();
+}
+
+/// The polyp's embedding in the index, and what its views give when encoded now.
+fn indexed_and_fresh(
+    dir: &std::path::Path,
+    models: &std::path::Path,
+    polyp: i64,
+) -> (Vec<f32>, Vec<f32>) {
+    use endotwin::twins::{TwinIndex, TwinModels, load_view};
+    let store = Store::open(dir, OpenMode::Existing).unwrap();
+    let m = TwinModels::load(models, &burn::tensor::Device::flex()).unwrap();
+    let index = TwinIndex::load(&store, &m).unwrap();
+    let i = index.polyps().iter().position(|p| p.id == polyp).unwrap();
+    let views: Vec<_> = store
+        .polyp_views(polyp)
+        .unwrap()
+        .iter()
+        .map(|v| load_view(&store, v).unwrap())
+        .collect();
+    (index.vector(i).to_vec(), m.combine(&m.encode_views(&views)))
+}
+
+fn close(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4)
+}
+
+#[test]
+fn a_box_drawn_on_a_library_view_is_audited_recrops_the_twins_and_is_undone() {
+    use crate::gui::wait_until;
+    use endotwin::model::preprocess::Focus;
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let models = tempfile::tempdir().unwrap();
+    cropping_twin_models(models.path());
+    let (polyp, view) = {
+        let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        let p = store.polyps().unwrap()[0].id;
+        (p, store.polyp_views(p).unwrap()[0].clone())
+    };
+    let mut h = harness(dir.path());
+    h.state_mut().state.twins.models_dir = models.path().to_path_buf();
+    settle(&mut h);
+    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    settle(&mut h);
+    h.state_mut().send(Command::IndexTwins);
+    settle(&mut h);
+    wait_until(&mut h, "indexing", |a| {
+        !a.busy() && a.state.toasts.iter().any(|t| t.text.contains("indexed"))
+    });
+    let (indexed, fresh) = indexed_and_fresh(dir.path(), models.path(), polyp);
+    assert!(close(&indexed, &fresh), "indexed from the mask's boxes");
+    let before = indexed;
+
+    // View 1 large: it says where the twin crop is, and Shift+drag draws a box on it.
+    h.state_mut().send(Command::Focus(Some(0)));
+    settle(&mut h);
+    shows_part(&h, "Twin crop: the mask's box");
+    // The full-size image loads on the loader thread.
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        settle(&mut h);
+    }
+    let hint = h.get_by_label_contains("Twin crop:").rect();
+    let (x, y) = (hint.center().x, hint.bottom() + 120.0);
+    h.event(egui::Event::ModifiersChanged(Modifiers::SHIFT));
+    h.hover_at(egui::pos2(x - 60.0, y - 60.0));
+    h.event(egui::Event::PointerButton {
+        pos: egui::pos2(x - 60.0, y - 60.0),
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::SHIFT,
+    });
+    settle(&mut h);
+    for k in 1..=4 {
+        h.hover_at(egui::pos2(
+            x - 60.0 + 20.0 * k as f32,
+            y - 60.0 + 15.0 * k as f32,
+        ));
+        settle(&mut h);
+    }
+    h.event(egui::Event::PointerButton {
+        pos: egui::pos2(x + 20.0, y),
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::SHIFT,
+    });
+    h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
+    settle(&mut h);
+
+    // The box is the view's label, audited with the reviewer's name.
+    let drawn = {
+        let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+        let b = store.view_box(view.id).unwrap().expect("a box was drawn");
+        let audit = store.audit_history(TargetKind::Media, view.id).unwrap();
+        assert_eq!(audit[0].key, endotwin::store::VIEW_BOX_KEY);
+        assert_eq!(audit[0].who, h.state().state.reviewer);
+        assert_eq!(audit[0].old_value, None);
+        let (image, focus) = endotwin::twins::load_view(&store, &view).unwrap();
+        assert_eq!(focus, Focus::Box(b), "the drawn box decides the crop");
+        assert!(b[0] + b[2] <= image.width() as f32 && b[1] + b[3] <= image.height() as f32);
+        b
+    };
+    shows_part(&h, "Twin crop: the drawn box");
+    crate::gui::screenshot(&mut h, "view-box");
+    // The library is re-indexed: only that view is encoded again, and the polyp's twin
+    // embedding now comes from the crop around the drawn box.
+    wait_until(&mut h, "re-indexing", |a| {
+        !a.busy() && a.state.toasts.iter().any(|t| t.text.contains("indexed"))
+    });
+    assert!(
+        h.state()
+            .state
+            .toasts
+            .iter()
+            .any(|t| t.text.contains("1 views encoded, 1 polyps updated")),
+        "{:?}",
+        h.state()
+            .state
+            .toasts
+            .iter()
+            .map(|t| &t.text)
+            .collect::<Vec<_>>()
+    );
+    let (indexed, fresh) = indexed_and_fresh(dir.path(), models.path(), polyp);
+    assert!(close(&indexed, &fresh), "indexed from the drawn box");
+    assert!(
+        !close(&indexed, &before),
+        "the crop moved with the box {drawn:?}"
+    );
+
+    // Ctrl+Z: the box is gone (audited too), the mask decides again, the index follows.
+    h.state_mut().state.toasts.clear();
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    settle(&mut h);
+    assert_eq!(
+        label_of(
+            dir.path(),
+            TargetKind::Media,
+            view.id,
+            endotwin::store::VIEW_BOX_KEY
+        ),
+        None
+    );
+    wait_until(&mut h, "re-indexing after the undo", |a| {
+        !a.busy() && a.state.toasts.iter().any(|t| t.text.contains("indexed"))
+    });
+    let (indexed, _) = indexed_and_fresh(dir.path(), models.path(), polyp);
+    assert!(close(&indexed, &before), "back to the mask's crop");
+    shows_part(&h, "Twin crop: the mask's box");
+}

@@ -3,7 +3,7 @@
 
 use endotwin::store::{
     CURRENT_VERSION, NewExamination, NewPolyp, OpenMode, Store, StoreError, TargetKind,
-    upsert_examination, upsert_polyp,
+    VIEW_BOX_KEY, upsert_examination, upsert_polyp,
 };
 use std::path::Path;
 
@@ -281,5 +281,38 @@ fn a_size_paris_class_or_location_label_corrects_the_polyp_itself_and_a_bad_size
     assert_eq!(
         store.audit_history(TargetKind::Polyp, polyp).unwrap().len(),
         2
+    );
+}
+
+#[test]
+fn a_polyp_box_that_is_not_a_box_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, _) = library_with_polyp(dir.path());
+    let media = 7; // labels name their target; a view box is checked before anything is written
+    for bad in ["10,10,-5,3", "10,10,5", "a,b,c,d", "1,2,3,4,5", "NaN,0,4,4"] {
+        let err = store
+            .set_label("dr. a", TargetKind::Media, media, VIEW_BOX_KEY, Some(bad))
+            .unwrap_err();
+        assert!(err.to_string().contains("is not x,y,w,h"), "{bad}: {err}");
+    }
+    assert_eq!(store.view_box(media).unwrap(), None);
+    assert!(
+        store
+            .audit_history(TargetKind::Media, media)
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .set_label(
+            "dr. a",
+            TargetKind::Media,
+            media,
+            VIEW_BOX_KEY,
+            Some("12,8,30,20"),
+        )
+        .unwrap();
+    assert_eq!(
+        store.view_box(media).unwrap(),
+        Some([12.0, 8.0, 30.0, 20.0])
     );
 }

@@ -130,4 +130,10 @@ pub enum Command {
         path: PathBuf,
         xywh: Option<[f32; 4]>,
     },
+    /// Draw (or clear) the polyp box on a library image: audited, undoable; the twin encoders
+    /// crop around it (over its mask's box) and the library is re-indexed.
+    SetViewBox {
+        media_id: i64,
+        xywh: Option<[f32; 4]>,
+    },
 }

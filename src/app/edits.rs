@@ -47,14 +47,15 @@ impl App {
                     .ok_or("the label could not be set")?;
                 Ok(edit)
             }
-            Edit::FrameLabel {
+            Edit::MediaLabel {
                 media_id,
+                key,
                 ref old,
                 ref new,
             } => {
                 let value = if forward { new } else { old };
-                self.set_frame_label(media_id, value.clone())
-                    .ok_or("the frame label could not be set")?;
+                self.set_media_label(media_id, key, value.clone())
+                    .ok_or("the image's label could not be set")?;
                 Ok(edit)
             }
             Edit::Several(edits) => {
@@ -135,7 +136,7 @@ impl App {
                             tracklet,
                         })
                     }
-                    Edit::PolypLabel { .. } | Edit::FrameLabel { .. } | Edit::Several(_) => {
+                    Edit::PolypLabel { .. } | Edit::MediaLabel { .. } | Edit::Several(_) => {
                         unreachable!("handled above")
                     }
                 }

@@ -163,6 +163,11 @@ impl App {
             Command::BuildReviewQueue(order) => self.build_review_queue(order),
             Command::FollowQueue(on) => self.state.labelling.follow_queue = on,
             Command::SetFrameLabel { media_id, value } => self.label_frame(media_id, value),
+            Command::SetViewBox { media_id, xywh } => self.label_media(
+                media_id,
+                crate::store::VIEW_BOX_KEY,
+                xywh.map(crate::store::format_view_box),
+            ),
             Command::AuditFilter(filter) => {
                 self.state.labelling.audit_filter = filter;
                 self.refresh_labelling();
@@ -192,26 +197,34 @@ impl App {
 
     /// Sets a frame's "polyp / no polyp" through the audited path, undoable.
     pub(super) fn label_frame(&mut self, media_id: i64, value: Option<String>) {
-        if let Some(old) = self.set_frame_label(media_id, value.clone())
+        self.label_media(media_id, super::state::FRAME_KEY, value);
+    }
+
+    /// Sets label `key` of image `media_id` through the audited path, undoable.
+    pub(super) fn label_media(&mut self, media_id: i64, key: &'static str, value: Option<String>) {
+        if let Some(old) = self.set_media_label(media_id, key, value.clone())
             && old != value
         {
-            self.record_edit(super::state::Edit::FrameLabel {
+            self.record_edit(super::state::Edit::MediaLabel {
                 media_id,
+                key,
                 old,
                 new: value,
             });
         }
     }
 
-    /// Writes a frame label; returns the previous value (`None` after an error, said).
-    pub(super) fn set_frame_label(
+    /// Writes an image's label; returns the previous value (`None` after an error, said).
+    /// A polyp box drawn on a library view re-indexes the twins (only that view is encoded
+    /// again).
+    pub(super) fn set_media_label(
         &mut self,
         media_id: i64,
+        key: &'static str,
         value: Option<String>,
     ) -> Option<Option<String>> {
         let reviewer = self.state.reviewer.clone();
         let lib = self.state.library.as_mut()?;
-        let key = super::state::FRAME_KEY;
         match lib.store.set_label(
             &reviewer,
             TargetKind::Media,
@@ -221,6 +234,10 @@ impl App {
         ) {
             Ok(old) => {
                 self.refresh_labelling();
+                if key == crate::store::VIEW_BOX_KEY && old != value {
+                    self.load_details();
+                    self.index_twins();
+                }
                 Some(old)
             }
             Err(e) => {

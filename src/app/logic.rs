@@ -208,6 +208,7 @@ impl App {
             c @ (Command::BuildReviewQueue(_)
             | Command::FollowQueue(_)
             | Command::SetFrameLabel { .. }
+            | Command::SetViewBox { .. }
             | Command::AuditFilter(_)
             | Command::SetPicked(_)
             | Command::TogglePicked(_)
@@ -573,6 +574,12 @@ fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
         Selection::Nothing | Selection::OpenedFiles => {}
     }
     let ids: Vec<i64> = d.media.iter().map(|m| m.id).collect();
+    if !matches!(selection, Selection::Video(_)) {
+        d.view_boxes = ids
+            .iter()
+            .map(|&id| store.view_box(id))
+            .collect::<Result<_, _>>()?;
+    }
     let mut captions = store.captions_of(&ids)?;
     let refiner = crate::captions::Refiner::shipped();
     d.captions = ids

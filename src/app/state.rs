@@ -89,6 +89,8 @@ pub struct Details {
     /// For videos: frame index of each media item.
     pub frame_indices: Vec<i64>,
     pub boxes: Vec<BoxRow>,
+    /// For each still image (not video frames), the polyp box a reviewer drew on it.
+    pub view_boxes: Vec<Option<[f32; 4]>>,
     /// For each media item, its raw caption (finding) and that caption refined, when it has one.
     pub captions: Vec<Option<(String, crate::captions::Refined)>>,
 }
@@ -130,9 +132,11 @@ pub enum Edit {
         how: String,
         tracklet: i64,
     },
-    /// A frame's label ("polyp" / "no polyp").
-    FrameLabel {
+    /// A label of one image: a frame's "polyp / no polyp" ([`FRAME_KEY`]), or the polyp box
+    /// drawn on a library view ([`crate::store::VIEW_BOX_KEY`]).
+    MediaLabel {
         media_id: i64,
+        key: &'static str,
         old: Option<String>,
         new: Option<String>,
     },

@@ -62,6 +62,33 @@ pub struct LibraryAudit {
     pub target_name: String,
 }
 
+/// The media label key of a polyp box drawn on a library view (`x,y,w,h` in pixels of the
+/// full-size image): the twin encoders crop around it instead of the mask's box.
+pub const VIEW_BOX_KEY: &str = "polyp_box";
+
+/// A view box as its label value: `x,y,w,h`, whole pixels.
+pub fn format_view_box(b: [f32; 4]) -> String {
+    format!(
+        "{},{},{},{}",
+        b[0].round(),
+        b[1].round(),
+        b[2].round(),
+        b[3].round()
+    )
+}
+
+/// A view box label value back (`None` when it is not four numbers with a positive size).
+pub fn parse_view_box(value: &str) -> Option<[f32; 4]> {
+    let parts: Vec<f32> = value
+        .split(',')
+        .map(|p| p.trim().parse::<f32>())
+        .collect::<std::result::Result<_, _>>()
+        .ok()?;
+    let b: [f32; 4] = parts.try_into().ok()?;
+    (b.iter().all(|v| v.is_finite()) && b[0] >= 0.0 && b[1] >= 0.0 && b[2] >= 1.0 && b[3] >= 1.0)
+        .then_some(b)
+}
+
 /// Polyp label keys that are the polyp's pathology: writing them updates the pathology table
 /// too, so filters and votes see the corrected value.
 const PATHOLOGY_KEYS: [&str; 2] = ["histology", "vienna_class"];
@@ -93,6 +120,15 @@ impl Store {
         let old = self.current_label(target, target_id, key)?;
         if old.as_deref() == value {
             return Ok(old);
+        }
+        if target == TargetKind::Media
+            && key == VIEW_BOX_KEY
+            && let Some(v) = value
+            && parse_view_box(v).is_none()
+        {
+            return Err(StoreError::Invalid(format!(
+                "polyp box '{v}' is not x,y,w,h in pixels with a positive width and height"
+            )));
         }
         let column = target == TargetKind::Polyp && POLYP_COLUMN_KEYS.contains(&key);
         if column
@@ -249,6 +285,22 @@ impl Store {
             Ok((r.get(0)?, r.get(1)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every polyp box drawn on a library view, by media id.
+    pub fn view_boxes(&self) -> Result<std::collections::HashMap<i64, [f32; 4]>> {
+        Ok(self
+            .labels_with_key(TargetKind::Media, VIEW_BOX_KEY)?
+            .into_iter()
+            .filter_map(|(id, v)| parse_view_box(&v).map(|b| (id, b)))
+            .collect())
+    }
+
+    /// The polyp box drawn on view `media_id`, if any.
+    pub fn view_box(&self, media_id: i64) -> Result<Option<[f32; 4]>> {
+        Ok(self
+            .current_label(TargetKind::Media, media_id, VIEW_BOX_KEY)?
+            .and_then(|v| parse_view_box(&v)))
     }
 
     /// The audit history of one target, newest first.

@@ -14,7 +14,10 @@ mod tracklet_edits;
 mod videos;
 
 pub use cases::*;
-pub use labels::{AuditEntry, AuditFilter, Label, LibraryAudit, TargetKind, import_label};
+pub use labels::{
+    AuditEntry, AuditFilter, Label, LibraryAudit, TargetKind, VIEW_BOX_KEY, format_view_box,
+    import_label, parse_view_box,
+};
 pub use media::{
     MediaFiles, MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask,
     set_thumbnail,

@@ -57,13 +57,15 @@ pub fn index_library(
         .map(|r| (r.target_id, r))
         .collect();
     let polyps = store.polyps()?;
+    let drawn = store.view_boxes()?;
+    let source = |m: &store::MediaRow| super::view_source(m, drawn.get(&m.id));
     let mut per_polyp = Vec::new();
     let mut stale = Vec::new();
     for p in &polyps {
         let media = store.polyp_views(p.id)?;
         for m in &media {
             match views.get(&m.id) {
-                Some(r) if r.source_hash == m.hash => stats.views_current += 1,
+                Some(r) if r.source_hash == source(m) => stats.views_current += 1,
                 _ => stale.push(m.clone()),
             }
         }
@@ -91,7 +93,7 @@ pub fn index_library(
             .zip(embeddings)
             .map(|(m, v)| EmbeddingRow {
                 target_id: m.id,
-                source_hash: m.hash.clone(),
+                source_hash: source(m),
                 code: Some(code_of(&v)),
                 vector: v,
             })
@@ -124,7 +126,7 @@ pub fn index_library(
         // polyp is combined again.
         let encoded: Vec<&EmbeddingRow> = media
             .iter()
-            .filter_map(|m| views.get(&m.id).filter(|r| r.source_hash == m.hash))
+            .filter_map(|m| views.get(&m.id).filter(|r| r.source_hash == source(m)))
             .collect();
         if encoded.is_empty() {
             continue;

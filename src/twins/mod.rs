@@ -232,8 +232,9 @@ pub fn query_images(
     Ok((index.query(&embedding, k, search, exclude), embedding))
 }
 
-/// A library view decoded, with where its polyp is (its mask's box; the field of view when it
-/// has no mask). The error names the file.
+/// A library view decoded, with where its polyp is: the box a reviewer drew on it (the
+/// audited `polyp_box` label), else its mask's box, else the field of view. The error names
+/// the file.
 pub fn load_view(
     store: &crate::store::Store,
     view: &crate::store::MediaRow,
@@ -242,6 +243,9 @@ pub fn load_view(
     let image = decode_file(&store.media_path(view))
         .map_err(|e| TwinError::Image(format!("{}: {e}", view.source_path)))?
         .image;
+    if let Some(drawn) = store.view_box(view.id)? {
+        return Ok((image, Focus::Box(drawn)));
+    }
     let mask = match view.mask_media_id.map(|id| store.media(id)).transpose()? {
         Some(Some(m)) => decode_file(&store.media_path(&m))
             .map(|d| d.image.to_luma8())
@@ -249,4 +253,13 @@ pub fn load_view(
         _ => None,
     };
     Ok((image, Focus::of_mask(mask.as_ref())))
+}
+
+/// What a view's embedding was made from: its file, and the box drawn on it when there is
+/// one (a new or changed box makes the view stale, so it is encoded again).
+pub fn view_source(view: &crate::store::MediaRow, drawn: Option<&[f32; 4]>) -> String {
+    match drawn {
+        Some(&b) => format!("{}+box:{}", view.hash, crate::store::format_view_box(b)),
+        None => view.hash.clone(),
+    }
 }

@@ -108,6 +108,16 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                         ui.label(at);
                         ui.end_row();
                     }
+                    let drawn = state.focused.and_then(|i| d.view_boxes.get(i)).copied();
+                    if let Some(drawn) = drawn {
+                        ui.label("Polyp box");
+                        ui.label(match drawn {
+                            Some(b) => format!("{} (drawn)", crate::store::format_view_box(b)),
+                            None if media.mask_media_id.is_some() => "its mask's box".into(),
+                            None => "none: the centred field of view".into(),
+                        });
+                        ui.end_row();
+                    }
                     ui.label("SHA-256");
                     ui.monospace(&media.hash[..16]);
                     ui.end_row();

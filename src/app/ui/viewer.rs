@@ -123,15 +123,25 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                 Vec::new()
             };
             let writable = state.library.as_ref().is_some_and(|l| !l.read_only);
-            let video_frame = match state.selection {
-                Selection::Video(video) if writable => state
+            let target = match (&keys[i].0, state.selection) {
+                (ImageKey::File(path), _) => Some(BoxTarget::Opened {
+                    path,
+                    drawn: state.opened_boxes.get(path).copied(),
+                }),
+                (_, Selection::Video(video)) if writable => state
                     .details
                     .frame_indices
                     .get(i)
-                    .map(|&frame| (video, frame)),
+                    .map(|&frame| BoxTarget::VideoFrame { video, frame }),
+                (_, Selection::Video(_)) => None,
+                (_, _) if writable => state.details.media.get(i).map(|m| BoxTarget::LibraryView {
+                    media_id: m.id,
+                    has_mask: m.mask_media_id.is_some(),
+                    drawn: state.details.view_boxes.get(i).copied().flatten(),
+                }),
                 _ => None,
             };
-            focused_image(ui, textures, &keys[i].0, &boxes, state, out, video_frame);
+            focused_image(ui, textures, &keys[i].0, &boxes, state, out, target);
         }
         _ => grid(ui, textures, &keys, out),
     }
@@ -176,9 +186,79 @@ fn grid(
         });
 }
 
-/// One image large. Shift+drag draws a box: on an opened image, the polyp box twin queries
-/// crop around; on a video frame (`video_frame`: video id and frame index, when the library
-/// is writable), a box the tracker follows into a new tracklet.
+/// What a box drawn with Shift+drag on the large image becomes.
+enum BoxTarget<'a> {
+    /// An opened file (no mask): the polyp box twin queries crop around.
+    Opened {
+        path: &'a std::path::PathBuf,
+        drawn: Option<[f32; 4]>,
+    },
+    /// A library still image: its audited polyp box, which the twin encoders crop around.
+    LibraryView {
+        media_id: i64,
+        has_mask: bool,
+        drawn: Option<[f32; 4]>,
+    },
+    /// A video frame (library writable): a box the tracker follows into a new tracklet.
+    VideoFrame { video: i64, frame: i64 },
+}
+
+impl BoxTarget<'_> {
+    fn drawn(&self) -> Option<[f32; 4]> {
+        match self {
+            BoxTarget::Opened { drawn, .. } | BoxTarget::LibraryView { drawn, .. } => *drawn,
+            BoxTarget::VideoFrame { .. } => None,
+        }
+    }
+
+    /// The command for a box drawn (`Some`) or cleared (`None`).
+    fn command(&self, xywh: Option<[f32; 4]>) -> Option<Command> {
+        match *self {
+            BoxTarget::Opened { path, .. } => Some(Command::SetPolypBox {
+                path: path.clone(),
+                xywh,
+            }),
+            BoxTarget::LibraryView { media_id, .. } => Some(Command::SetViewBox { media_id, xywh }),
+            BoxTarget::VideoFrame { video, frame } => xywh.map(|xywh| Command::TrackBox {
+                video_id: video,
+                frame,
+                xywh,
+            }),
+        }
+    }
+
+    /// The line above the image: what a drawn box does, and where the twin crop is now.
+    fn hint(&self) -> String {
+        match self {
+            BoxTarget::Opened { drawn, .. } => match drawn {
+                Some(_) => "Twin queries crop around the drawn box (Shift+drag to redraw).".into(),
+                None => "Shift+drag a box around the polyp: twin queries crop there (now: the \
+                         centred field of view)."
+                    .into(),
+            },
+            BoxTarget::LibraryView {
+                has_mask, drawn, ..
+            } => match (drawn, has_mask) {
+                (Some(_), _) => "Twin crop: the drawn box (Shift+drag to redraw; audited, \
+                                 Ctrl+Z undoes)."
+                    .into(),
+                (None, true) => "Twin crop: the mask's box. Shift+drag a box around the polyp \
+                                 to adjust it (audited)."
+                    .into(),
+                (None, false) => "Twin crop: the centred field of view (no mask). Shift+drag a \
+                                  box around the polyp to crop there (audited)."
+                    .into(),
+            },
+            BoxTarget::VideoFrame { .. } => "Shift+drag a box around a polyp: the tracker \
+                                             follows it through the neighbouring frames into a \
+                                             new tracklet."
+                .into(),
+        }
+    }
+}
+
+/// One image large. Shift+drag draws a box (see [`BoxTarget`]); without a target the image
+/// only zooms and pans.
 fn focused_image(
     ui: &mut egui::Ui,
     textures: &mut Textures,
@@ -186,25 +266,16 @@ fn focused_image(
     boxes: &[&BoxRow],
     state: &AppState,
     out: &mut Vec<Command>,
-    video_frame: Option<(i64, i64)>,
+    target: Option<BoxTarget<'_>>,
 ) {
-    // An opened image (no mask) takes a polyp box: Shift+drag draws it, twin queries crop there.
-    let opened = match key {
-        ImageKey::File(path) => Some(path),
-        _ => None,
-    };
-    if let Some(path) = opened {
+    if let Some(t) = &target {
         ui.horizontal(|ui| {
-            ui.label(
-                RichText::new("Shift+drag a box around the polyp: twin queries crop there.")
-                    .small()
-                    .weak(),
-            );
-            if state.opened_boxes.contains_key(path) && ui.button("Clear box").clicked() {
-                out.push(Command::SetPolypBox {
-                    path: path.clone(),
-                    xywh: None,
-                });
+            ui.label(RichText::new(t.hint()).small().weak());
+            if t.drawn().is_some()
+                && ui.button("Clear box").clicked()
+                && let Some(c) = t.command(None)
+            {
+                out.push(c);
             }
         });
     }
@@ -222,18 +293,8 @@ fn focused_image(
             zp.zoom = (zp.zoom * (1.0 + scroll * 0.002)).clamp(0.2, 20.0);
         }
     }
-    if video_frame.is_some() {
-        ui.label(
-            RichText::new(
-                "Shift+drag a box around a polyp: the tracker follows it through the \
-                 neighbouring frames into a new tracklet.",
-            )
-            .small()
-            .weak(),
-        );
-    }
     let shift = ui.input(|i| i.modifiers.shift);
-    let drawing = (opened.is_some() || video_frame.is_some()) && shift;
+    let drawing = target.is_some() && shift;
     if resp.dragged() && !drawing {
         zp.pan += resp.drag_delta();
     }
@@ -245,12 +306,12 @@ fn focused_image(
     else {
         return;
     };
-    if opened.is_none() && video_frame.is_none() {
+    let Some(target) = target else {
         return;
-    }
+    };
     let to_image = |p: egui::Pos2| (p - img_rect.min) / scale;
     let painter = ui.painter_at(rect);
-    if let Some(b) = opened.and_then(|path| state.opened_boxes.get(path)) {
+    if let Some(b) = target.drawn() {
         let r = Rect::from_min_size(
             img_rect.min + Vec2::new(b[0], b[1]) * scale,
             Vec2::new(b[2], b[3]) * scale,
@@ -262,12 +323,14 @@ fn focused_image(
             StrokeKind::Outside,
         );
     }
-    if drawing
-        && let (Some(now), Some(origin)) = (
-            resp.interact_pointer_pos(),
-            ui.input(|i| i.pointer.press_origin()),
-        )
-    {
+    // Where the drag began: egui forgets the press origin on the frame the button is
+    // released, which is when the box is made.
+    let origin_id = id.with("box origin");
+    if let Some(origin) = ui.input(|i| i.pointer.press_origin()) {
+        ui.data_mut(|d| d.insert_temp(origin_id, origin));
+    }
+    let origin: Option<egui::Pos2> = ui.data(|d| d.get_temp(origin_id));
+    if drawing && let (Some(now), Some(origin)) = (resp.interact_pointer_pos(), origin) {
         let r = Rect::from_two_pos(origin, now);
         painter.rect_stroke(
             r,
@@ -280,20 +343,11 @@ fn focused_image(
             let size = img_rect.size() / scale;
             let (x0, y0) = (a.x.clamp(0.0, size.x), a.y.clamp(0.0, size.y));
             let (x1, y1) = (b.x.clamp(0.0, size.x), b.y.clamp(0.0, size.y));
-            let xywh = [x0, y0, x1 - x0, y1 - y0];
-            if x1 - x0 >= 4.0 && y1 - y0 >= 4.0 {
-                match (opened, video_frame) {
-                    (Some(path), _) => out.push(Command::SetPolypBox {
-                        path: path.clone(),
-                        xywh: Some(xywh),
-                    }),
-                    (None, Some((video_id, frame))) => out.push(Command::TrackBox {
-                        video_id,
-                        frame,
-                        xywh,
-                    }),
-                    (None, None) => {}
-                }
+            if x1 - x0 >= 4.0
+                && y1 - y0 >= 4.0
+                && let Some(c) = target.command(Some([x0, y0, x1 - x0, y1 - y0]))
+            {
+                out.push(c);
             }
         }
     }
