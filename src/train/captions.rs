@@ -4,7 +4,8 @@
 //! the frozen image tower, class-weighted binary cross-entropy per category.
 
 use super::dual_losses::{info_nce, kl_multi_positive};
-use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
+use super::{Checkpoint, TrainError, TrainEvents};
 use crate::captions::data::CaptionSet;
 use crate::captions::model::{CaptionModel, CaptionModelConfig, prompt};
 use crate::plumbing::Rng;
@@ -12,7 +13,6 @@ use burn::config::Config;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
-use std::time::Instant;
 
 /// Which contrastive loss fine-tunes the towers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -71,80 +71,23 @@ pub fn train(
             set.frames.len()
         )));
     }
-    let steps_per_epoch = set.frames.len() / batch;
-    let total_steps = steps_per_epoch * config.epochs;
-    let Checkpoint {
-        mut model,
-        mut optimizer,
-        epoch: first_epoch,
-    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
+    let start = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
         config.model.init(d)
     });
-    let context = config.model.clip.text.context;
-    for epoch in first_epoch..config.epochs {
-        let started = Instant::now();
-        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
-        let mut order: Vec<usize> = (0..set.frames.len()).collect();
-        rng.shuffle(&mut order);
-        let (mut loss_sum, mut shared) = (0.0, 0usize);
-        for step in 0..steps_per_epoch {
-            if events.cancelled() {
-                return Err(TrainError::Cancelled { epoch });
-            }
-            let idx = &order[step * batch..(step + 1) * batch];
-            let flips: Vec<(bool, bool)> = idx
-                .iter()
-                .map(|_| (rng.chance(0.5), rng.chance(0.5)))
-                .collect();
-            let captions: Vec<usize> = idx.iter().map(|&i| set.frames[i].caption).collect();
-            shared += captions
-                .iter()
-                .enumerate()
-                .filter(|(k, c)| captions[..*k].contains(c) || captions[k + 1..].contains(c))
-                .count();
-            let prompts: Vec<String> = captions.iter().map(|&c| prompt(&set.captions[c])).collect();
-            let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
-            let tokens = config.model.tokenizer.batch(&refs, context, device);
-            let v = model.clip.encode_images(set.batch(idx, &flips, device)); // [b, d]
-            let t = model.clip.encode_texts(tokens); // [b, d]
-            let scale = model.clip.scale();
-            let loss = match config.loss {
-                CaptionLoss::Kl => kl_multi_positive(v, t, &captions, scale),
-                CaptionLoss::Clip => info_nce(v, t, scale),
-            };
-            let value = loss.clone().into_scalar::<f32>() as f64;
-            if !value.is_finite() {
-                return Err(TrainError::Diverged { epoch, step });
-            }
-            loss_sum += value;
-            let global = epoch * steps_per_epoch + step;
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
-            events.step(epoch, step, steps_per_epoch, value);
-        }
-        let steps = steps_per_epoch.max(1) as f64;
-        let scale = model.clip.scale().into_scalar::<f32>() as f64;
-        let report = EpochReport {
-            epoch: epoch + 1,
-            seconds: started.elapsed().as_secs_f64(),
-            metrics: vec![
-                ("loss".into(), loss_sum / steps),
-                ("temperature".into(), 1.0 / scale),
-                (
-                    "frames sharing a caption in a batch".into(),
-                    shared as f64 / (steps * batch as f64),
-                ),
-            ],
-        };
-        events.epoch(
-            &report,
-            &Checkpoint {
-                model: model.clone(),
-                optimizer: optimizer.clone(),
-                epoch: epoch + 1,
-            },
-        )?;
-    }
+    let plan = Plan {
+        epochs: config.epochs,
+        steps_per_epoch: set.frames.len() / batch,
+        lr: config.lr,
+        seed: config.seed,
+    };
+    let mut steps = CaptionSteps {
+        config,
+        set,
+        device,
+        batch,
+        order: Vec::new(),
+    };
+    let mut model = fit(&plan, start, &mut steps, events)?;
     let features = frozen_embeddings(&model, set, device);
     model.category = fit_multilabel(
         features,
@@ -154,6 +97,59 @@ pub fn train(
         device,
     );
     Ok(model)
+}
+
+/// One step of caption training: a batch of frames against their captions.
+struct CaptionSteps<'a> {
+    config: &'a CaptionTrainingConfig,
+    set: &'a CaptionSet,
+    device: &'a Device,
+    batch: usize,
+    /// This epoch's frame order.
+    order: Vec<usize>,
+}
+
+impl Steps<CaptionModel> for CaptionSteps<'_> {
+    fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
+        self.order = (0..self.set.frames.len()).collect();
+        rng.shuffle(&mut self.order);
+    }
+
+    fn step(&mut self, model: &CaptionModel, at: At, rng: &mut Rng) -> StepLoss {
+        let (set, batch, device) = (self.set, self.batch, self.device);
+        let idx = &self.order[at.step * batch..(at.step + 1) * batch];
+        let flips: Vec<(bool, bool)> = idx
+            .iter()
+            .map(|_| (rng.chance(0.5), rng.chance(0.5)))
+            .collect();
+        let captions: Vec<usize> = idx.iter().map(|&i| set.frames[i].caption).collect();
+        let shared = captions
+            .iter()
+            .enumerate()
+            .filter(|(k, c)| captions[..*k].contains(c) || captions[k + 1..].contains(c))
+            .count();
+        let prompts: Vec<String> = captions.iter().map(|&c| prompt(&set.captions[c])).collect();
+        let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+        let context = self.config.model.clip.text.context;
+        let tokens = self.config.model.tokenizer.batch(&refs, context, device);
+        let v = model.clip.encode_images(set.batch(idx, &flips, device)); // [b, d]
+        let t = model.clip.encode_texts(tokens); // [b, d]
+        let scale = model.clip.scale();
+        let loss = match self.config.loss {
+            CaptionLoss::Kl => kl_multi_positive(v, t, &captions, scale),
+            CaptionLoss::Clip => info_nce(v, t, scale),
+        };
+        StepLoss::new(loss).with(Figure::Share {
+            name: "frames sharing a caption in a batch",
+            count: shared as f64,
+            of: batch as f64,
+        })
+    }
+
+    fn epoch_figures(&mut self, model: &CaptionModel, _epoch: usize) -> Vec<(String, f64)> {
+        let scale = model.clip.scale().into_scalar::<f32>() as f64;
+        vec![("temperature".into(), 1.0 / scale)]
+    }
 }
 
 /// Unit image embeddings of every frame of `set`, detached: [n, dim].

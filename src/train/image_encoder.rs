@@ -5,12 +5,13 @@
 
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
 pub use super::data::Sample;
+use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
 use super::losses::{contrastive_in_families, entropy_in_families};
 use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
     checkpoint_dir, recorded, resume_from,
 };
-use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
+use super::{Checkpoint, TrainError, TrainEvents};
 use crate::model::clip::l2_normalize;
 use crate::model::preprocess::TwinInput;
 use crate::model::reconstruction::{
@@ -22,9 +23,8 @@ use crate::plumbing::Rng;
 use crate::store::{OpenMode, Store};
 use burn::config::Config;
 use burn::module::Module;
-use burn::optim::{AdamWConfig, GradientsParams};
+
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use std::time::Instant;
 
 #[derive(Config, Debug)]
 pub struct ImageEncoderTrainingConfig {
@@ -133,130 +133,141 @@ pub fn train(
         )));
     }
     let batch = config.batch.clamp(2, samples.len());
-    let steps_per_epoch = samples.len() / batch;
-    let total_steps = steps_per_epoch * config.epochs;
-    let optimizer_config = AdamWConfig::new().with_weight_decay(config.weight_decay as f32);
-    let (mut model, mut optimizer, first_epoch) = match start {
-        Some(c) => (c.model, c.optimizer, c.epoch),
-        None => {
-            // The device RNG is per process: a run is reproducible when nothing else
-            // initialises weights on this device meanwhile (the engine runs one job at a time).
-            device.seed(config.seed);
-            (config.init(device), optimizer_config.init(), 0)
-        }
-    };
-    let augment = Augment::sscd(config.encoder.image_size as u32);
-    let patch = config.encoder.patch_size;
+    let start = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
+        config.init(d)
+    });
     let mut views_of: std::collections::HashMap<i64, Vec<usize>> = Default::default();
     for (i, s) in samples.iter().enumerate() {
         if let Some(p) = s.polyp {
             views_of.entry(p).or_default().push(i);
         }
     }
-    for epoch in first_epoch..config.epochs {
-        let started = Instant::now();
-        // One stream per epoch: a resumed run draws what an uninterrupted one would have.
-        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
-        let mut order: Vec<usize> = (0..samples.len()).collect();
-        super::augment::shuffle(&mut order, &mut rng);
-        let mut sums = LossSums::new();
-        for step in 0..steps_per_epoch {
-            if events.cancelled() {
-                return Err(TrainError::Cancelled { epoch });
-            }
-            let picked = &order[step * batch..(step + 1) * batch];
-            let (mut first, mut second, mut masks) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut group, mut family) = (Vec::new(), Vec::new());
-            for (slot, &i) in picked.iter().enumerate() {
-                let s = &samples[i];
-                let (a, mask_a) = augment.apply(&s.image, s.mask.as_ref(), &mut rng);
-                let partner = match (config.view_positives, s.polyp) {
-                    (true, Some(p)) => {
-                        let others: Vec<usize> =
-                            views_of[&p].iter().copied().filter(|&j| j != i).collect();
-                        if others.is_empty() {
-                            i
-                        } else {
-                            others[rng.below(others.len())]
-                        }
-                    }
-                    _ => i,
-                };
-                let o = &samples[partner];
-                let (b, mask_b) = augment.apply(&o.image, o.mask.as_ref(), &mut rng);
-                first.push(a);
-                second.push(b);
-                masks.push((mask_a, mask_b));
-                // Views of one polyp are positives of each other with `view_positives`;
-                // otherwise each image is its own group, and its siblings are ignored.
-                let own = usize::MAX - slot;
-                group.push(match (config.view_positives, s.polyp) {
-                    (true, Some(p)) => p as usize,
-                    _ => own,
-                });
-                family.push(match (config.ignore_siblings, s.polyp) {
-                    (true, Some(p)) => p as usize,
-                    _ => *group.last().expect("pushed above"),
-                });
-            }
-            // Polyp-aware masking of both copies: polyp patches stay visible.
-            let n = picked.len();
-            let patches = config.encoder.patches();
-            let mut keep = Vec::new();
-            let mut hidden = Vec::new();
-            for copy in 0..2 {
-                for (a, b) in &masks {
-                    let mask = if copy == 0 { a } else { b };
-                    let polyp = match mask {
-                        Some(m) => polyp_patches(m, patch as u32, 0.25),
-                        None => vec![false; patches],
-                    };
-                    let (k, h) = polyp_aware_mask(&polyp, config.mask_ratio, &mut rng);
-                    keep.extend(k.into_iter().map(|i| i as i64));
-                    hidden.extend(h.into_iter().map(|h| h as u8 as f32));
-                }
-            }
-            let visible = keep.len() / (2 * n);
-            let x = Tensor::cat(
-                vec![to_tensor(&first, device), to_tensor(&second, device)],
-                0,
-            );
-            let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [2 * n, visible]), device);
-            let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [2 * n, patches]), device);
+    let plan = Plan {
+        epochs: config.epochs,
+        steps_per_epoch: samples.len() / batch,
+        lr: config.lr,
+        seed: config.seed,
+    };
+    let mut steps = ImageSteps {
+        config,
+        samples,
+        device,
+        batch,
+        augment: Augment::sscd(config.encoder.image_size as u32),
+        views_of,
+        order: Vec::new(),
+    };
+    fit(&plan, start, &mut steps, events)
+}
 
-            let tokens = model.encoder.forward_visible(x.clone(), keep.clone());
-            let z = if config.masked_contrastive {
-                model.encoder.pool(tokens.clone())
-            } else {
-                model.encoder.forward(x.clone())
-            };
-            let z = l2_normalize(z);
-            let groups: Vec<usize> = group.iter().chain(group.iter()).copied().collect();
-            let families: Vec<usize> = family.iter().chain(family.iter()).copied().collect();
-            let l_con = contrastive_in_families(z.clone(), &groups, &families, config.tau);
-            let l_ent = entropy_in_families(z, &groups, &families) * config.entropy_weight;
-            // Both copies are reconstructed from their visible patches.
-            let predicted = model.decoder.forward(tokens, keep, None);
-            let l_rec = masked_mse(predicted, patchify(x, patch), hidden) * config.gamma;
-            let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
+/// One step of the twin image encoder: two augmented copies of a batch of views, both masked
+/// around their polyps, contrasted (siblings ignored or positives) and reconstructed.
+struct ImageSteps<'a> {
+    config: &'a ImageEncoderTrainingConfig,
+    samples: &'a [Sample],
+    device: &'a Device,
+    batch: usize,
+    augment: Augment,
+    /// The views of each polyp, by sample index.
+    views_of: std::collections::HashMap<i64, Vec<usize>>,
+    /// This epoch's sample order.
+    order: Vec<usize>,
+}
 
-            let total = sums.add([loss.clone(), l_con, l_ent, l_rec], epoch, step)?;
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let global = epoch * steps_per_epoch + step;
-            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
-            events.step(epoch, step, steps_per_epoch, total);
-        }
-        let report = sums.report(epoch, started);
-        events.epoch(
-            &report,
-            &Checkpoint {
-                model: model.clone(),
-                optimizer: optimizer.clone(),
-                epoch: epoch + 1,
-            },
-        )?;
+impl Steps<TwinImageModel> for ImageSteps<'_> {
+    fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
+        self.order = (0..self.samples.len()).collect();
+        super::augment::shuffle(&mut self.order, rng);
     }
-    Ok(model)
+
+    fn step(&mut self, model: &TwinImageModel, at: At, rng: &mut Rng) -> StepLoss {
+        let (config, samples, device) = (self.config, self.samples, self.device);
+        let batch = self.batch;
+        let patch = config.encoder.patch_size;
+        let picked = &self.order[at.step * batch..(at.step + 1) * batch];
+        let (mut first, mut second, mut masks) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut group, mut family) = (Vec::new(), Vec::new());
+        for (slot, &i) in picked.iter().enumerate() {
+            let s = &samples[i];
+            let (a, mask_a) = self.augment.apply(&s.image, s.mask.as_ref(), rng);
+            let partner = match (config.view_positives, s.polyp) {
+                (true, Some(p)) => {
+                    let others: Vec<usize> = self.views_of[&p]
+                        .iter()
+                        .copied()
+                        .filter(|&j| j != i)
+                        .collect();
+                    if others.is_empty() {
+                        i
+                    } else {
+                        others[rng.below(others.len())]
+                    }
+                }
+                _ => i,
+            };
+            let o = &samples[partner];
+            let (b, mask_b) = self.augment.apply(&o.image, o.mask.as_ref(), rng);
+            first.push(a);
+            second.push(b);
+            masks.push((mask_a, mask_b));
+            // Views of one polyp are positives of each other with `view_positives`;
+            // otherwise each image is its own group, and its siblings are ignored.
+            let own = usize::MAX - slot;
+            group.push(match (config.view_positives, s.polyp) {
+                (true, Some(p)) => p as usize,
+                _ => own,
+            });
+            family.push(match (config.ignore_siblings, s.polyp) {
+                (true, Some(p)) => p as usize,
+                _ => *group.last().expect("pushed above"),
+            });
+        }
+        // Polyp-aware masking of both copies: polyp patches stay visible.
+        let n = picked.len();
+        let patches = config.encoder.patches();
+        let mut keep = Vec::new();
+        let mut hidden = Vec::new();
+        for copy in 0..2 {
+            for (a, b) in &masks {
+                let mask = if copy == 0 { a } else { b };
+                let polyp = match mask {
+                    Some(m) => polyp_patches(m, patch as u32, 0.25),
+                    None => vec![false; patches],
+                };
+                let (k, h) = polyp_aware_mask(&polyp, config.mask_ratio, rng);
+                keep.extend(k.into_iter().map(|i| i as i64));
+                hidden.extend(h.into_iter().map(|h| h as u8 as f32));
+            }
+        }
+        let visible = keep.len() / (2 * n);
+        let x = Tensor::cat(
+            vec![to_tensor(&first, device), to_tensor(&second, device)],
+            0,
+        );
+        let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [2 * n, visible]), device);
+        let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [2 * n, patches]), device);
+
+        let tokens = model.encoder.forward_visible(x.clone(), keep.clone());
+        let z = if config.masked_contrastive {
+            model.encoder.pool(tokens.clone())
+        } else {
+            model.encoder.forward(x.clone())
+        };
+        let z = l2_normalize(z);
+        let groups: Vec<usize> = group.iter().chain(group.iter()).copied().collect();
+        let families: Vec<usize> = family.iter().chain(family.iter()).copied().collect();
+        let l_con = contrastive_in_families(z.clone(), &groups, &families, config.tau);
+        let l_ent = entropy_in_families(z, &groups, &families) * config.entropy_weight;
+        // Both copies are reconstructed from their visible patches.
+        let predicted = model.decoder.forward(tokens, keep, None);
+        let l_rec = masked_mse(predicted, patchify(x, patch), hidden) * config.gamma;
+        let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
+
+        StepLoss::new(loss)
+            .with(Figure::Term("contrastive", l_con))
+            .with(Figure::Term("entropy", l_ent))
+            .with(Figure::Term("reconstruction", l_rec))
+    }
 }
 
 /// The trained encoder without autodiff, for inference and saving.

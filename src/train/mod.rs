@@ -1,6 +1,7 @@
-//! Training: the losses and loops that fine-tune the very graphs inference uses. A loop
-//! reports each step and each epoch to [`TrainEvents`] (a progress bar on the CLI, the
-//! engine's job progress in the GUI), which also checkpoints and can cancel.
+//! Training: the losses and steps that fine-tune the very graphs inference uses. Every recipe
+//! runs on one loop, [`fit::fit`], which reports each step and each epoch to [`TrainEvents`]
+//! (a progress bar on the CLI, the Training tab's live curves in the GUI), which also
+//! checkpoints, records the run and can stop it.
 
 pub mod augment;
 pub mod caption_recipe;
@@ -8,6 +9,7 @@ pub mod captions;
 pub mod checkpoint;
 pub mod data;
 pub mod dual_losses;
+pub mod fit;
 pub mod image_encoder;
 pub mod losses;
 pub mod prompt_recipe;
@@ -75,51 +77,6 @@ pub trait TrainEvents<M> {
     -> Result<(), TrainError>;
     fn cancelled(&self) -> bool {
         false
-    }
-}
-
-/// The four losses of every step (total, contrastive, entropy, reconstruction), summed over
-/// an epoch; both training loops report them the same way.
-pub(crate) struct LossSums {
-    sums: [f64; 4],
-    steps: usize,
-}
-
-impl LossSums {
-    pub(crate) fn new() -> LossSums {
-        LossSums {
-            sums: [0.0; 4],
-            steps: 0,
-        }
-    }
-
-    /// Adds one step's losses (total first); returns the total, or the divergence error.
-    pub(crate) fn add(
-        &mut self,
-        losses: [burn::tensor::Tensor<1>; 4],
-        epoch: usize,
-        step: usize,
-    ) -> Result<f64, TrainError> {
-        let values = losses.map(|t| t.into_scalar::<f32>() as f64);
-        if !values[0].is_finite() {
-            return Err(TrainError::Diverged { epoch, step });
-        }
-        self.sums.iter_mut().zip(values).for_each(|(s, v)| *s += v);
-        self.steps += 1;
-        Ok(values[0])
-    }
-
-    /// The epoch's means (`epoch` 0-based).
-    pub(crate) fn report(&self, epoch: usize, started: std::time::Instant) -> EpochReport {
-        EpochReport {
-            epoch: epoch + 1,
-            seconds: started.elapsed().as_secs_f64(),
-            metrics: ["loss", "contrastive", "entropy", "reconstruction"]
-                .iter()
-                .zip(self.sums)
-                .map(|(name, s)| (name.to_string(), s / self.steps.max(1) as f64))
-                .collect(),
-        }
     }
 }
 

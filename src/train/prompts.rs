@@ -12,16 +12,15 @@
 //! - Plain CLIP (the comparison): a random frame against the whole report, InfoNCE.
 
 use super::dual_losses::{attribute_targets, info_nce, soft_target_clip};
-use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use super::fit::{At, Plan, StepLoss, Steps, fit};
+use super::{Checkpoint, TrainError, TrainEvents};
 use crate::model::clip::l2_normalize;
 use crate::plumbing::Rng;
 use crate::prompts::model::{BACKGROUND_SENTENCE, POLYP_SENTENCE, PromptModel, PromptModelConfig};
 pub use crate::prompts::model::{detection_texts, polyp_probability};
 use crate::prompts::records::Records;
 use burn::config::Config;
-use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
-use std::time::Instant;
 
 /// Which stage (or round) a run trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -169,54 +168,60 @@ pub fn train(
             units.len()
         )));
     }
-    let steps_per_epoch = units.len() / batch;
-    let total_steps = steps_per_epoch * config.epochs;
-    let Checkpoint {
-        mut model,
-        mut optimizer,
-        epoch: first_epoch,
-    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, init);
-    for epoch in first_epoch..config.epochs {
-        let started = Instant::now();
-        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
-        let mut order = units.clone();
-        rng.shuffle(&mut order);
-        let mut loss_sum = 0.0;
-        for step in 0..steps_per_epoch {
-            if events.cancelled() {
-                return Err(TrainError::Cancelled { epoch });
-            }
-            let chunk = &order[step * batch..(step + 1) * batch];
-            let loss = step_loss(config, &model, records, kept, chunk, &mut rng, device);
-            let value = loss.clone().into_scalar::<f32>() as f64;
-            if !value.is_finite() {
-                return Err(TrainError::Diverged { epoch, step });
-            }
-            loss_sum += value;
-            let global = epoch * steps_per_epoch + step;
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
-            events.step(epoch, step, steps_per_epoch, value);
-        }
-        let scale = model.clip.scale().into_scalar::<f32>() as f64;
-        let report = EpochReport {
-            epoch: epoch + 1,
-            seconds: started.elapsed().as_secs_f64(),
-            metrics: vec![
-                ("loss".into(), loss_sum / steps_per_epoch.max(1) as f64),
-                ("temperature".into(), 1.0 / scale),
-            ],
-        };
-        events.epoch(
-            &report,
-            &Checkpoint {
-                model: model.clone(),
-                optimizer: optimizer.clone(),
-                epoch: epoch + 1,
-            },
-        )?;
+    let start = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, init);
+    let plan = Plan {
+        epochs: config.epochs,
+        steps_per_epoch: units.len() / batch,
+        lr: config.lr,
+        seed: config.seed,
+    };
+    let mut steps = PromptSteps {
+        config,
+        records,
+        kept,
+        device,
+        batch,
+        order: units.clone(),
+        units,
+    };
+    fit(&plan, start, &mut steps, events)
+}
+
+/// One step of a prompt stage: a batch of units (frames or examinations) against sentences.
+struct PromptSteps<'a> {
+    config: &'a PromptTrainingConfig,
+    records: &'a Records,
+    kept: &'a [Vec<usize>],
+    device: &'a Device,
+    batch: usize,
+    units: Vec<(usize, usize)>,
+    /// This epoch's order of `units`.
+    order: Vec<(usize, usize)>,
+}
+
+impl Steps<PromptModel> for PromptSteps<'_> {
+    fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
+        self.order = self.units.clone();
+        rng.shuffle(&mut self.order);
     }
-    Ok(model)
+
+    fn step(&mut self, model: &PromptModel, at: At, rng: &mut Rng) -> StepLoss {
+        let chunk = &self.order[at.step * self.batch..(at.step + 1) * self.batch];
+        StepLoss::new(step_loss(
+            self.config,
+            model,
+            self.records,
+            self.kept,
+            chunk,
+            rng,
+            self.device,
+        ))
+    }
+
+    fn epoch_figures(&mut self, model: &PromptModel, _epoch: usize) -> Vec<(String, f64)> {
+        let scale = model.clip.scale().into_scalar::<f32>() as f64;
+        vec![("temperature".into(), 1.0 / scale)]
+    }
 }
 
 /// What one epoch iterates over: (examination, kept-frame slot or `usize::MAX` for "any").

@@ -7,13 +7,14 @@
 //! up front ([`ViewFeatures`]); training then touches only the small scene model.
 
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
+use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
 use super::image_encoder::{Sample, to_tensor};
 use super::losses::{contrastive, entropy};
 use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
     checkpoint_dir, recorded, resume_from,
 };
-use super::{Checkpoint, LossSums, TrainError, TrainEvents, lr_at};
+use super::{Checkpoint, TrainError, TrainEvents};
 use crate::model::clip::l2_normalize;
 use crate::model::preprocess::TwinInput;
 use crate::model::reconstruction::{
@@ -26,9 +27,7 @@ use crate::plumbing::Rng;
 use crate::store::{OpenMode, Store};
 use burn::config::Config;
 use burn::module::Module;
-use burn::optim::GradientsParams;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use std::time::Instant;
 
 #[derive(Config, Debug)]
 pub struct SceneEncoderTrainingConfig {
@@ -239,112 +238,125 @@ pub fn train(
         )));
     }
     let batch = config.batch.clamp(2, features.polyps());
-    let steps_per_epoch = features.polyps() / batch;
-    let total_steps = steps_per_epoch * config.epochs;
-    let Checkpoint {
-        mut model,
-        mut optimizer,
-        epoch: first_epoch,
-    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
+    let start = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, |d| {
         config.init(d)
     });
-    let (d, w, v, n_p, px) = (
-        features.dim,
-        features.width,
-        features.visible,
-        features.patches,
-        features.pixels,
-    );
     let max_views = features.polyps.iter().map(|p| p.len()).max().unwrap_or(2);
-    let slots = max_views - 1;
-    for epoch in first_epoch..config.epochs {
-        let started = Instant::now();
-        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
-        let mut order: Vec<usize> = (0..features.polyps()).collect();
-        super::augment::shuffle(&mut order, &mut rng);
-        let mut sums = LossSums::new();
-        for step in 0..steps_per_epoch {
-            if events.cancelled() {
-                return Err(TrainError::Cancelled { epoch });
-            }
-            // One scene per (polyp, target view): the other views, padded to `slots`.
-            let (mut scene_in, mut missing, mut groups) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut tokens, mut keep, mut hidden, mut target) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for (g, &p) in order[step * batch..(step + 1) * batch].iter().enumerate() {
-                let views = &features.polyps[p];
-                let pick: Vec<&Copy> = views
-                    .iter()
-                    .map(|copies| &copies[rng.below(copies.len())])
-                    .collect();
-                // (scene views, target view) pairs of this polyp.
-                let mut scenes_of: Vec<(Vec<usize>, usize)> = Vec::new();
-                if config.subsets {
-                    let mut ids: Vec<usize> = (0..views.len()).collect();
-                    super::augment::shuffle(&mut ids, &mut rng);
-                    let q = if views.len() >= 3 {
-                        1 + rng.below(2)
-                    } else {
-                        1
-                    };
-                    let r = (1 + rng.below(2)).min(views.len() - q);
-                    let (query, rest) = ids.split_at(q);
-                    let reference = &rest[..r];
-                    // Each scene reconstructs a view of the other (one it does not contain).
-                    scenes_of.push((query.to_vec(), reference[0]));
-                    scenes_of.push((reference.to_vec(), query[0]));
-                } else {
-                    for t in 0..views.len() {
-                        scenes_of.push(((0..views.len()).filter(|&i| i != t).collect(), t));
-                    }
-                }
-                for (members, t) in scenes_of {
-                    for &i in &members {
-                        scene_in.extend_from_slice(&pick[i].embedding);
-                        missing.push(false);
-                    }
-                    let pad = slots - members.len();
-                    scene_in.extend(std::iter::repeat_n(0.0, d * pad));
-                    missing.extend(std::iter::repeat_n(true, pad));
-                    groups.push(g);
-                    tokens.extend_from_slice(&pick[t].tokens);
-                    keep.extend_from_slice(&pick[t].keep);
-                    hidden.extend_from_slice(&pick[t].hidden);
-                    target.extend_from_slice(&pick[t].target);
-                }
-            }
-            let n = groups.len();
-            let scene_in = Tensor::<3>::from_data(TensorData::new(scene_in, [n, slots, d]), device);
-            let missing =
-                Tensor::<2, Bool>::from_data(TensorData::new(missing, [n, slots]), device);
-            let tokens = Tensor::<3>::from_data(TensorData::new(tokens, [n, 1 + v, w]), device);
-            let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [n, v]), device);
-            let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [n, n_p]), device);
-            let target = Tensor::<3>::from_data(TensorData::new(target, [n, n_p, px]), device);
+    let plan = Plan {
+        epochs: config.epochs,
+        steps_per_epoch: features.polyps() / batch,
+        lr: config.lr,
+        seed: config.seed,
+    };
+    let mut steps = SceneSteps {
+        config,
+        features,
+        device,
+        batch,
+        slots: max_views - 1,
+        order: Vec::new(),
+    };
+    fit(&plan, start, &mut steps, events)
+}
 
-            let scenes = model.scene.forward(scene_in, Some(missing)); // [n, d], unit
-            let l_con = contrastive(scenes.clone(), &groups, config.tau);
-            let l_ent = entropy(scenes.clone(), &groups) * config.entropy_weight;
-            let predicted = model.decoder.forward(tokens, keep, Some(scenes));
-            let l_rec = masked_mse(predicted, target, hidden) * config.gamma;
-            let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
-            let total = sums.add([loss.clone(), l_con, l_ent, l_rec], epoch, step)?;
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let global = epoch * steps_per_epoch + step;
-            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
-            events.step(epoch, step, steps_per_epoch, total);
-        }
-        let report = sums.report(epoch, started);
-        events.epoch(
-            &report,
-            &Checkpoint {
-                model: model.clone(),
-                optimizer: optimizer.clone(),
-                epoch: epoch + 1,
-            },
-        )?;
+/// One step of the scene encoder: scenes of view subsets of a batch of polyps, contrasted by
+/// polyp, each reconstructing a view it does not contain.
+struct SceneSteps<'a> {
+    config: &'a SceneEncoderTrainingConfig,
+    features: &'a ViewFeatures,
+    device: &'a Device,
+    batch: usize,
+    /// Views a scene can hold (the most views of a polyp, less the target).
+    slots: usize,
+    /// This epoch's polyp order.
+    order: Vec<usize>,
+}
+
+impl Steps<SceneTrainingModel> for SceneSteps<'_> {
+    fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
+        self.order = (0..self.features.polyps()).collect();
+        super::augment::shuffle(&mut self.order, rng);
     }
-    Ok(model)
+
+    fn step(&mut self, model: &SceneTrainingModel, at: At, rng: &mut Rng) -> StepLoss {
+        let (config, features, device, batch) =
+            (self.config, self.features, self.device, self.batch);
+        let (d, w, v, n_p, px) = (
+            features.dim,
+            features.width,
+            features.visible,
+            features.patches,
+            features.pixels,
+        );
+        let slots = self.slots;
+        // One scene per (polyp, target view): the other views, padded to `slots`.
+        let (mut scene_in, mut missing, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut tokens, mut keep, mut hidden, mut target) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (g, &p) in self.order[at.step * batch..(at.step + 1) * batch]
+            .iter()
+            .enumerate()
+        {
+            let views = &features.polyps[p];
+            let pick: Vec<&Copy> = views
+                .iter()
+                .map(|copies| &copies[rng.below(copies.len())])
+                .collect();
+            // (scene views, target view) pairs of this polyp.
+            let mut scenes_of: Vec<(Vec<usize>, usize)> = Vec::new();
+            if config.subsets {
+                let mut ids: Vec<usize> = (0..views.len()).collect();
+                super::augment::shuffle(&mut ids, rng);
+                let q = if views.len() >= 3 {
+                    1 + rng.below(2)
+                } else {
+                    1
+                };
+                let r = (1 + rng.below(2)).min(views.len() - q);
+                let (query, rest) = ids.split_at(q);
+                let reference = &rest[..r];
+                // Each scene reconstructs a view of the other (one it does not contain).
+                scenes_of.push((query.to_vec(), reference[0]));
+                scenes_of.push((reference.to_vec(), query[0]));
+            } else {
+                for t in 0..views.len() {
+                    scenes_of.push(((0..views.len()).filter(|&i| i != t).collect(), t));
+                }
+            }
+            for (members, t) in scenes_of {
+                for &i in &members {
+                    scene_in.extend_from_slice(&pick[i].embedding);
+                    missing.push(false);
+                }
+                let pad = slots - members.len();
+                scene_in.extend(std::iter::repeat_n(0.0, d * pad));
+                missing.extend(std::iter::repeat_n(true, pad));
+                groups.push(g);
+                tokens.extend_from_slice(&pick[t].tokens);
+                keep.extend_from_slice(&pick[t].keep);
+                hidden.extend_from_slice(&pick[t].hidden);
+                target.extend_from_slice(&pick[t].target);
+            }
+        }
+        let n = groups.len();
+        let scene_in = Tensor::<3>::from_data(TensorData::new(scene_in, [n, slots, d]), device);
+        let missing = Tensor::<2, Bool>::from_data(TensorData::new(missing, [n, slots]), device);
+        let tokens = Tensor::<3>::from_data(TensorData::new(tokens, [n, 1 + v, w]), device);
+        let keep = Tensor::<2, Int>::from_data(TensorData::new(keep, [n, v]), device);
+        let hidden = Tensor::<2>::from_data(TensorData::new(hidden, [n, n_p]), device);
+        let target = Tensor::<3>::from_data(TensorData::new(target, [n, n_p, px]), device);
+
+        let scenes = model.scene.forward(scene_in, Some(missing)); // [n, d], unit
+        let l_con = contrastive(scenes.clone(), &groups, config.tau);
+        let l_ent = entropy(scenes.clone(), &groups) * config.entropy_weight;
+        let predicted = model.decoder.forward(tokens, keep, Some(scenes));
+        let l_rec = masked_mse(predicted, target, hidden) * config.gamma;
+        let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
+        StepLoss::new(loss)
+            .with(Figure::Term("contrastive", l_con))
+            .with(Figure::Term("entropy", l_ent))
+            .with(Figure::Term("reconstruction", l_rec))
+    }
 }
 
 /// `endotwin train scene-encoder`.

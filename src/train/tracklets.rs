@@ -5,8 +5,9 @@
 //! training; when the library has them, the share of bag members showing the anchor's polyp
 //! (bag purity) is logged per epoch.
 
+use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
 use super::tracklet_losses::{KnownNegatives, noise_aware_frames_with, noise_aware_with};
-use super::{Checkpoint, EpochReport, TrainError, TrainEvents, lr_at};
+use super::{Checkpoint, TrainError, TrainEvents};
 use crate::model::clip::l2_normalize;
 use crate::model::tracklet::{TrackletEncoder, TrackletModel, TrackletModelConfig};
 use crate::plumbing::Rng;
@@ -14,9 +15,7 @@ use crate::tracklets::bags::{self, BAG_SIZE, Curriculum, RankSampling};
 use crate::tracklets::dataset::TrackletSet;
 use burn::config::Config;
 use burn::module::Module;
-use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
-use std::time::Instant;
 
 /// Which levels the loss is applied at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -156,141 +155,143 @@ pub fn train_encoder<M: FragmentEncoder>(
 ) -> Result<M, TrainError> {
     let usable = usable_anchors(config, set)?;
     let anchors = config.anchors.max(2);
-    let steps_per_epoch = usable.len() / anchors;
-    let total_steps = steps_per_epoch * config.epochs;
-    let Checkpoint {
-        mut model,
-        mut optimizer,
-        epoch: first_epoch,
-    } = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, init);
-    for epoch in first_epoch..config.epochs {
-        let started = Instant::now();
-        let mut rng = Rng::new(config.seed).fork(epoch as u64 + 1);
-        let order = anchor_order(&usable, set, config.anchors_per_video, &mut rng);
-        let mut sums = [0.0f64; 3];
-        let (mut purity, mut purity_n) = (0.0, 0usize);
-        for step in 0..steps_per_epoch {
-            if events.cancelled() {
-                return Err(TrainError::Cancelled { epoch });
-            }
-            let global = epoch * steps_per_epoch + step;
-            let t = config
-                .curriculum
-                .temperature(global as f64 / total_steps.max(1) as f64);
-            let chosen = &order[step * anchors..(step + 1) * anchors];
-            let mut members = Vec::with_capacity(anchors * BAG_SIZE);
-            let m = config.co_visible_negatives;
-            let (mut negatives, mut mask) = (Vec::with_capacity(anchors * m), Vec::new());
-            for &a in chosen {
-                let mut known = bags::co_visible(a, &set.fragments);
-                super::augment::shuffle(&mut known, &mut rng);
-                for slot in 0..m {
-                    // Padding repeats the anchor, masked out of the loss.
-                    negatives.push(known.get(slot).copied().unwrap_or(a));
-                    mask.push(if slot < known.len() { 1.0f32 } else { 0.0 });
-                }
-                let mut bag = if config.clean_bags {
-                    bags::bag_without_co_visible(&mut rng, a, &set.fragments, t, config.sampling)
-                } else {
-                    bags::bag(&mut rng, a, &set.fragments, t, config.sampling)
-                };
-                if let Some(p) = bags::purity(a, &bag, &set.fragments) {
-                    purity += p;
-                    purity_n += 1;
-                }
-                // A video with fewer than K other fragments: its members repeat.
-                let drawn = bag.len();
-                while bag.len() < BAG_SIZE {
-                    bag.push(bag[bag.len() % drawn]);
-                }
-                members.extend(bag);
-            }
-            let all: Vec<usize> = chosen
-                .iter()
-                .copied()
-                .chain(members)
-                .chain(negatives)
-                .collect();
-            let flip: Vec<bool> = all.iter().map(|_| rng.chance(0.5)).collect();
-            let (tracklet, tokens) = model.encode(set, &all, &flip, device); // n(1+K+m) rows
-            let [rows, n_frames, dim] = tokens.dims();
-            let z = l2_normalize(model.head().project(tracklet)); // [rows, p]
-            let p = z.dims()[1];
-            let zt = l2_normalize(model.head().project(tokens.reshape([rows * n_frames, dim])))
-                .reshape([rows, n_frames, p]);
-            let a = anchors;
-            let bagged = a * (1 + BAG_SIZE);
-            // Known negatives (m per anchor), at the tracklet and the frame level.
-            let (known_tracklet, known_frame) = if m > 0 {
-                let mask = Tensor::<2>::from_data(TensorData::new(mask, [a, m]), device);
-                let rows_t = z.clone().slice([bagged..rows, 0..p]).reshape([a, m, 1, p]);
-                let rows_f = zt
-                    .clone()
-                    .slice([bagged..rows, 0..n_frames, 0..p])
-                    .reshape([a, m, n_frames, p]);
-                (
-                    Some(KnownNegatives {
-                        rows: rows_t,
-                        mask: mask.clone(),
-                    }),
-                    Some(KnownNegatives { rows: rows_f, mask }),
-                )
-            } else {
-                (None, None)
-            };
-            let l_tracklet = noise_aware_with(
-                z.clone().slice([0..a, 0..p]),
-                z.slice([a..bagged, 0..p]).reshape([a, BAG_SIZE, p]),
-                known_tracklet,
-                config.tau,
-            );
-            let l_frame = noise_aware_frames_with(
-                zt.clone().slice([0..a, 0..n_frames, 0..p]),
-                zt.slice([a..bagged, 0..n_frames, 0..p])
-                    .reshape([a, BAG_SIZE, n_frames, p]),
-                known_frame,
-                config.tau,
-            );
-            let loss: Tensor<1> = match config.levels {
-                Levels::Tracklet => l_tracklet.clone(),
-                Levels::Frame => l_frame.clone(),
-                Levels::Both => l_tracklet.clone() + l_frame.clone(),
-            };
-            let values = [loss.clone(), l_tracklet, l_frame].map(|t| t.into_scalar::<f32>() as f64);
-            if !values[0].is_finite() {
-                return Err(TrainError::Diverged { epoch, step });
-            }
-            sums.iter_mut().zip(values).for_each(|(s, v)| *s += v);
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(lr_at(config.lr, global, total_steps), model, grads);
-            events.step(epoch, step, steps_per_epoch, values[0]);
-        }
-        let steps = steps_per_epoch.max(1) as f64;
-        let mut metrics: Vec<(String, f64)> = ["loss", "tracklet level", "frame level"]
-            .iter()
-            .zip(sums)
-            .map(|(n, s)| (n.to_string(), s / steps))
-            .collect();
-        let c = ((epoch + 1) * steps_per_epoch) as f64 / total_steps.max(1) as f64;
-        metrics.push(("temperature".into(), config.curriculum.temperature(c)));
-        if purity_n > 0 {
-            metrics.push(("bag purity".into(), purity / purity_n as f64));
-        }
-        let report = EpochReport {
-            epoch: epoch + 1,
-            seconds: started.elapsed().as_secs_f64(),
-            metrics,
-        };
-        events.epoch(
-            &report,
-            &Checkpoint {
-                model: model.clone(),
-                optimizer: optimizer.clone(),
-                epoch: epoch + 1,
-            },
-        )?;
+    let start = Checkpoint::resume_or_fresh(start, device, config.seed, config.weight_decay, init);
+    let plan = Plan {
+        epochs: config.epochs,
+        steps_per_epoch: usable.len() / anchors,
+        lr: config.lr,
+        seed: config.seed,
+    };
+    let mut steps = TrackletSteps {
+        config,
+        set,
+        device,
+        plan,
+        usable,
+        order: Vec::new(),
+    };
+    fit(&plan, start, &mut steps, events)
+}
+
+/// One step of tracklet training: anchors with their bags (and known negatives), the
+/// noise-aware loss at the tracklet and the frame level.
+struct TrackletSteps<'a> {
+    config: &'a TrackletTrainingConfig,
+    set: &'a TrackletSet,
+    device: &'a Device,
+    plan: Plan,
+    /// Fragments that can be anchors.
+    usable: Vec<usize>,
+    /// This epoch's anchor order.
+    order: Vec<usize>,
+}
+
+impl<M: FragmentEncoder> Steps<M> for TrackletSteps<'_> {
+    fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
+        self.order = anchor_order(&self.usable, self.set, self.config.anchors_per_video, rng);
     }
-    Ok(model)
+
+    fn step(&mut self, model: &M, at: At, rng: &mut Rng) -> StepLoss {
+        let (config, set, device) = (self.config, self.set, self.device);
+        let anchors = config.anchors.max(2);
+        let (mut purity, mut purity_n) = (0.0, 0.0);
+        let t = config
+            .curriculum
+            .temperature(at.global as f64 / at.total.max(1) as f64);
+        let chosen = &self.order[at.step * anchors..(at.step + 1) * anchors];
+        let mut members = Vec::with_capacity(anchors * BAG_SIZE);
+        let m = config.co_visible_negatives;
+        let (mut negatives, mut mask) = (Vec::with_capacity(anchors * m), Vec::new());
+        for &a in chosen {
+            let mut known = bags::co_visible(a, &set.fragments);
+            super::augment::shuffle(&mut known, rng);
+            for slot in 0..m {
+                // Padding repeats the anchor, masked out of the loss.
+                negatives.push(known.get(slot).copied().unwrap_or(a));
+                mask.push(if slot < known.len() { 1.0f32 } else { 0.0 });
+            }
+            let mut bag = if config.clean_bags {
+                bags::bag_without_co_visible(rng, a, &set.fragments, t, config.sampling)
+            } else {
+                bags::bag(rng, a, &set.fragments, t, config.sampling)
+            };
+            if let Some(p) = bags::purity(a, &bag, &set.fragments) {
+                purity += p;
+                purity_n += 1.0;
+            }
+            // A video with fewer than K other fragments: its members repeat.
+            let drawn = bag.len();
+            while bag.len() < BAG_SIZE {
+                bag.push(bag[bag.len() % drawn]);
+            }
+            members.extend(bag);
+        }
+        let all: Vec<usize> = chosen
+            .iter()
+            .copied()
+            .chain(members)
+            .chain(negatives)
+            .collect();
+        let flip: Vec<bool> = all.iter().map(|_| rng.chance(0.5)).collect();
+        let (tracklet, tokens) = model.encode(set, &all, &flip, device); // n(1+K+m) rows
+        let [rows, n_frames, dim] = tokens.dims();
+        let z = l2_normalize(model.head().project(tracklet)); // [rows, p]
+        let p = z.dims()[1];
+        let zt = l2_normalize(model.head().project(tokens.reshape([rows * n_frames, dim])))
+            .reshape([rows, n_frames, p]);
+        let a = anchors;
+        let bagged = a * (1 + BAG_SIZE);
+        // Known negatives (m per anchor), at the tracklet and the frame level.
+        let (known_tracklet, known_frame) = if m > 0 {
+            let mask = Tensor::<2>::from_data(TensorData::new(mask, [a, m]), device);
+            let rows_t = z.clone().slice([bagged..rows, 0..p]).reshape([a, m, 1, p]);
+            let rows_f = zt
+                .clone()
+                .slice([bagged..rows, 0..n_frames, 0..p])
+                .reshape([a, m, n_frames, p]);
+            (
+                Some(KnownNegatives {
+                    rows: rows_t,
+                    mask: mask.clone(),
+                }),
+                Some(KnownNegatives { rows: rows_f, mask }),
+            )
+        } else {
+            (None, None)
+        };
+        let l_tracklet = noise_aware_with(
+            z.clone().slice([0..a, 0..p]),
+            z.slice([a..bagged, 0..p]).reshape([a, BAG_SIZE, p]),
+            known_tracklet,
+            config.tau,
+        );
+        let l_frame = noise_aware_frames_with(
+            zt.clone().slice([0..a, 0..n_frames, 0..p]),
+            zt.slice([a..bagged, 0..n_frames, 0..p])
+                .reshape([a, BAG_SIZE, n_frames, p]),
+            known_frame,
+            config.tau,
+        );
+        let loss: Tensor<1> = match config.levels {
+            Levels::Tracklet => l_tracklet.clone(),
+            Levels::Frame => l_frame.clone(),
+            Levels::Both => l_tracklet.clone() + l_frame.clone(),
+        };
+        StepLoss::new(loss)
+            .with(Figure::Term("tracklet level", l_tracklet))
+            .with(Figure::Term("frame level", l_frame))
+            .with(Figure::Share {
+                name: "bag purity",
+                count: purity,
+                of: purity_n,
+            })
+    }
+
+    fn epoch_figures(&mut self, _model: &M, epoch: usize) -> Vec<(String, f64)> {
+        let done = ((epoch + 1) * self.plan.steps_per_epoch) as f64;
+        let c = done / self.plan.total_steps().max(1) as f64;
+        vec![("temperature".into(), self.config.curriculum.temperature(c))]
+    }
 }
 
 /// The epoch's anchor order: a shuffle of `usable`, or with `per_video` > 1, runs of
