@@ -320,6 +320,48 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
         assert_eq!(&label(dir.path(), *id, "histology"), old);
     }
 
+    // A tag for the group, typed into the bar: each picked polyp has it, the others do not;
+    // a second tag joins the first; one undo takes the second back; a tag with a comma is
+    // refused and changes nothing.
+    let tag_box = h.get_by_label("tag:");
+    tag_box.click();
+    settle(&mut h);
+    h.get_by_label("tag:").type_text("teaching set");
+    settle(&mut h);
+    h.get_by_label("Tag the picked").click();
+    settle(&mut h);
+    h.state_mut().send(Command::TagPicked {
+        tag: " ask pathology ".into(),
+        add: true,
+    });
+    settle(&mut h);
+    for (id, _) in &before {
+        let tags = label(dir.path(), *id, "tags");
+        if picked.contains(id) {
+            assert_eq!(tags.as_deref(), Some("ask pathology, teaching set"));
+        } else {
+            assert_eq!(tags, None);
+        }
+    }
+    h.key_press(Key::Escape);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    settle(&mut h);
+    let first = *picked.iter().next().unwrap();
+    assert_eq!(
+        label(dir.path(), first, "tags").as_deref(),
+        Some("teaching set")
+    );
+    h.state_mut().send(Command::TagPicked {
+        tag: "a, b".into(),
+        add: true,
+    });
+    settle(&mut h);
+    shows_part(&h, "no commas");
+    assert_eq!(
+        label(dir.path(), first, "tags").as_deref(),
+        Some("teaching set")
+    );
+
     // Their labels exported (the file the dialog names): one row per picked polyp.
     let csv = dir.path().join("picked.csv");
     h.state_mut().send(Command::ExportPicked(Some(csv.clone())));
@@ -327,6 +369,8 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), picked.len() + 1, "{text}");
     assert!(text.starts_with("polyp,histology"));
+    assert!(text.lines().next().unwrap().ends_with(",tags"), "{text}");
+    assert_eq!(text.matches("teaching set").count(), picked.len(), "{text}");
 
     // The picked polyps as one query: their twins are other polyps.
     h.get_by_label("Find twins of the picked").click();

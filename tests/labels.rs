@@ -423,3 +423,92 @@ fn a_hostile_coco_file_is_refused_by_name_and_changes_nothing() {
     );
     assert_eq!(state(lib.path()), before);
 }
+
+#[test]
+fn drawn_polyp_boxes_go_out_and_back_in_coco_and_one_edit_changes_exactly_them() {
+    use endotwin::store::VIEW_BOX_KEY;
+    let lib = tempfile::tempdir().unwrap();
+    tiny_library(lib.path());
+    let views = {
+        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+        let polyp = store.polyps().unwrap()[0].id;
+        let views = store.polyp_views(polyp).unwrap();
+        for (v, b) in views.iter().zip(["4,6,20,18", "10,10,12,12"]) {
+            store
+                .set_label("dr. a", TargetKind::Media, v.id, VIEW_BOX_KEY, Some(b))
+                .unwrap();
+        }
+        views
+    };
+    let file = lib.path().join("boxes.coco.json");
+    let arg = file.to_str().unwrap();
+    assert!(labels(lib.path(), &["export", "--format", "coco", "--out", arg]).ok());
+    let mut coco: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let on = |coco: &serde_json::Value, id: i64| -> Vec<serde_json::Value> {
+        coco["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["image_id"].as_i64() == Some(id))
+            .cloned()
+            .collect()
+    };
+    let first = on(&coco, views[0].id);
+    assert_eq!(first.len(), 1, "{coco}");
+    assert_eq!(first[0]["bbox"], serde_json::json!([4.0, 6.0, 20.0, 18.0]));
+    assert!(first[0].get("track_id").is_none_or(|t| t.is_null()));
+
+    // The round trip changes nothing.
+    let before = state(lib.path());
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
+    assert_eq!(state(lib.path()), before);
+
+    // The first box moved, the second deleted, a box outside its image added to a third view.
+    for a in coco["annotations"].as_array_mut().unwrap() {
+        if a["image_id"].as_i64() == Some(views[0].id) {
+            a["bbox"] = serde_json::json!([5, 5, 16, 16]);
+        }
+    }
+    coco["annotations"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|a| a["image_id"].as_i64() != Some(views[1].id));
+    coco["images"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+        {"id": views[2].id, "file_name": views[2].rel_path, "width": 48, "height": 48}));
+    coco["annotations"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+        {"id": 99, "image_id": views[2].id, "category_id": 1, "bbox": [40, 40, 30, 30]}));
+    std::fs::write(&file, serde_json::to_string(&coco).unwrap()).unwrap();
+    let ran = labels(lib.path(), &["import", arg]);
+    assert!(ran.ok() && ran.says("2 changes"), "{}", ran.text());
+    assert!(
+        ran.says("is not a box inside its 48x48 image"),
+        "{}",
+        ran.text()
+    );
+    assert_eq!(state(lib.path()), before, "nothing written without --apply");
+    let ran = labels(lib.path(), &["import", arg, "--apply", "--who", "ana"]);
+    assert!(ran.ok(), "{}", ran.text());
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    assert_eq!(
+        store.view_box(views[0].id).unwrap(),
+        Some([5.0, 5.0, 16.0, 16.0])
+    );
+    assert_eq!(store.view_box(views[1].id).unwrap(), None);
+    assert_eq!(store.view_box(views[2].id).unwrap(), None);
+    let history = store
+        .audit_log(&endotwin::store::AuditFilter {
+            who: Some("ana".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert!(history.iter().all(|h| h.entry.key == VIEW_BOX_KEY));
+}

@@ -74,6 +74,11 @@ pub enum Command {
         key: String,
         value: Option<String>,
     },
+    /// Add a tag to (`add`) or remove it from every picked polyp; one undo for all.
+    TagPicked {
+        tag: String,
+        add: bool,
+    },
     /// Labelling: a frame's "polyp / no polyp" (`None` clears it), audited and undoable.
     SetFrameLabel {
         media_id: i64,

@@ -180,6 +180,7 @@ impl App {
                 }
             }
             Command::LabelPicked { key, value } => self.label_picked(key, value),
+            Command::TagPicked { tag, add } => self.tag_picked(tag, add),
             Command::QueryPicked => self.query_picked(),
             Command::ExportPicked(None) => {
                 if let Some(path) = rfd::FileDialog::new()
@@ -250,24 +251,54 @@ impl App {
     /// Sets `key` to `value` on every picked polyp that does not have it already: one audited
     /// change each, undone together.
     pub(super) fn label_picked(&mut self, key: String, value: Option<String>) {
+        let n = self.change_picked(&key, |_| value.clone());
+        self.state.toast(
+            ToastLevel::Info,
+            format!(
+                "{key} = {} on {n} picked polyps (one undo for all)",
+                value.as_deref().unwrap_or("—")
+            ),
+        );
+    }
+
+    /// Adds tag `tag` to (or removes it from) every picked polyp: one audited change of its
+    /// `tags` label each, undone together. A tag that is no tag is refused, nothing changed.
+    pub(super) fn tag_picked(&mut self, tag: String, add: bool) {
+        use crate::labels::tags;
+        let tag = match tags::check(&tag) {
+            Ok(t) => t,
+            Err(e) => return self.state.toast(ToastLevel::Error, e),
+        };
+        let n = self.change_picked(tags::KEY, |now| tags::with(now, &tag, add));
+        let did = if add { "tagged" } else { "untagged" };
+        self.state.toast(
+            ToastLevel::Info,
+            format!("{did} {n} picked polyps \"{tag}\" (one undo for all)"),
+        );
+    }
+
+    /// Sets label `key` of each picked polyp to `new(its value now)` where that differs: one
+    /// audited change each, one undo for all. Returns how many changed.
+    fn change_picked(&mut self, key: &str, new: impl Fn(Option<&str>) -> Option<String>) -> usize {
         let picked: Vec<i64> = self.state.picked.iter().copied().collect();
         let mut edits = Vec::new();
         for polyp_id in picked {
             let now = self.state.library.as_ref().and_then(|lib| {
                 lib.store
-                    .current_label(TargetKind::Polyp, polyp_id, &key)
+                    .current_label(TargetKind::Polyp, polyp_id, key)
                     .ok()
                     .flatten()
             });
+            let value = new(now.as_deref());
             if now == value {
                 continue;
             }
-            match self.set_label(polyp_id, &key, value.clone()) {
+            match self.set_label(polyp_id, key, value.clone()) {
                 Some(old) => edits.push(super::state::Edit::PolypLabel {
                     polyp_id,
-                    key: key.clone(),
+                    key: key.to_string(),
                     old,
-                    new: value.clone(),
+                    new: value,
                 }),
                 None => break,
             }
@@ -277,13 +308,7 @@ impl App {
             self.record_edit(super::state::Edit::Several(edits));
         }
         self.refresh_labelling();
-        self.state.toast(
-            ToastLevel::Info,
-            format!(
-                "{key} = {} on {n} picked polyps (one undo for all)",
-                value.as_deref().unwrap_or("—")
-            ),
-        );
+        n
     }
 
     /// Writes the picked polyps' labels as CSV (what `labels import` reads back).

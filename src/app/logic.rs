@@ -213,6 +213,7 @@ impl App {
             | Command::SetPicked(_)
             | Command::TogglePicked(_)
             | Command::LabelPicked { .. }
+            | Command::TagPicked { .. }
             | Command::QueryPicked
             | Command::ExportPicked(_)) => self.review_command(c),
             Command::TrackBox {
@@ -546,6 +547,11 @@ fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
                 ),
                 ("Views".into(), p.view_count.to_string()),
             ];
+            if let Some(tags) =
+                store.current_label(TargetKind::Polyp, id, crate::labels::tags::KEY)?
+            {
+                d.fields.push(("Tags".into(), tags));
+            }
             d.attributes = store.attributes(id)?;
             d.sentences = store
                 .report_sentences(p.examination_id)?

@@ -1,15 +1,19 @@
 //! Boxes, tracklet identities and frame labels as COCO JSON, the format CVAT, FiftyOne and
-//! most detection tools read. One image per video frame that has a box or a frame label (and
-//! per other frame with a frame label); one annotation per box, category `polyp`, with
-//! `track_id` (its tracklet) and `polyp` (the polyp the tracklet shows, by code, or null).
-//! Frame labels ride on the image as `polyp_present` ("polyp", "no polyp" or null).
+//! most detection tools read. One image per video frame that has a box or a frame label, and
+//! per still image (a polyp view, a frame) with a frame label or a drawn polyp box; one
+//! annotation per box, category `polyp`: on video frames with `track_id` (its tracklet) and
+//! `polyp` (the polyp the tracklet shows, by code, or null); on still images the polyp box a
+//! reviewer drew (the twin encoders crop around it), without a track. Frame labels ride on
+//! the image as `polyp_present` ("polyp", "no polyp" or null).
 //!
-//! Importing it back changes what a reviewer changes: frame labels and which polyp each
-//! tracklet shows (one audited change each, only with `--apply`). Boxes are not imported
-//! (they are drawn and followed in the Tracklets tab); a file whose boxes differ says so.
+//! Importing it back changes what a reviewer changes: frame labels, which polyp each tracklet
+//! shows, and the drawn box of each still image in the file (its one annotation, or none: the
+//! box is cleared), one audited change each, only with `--apply`. Video boxes are not
+//! imported (they are drawn and followed in the Tracklets tab); a file whose video boxes
+//! differ says so.
 
 use super::{Change, ChangeKind, LabelsError};
-use crate::store::{Store, TargetKind};
+use crate::store::{MediaKind, Store, TargetKind, VIEW_BOX_KEY, format_view_box, parse_view_box};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -68,8 +72,13 @@ struct Annotation {
     iscrowd: u8,
     #[serde(default)]
     track_id: Option<i64>,
-    /// The polyp the tracklet shows, by code; null: none assigned. Absent: left alone.
-    #[serde(default, deserialize_with = "present")]
+    /// The polyp the tracklet shows, by code; null: none assigned. Absent (boxes without a
+    /// tracklet, boxes on still images): left alone.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     polyp: Option<Option<String>>,
 }
 
@@ -138,27 +147,45 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
             });
         }
     }
-    // Frames outside videos that carry a frame label.
-    for (id, value) in &frame_labels {
-        if seen.contains(id) {
+    // Still images (not video frames) with a frame label or a drawn polyp box.
+    let drawn = store.view_boxes()?;
+    let stills: std::collections::BTreeSet<i64> = frame_labels
+        .keys()
+        .chain(drawn.keys())
+        .filter(|id| !seen.contains(id))
+        .copied()
+        .collect();
+    for id in stills {
+        let Some(m) = store.media(id)? else {
             continue;
-        }
-        if let Some(m) = store.media(*id)? {
-            images.push(Image {
-                id: m.id,
-                file_name: m.rel_path,
-                width: m.width,
-                height: m.height,
-                video: None,
-                frame_index: None,
-                polyp_present: Some(Some(value.clone())),
+        };
+        images.push(Image {
+            id: m.id,
+            file_name: m.rel_path,
+            width: m.width,
+            height: m.height,
+            video: None,
+            frame_index: None,
+            polyp_present: frame_labels.get(&id).map(|v| Some(v.clone())),
+        });
+        if let Some(b) = drawn.get(&id) {
+            let bbox = b.map(f64::from);
+            annotations.push(Annotation {
+                id: annotations.len() as i64 + 1,
+                image_id: id,
+                category_id: 1,
+                bbox,
+                area: bbox[2] * bbox[3],
+                iscrowd: 0,
+                track_id: None,
+                polyp: None,
             });
         }
     }
     images.sort_by_key(|i| i.id);
     let coco = Coco {
         info: serde_json::json!({
-            "description": "EndoTwin labels: boxes with tracklet identities, frame labels",
+            "description": "EndoTwin labels: video boxes with tracklet identities, polyp boxes drawn on still images, frame labels",
         }),
         images,
         annotations,
@@ -269,13 +296,100 @@ pub fn diff(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), Lab
             });
         }
     }
-    if coco.annotations.len() != boxes_now {
+    let stills = still_boxes(store, &coco, &mut changes, &mut problems)?;
+    let video_boxes = coco
+        .annotations
+        .iter()
+        .filter(|a| !stills.contains(&a.image_id))
+        .count();
+    if video_boxes != boxes_now {
         problems.push(format!(
-            "the file has {} boxes, the library {}: boxes are not imported (draw and follow \
-             them in the Tracklets tab, or `import coco --onto-video`)",
-            coco.annotations.len(),
-            boxes_now
+            "the file has {video_boxes} video boxes, the library {boxes_now}: video boxes are \
+             not imported (draw and follow them in the Tracklets tab, or `import coco \
+             --onto-video`)"
         ));
     }
     Ok((changes, problems))
+}
+
+/// The drawn polyp box of each still image of the file (no video, no frame index, and not a
+/// video frame in the library): its one annotation, or none. Changes and problems are added;
+/// returns the still images' ids.
+fn still_boxes(
+    store: &Store,
+    coco: &Coco,
+    changes: &mut Vec<Change>,
+    problems: &mut Vec<String>,
+) -> Result<std::collections::HashSet<i64>, LabelsError> {
+    let mut boxes: HashMap<i64, Vec<[f64; 4]>> = HashMap::new();
+    for a in &coco.annotations {
+        boxes.entry(a.image_id).or_default().push(a.bbox);
+    }
+    let mut stills = std::collections::HashSet::new();
+    for image in &coco.images {
+        if image.video.is_some() || image.frame_index.is_some() {
+            continue;
+        }
+        let name = format!("image {} ({})", image.id, image.file_name);
+        let Some(media) = store.media(image.id)? else {
+            stills.insert(image.id);
+            if image.polyp_present.is_none() {
+                // (an image with a frame label was named above)
+                problems.push(format!("{name}: not in this library; skipped"));
+            }
+            continue;
+        };
+        // A video frame stays one, whatever the file says: its boxes are video boxes.
+        if media.kind == MediaKind::VideoFrame {
+            continue;
+        }
+        stills.insert(image.id);
+        let found = boxes.get(&image.id).map_or(&[][..], Vec::as_slice);
+        if media.kind == MediaKind::Mask {
+            if !found.is_empty() {
+                problems.push(format!(
+                    "{name}: a {} takes no drawn polyp box; skipped",
+                    media.kind.as_str()
+                ));
+            }
+            continue;
+        }
+        let wanted = match found {
+            [] => None,
+            [b] => {
+                let fits = b[0] + b[2] <= media.width as f64 + 0.5
+                    && b[1] + b[3] <= media.height as f64 + 0.5;
+                let text = format_view_box(b.map(|v| v as f32));
+                match parse_view_box(&text) {
+                    Some(_) if fits => Some(text),
+                    _ => {
+                        problems.push(format!(
+                            "{name}: bbox {b:?} is not a box inside its {}x{} image; skipped",
+                            media.width, media.height
+                        ));
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                problems.push(format!(
+                    "{name}: {} boxes; a still image has one drawn polyp box; skipped",
+                    found.len()
+                ));
+                continue;
+            }
+        };
+        let now = store.current_label(TargetKind::Media, media.id, VIEW_BOX_KEY)?;
+        if now != wanted {
+            changes.push(Change {
+                kind: ChangeKind::Frame,
+                polyp_id: media.id,
+                polyp: media.rel_path.clone(),
+                key: VIEW_BOX_KEY.into(),
+                old: now,
+                new: wanted,
+            });
+        }
+    }
+    Ok(stills)
 }

@@ -15,7 +15,7 @@ pub mod coco;
 use crate::store::{Store, StoreError, TargetKind};
 
 /// The polyp labels the CSV carries, in column order.
-pub const POLYP_KEYS: [&str; 9] = [
+pub const POLYP_KEYS: [&str; 10] = [
     "histology",
     "vienna_class",
     "paris",
@@ -25,7 +25,52 @@ pub const POLYP_KEYS: [&str; 9] = [
     "colour",
     "morphology",
     "size class",
+    tags::KEY,
 ];
+
+/// A polyp's tags (a reviewer's own groups: "teaching set", "ask pathology"): one label,
+/// the tags sorted and joined by ", ".
+pub mod tags {
+    /// The polyp label key that holds them.
+    pub const KEY: &str = "tags";
+
+    /// `tag` trimmed, or why it is no tag.
+    pub fn check(tag: &str) -> Result<String, String> {
+        let t = tag.trim();
+        if t.is_empty() {
+            return Err("a tag needs some text".into());
+        }
+        if t.contains(',') || t.chars().any(char::is_control) {
+            return Err(format!("tag '{t}': no commas or control characters"));
+        }
+        if t.chars().count() > 40 {
+            return Err(format!("tag '{t}': at most 40 characters"));
+        }
+        Ok(t.to_string())
+    }
+
+    /// The tags of a label value.
+    pub fn parse(value: Option<&str>) -> std::collections::BTreeSet<String> {
+        value
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The label value with `tag` added (or removed); `None` when no tag is left.
+    pub fn with(value: Option<&str>, tag: &str, add: bool) -> Option<String> {
+        let mut all = parse(value);
+        if add {
+            all.insert(tag.to_string());
+        } else {
+            all.remove(tag);
+        }
+        (!all.is_empty()).then(|| all.into_iter().collect::<Vec<_>>().join(", "))
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabelsError {
@@ -45,7 +90,8 @@ pub enum ChangeKind {
     /// A polyp's label `key` (`polyp_id` is the polyp).
     #[default]
     Polyp,
-    /// A frame's "polyp / no polyp" (`polyp_id` is the frame's media id).
+    /// An image's label `key`: a frame's "polyp / no polyp", a still image's drawn polyp
+    /// box (`polyp_id` is the image's media id).
     Frame,
     /// Which polyp a tracklet shows (`polyp_id` is the tracklet; values are polyp codes).
     Tracklet,
@@ -197,6 +243,12 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
                 ));
                 continue;
             }
+            // Tags in any order or spacing are the same tags.
+            let new = if key == tags::KEY {
+                new.as_deref().and_then(|v| tags::with(Some(v), "", false))
+            } else {
+                new
+            };
             let old = store.current_label(TargetKind::Polyp, id, &key)?;
             if old != new {
                 changes.push(Change {
@@ -323,6 +375,9 @@ fn invalid(key: &str, value: &str) -> Option<String> {
             Ok(1..=5) => None,
             _ => Some(format!("'{value}' is not a Vienna class 1 to 5")),
         },
+        tags::KEY => tags::parse(Some(value))
+            .iter()
+            .find_map(|t| tags::check(t).err()),
         _ => None,
     }
 }

@@ -47,7 +47,7 @@ pub struct At {
 /// A figure of one step, averaged over the epoch in its report.
 pub enum Figure {
     /// A term of the loss (read from its tensor).
-    Term(&'static str, Tensor<1>),
+    Term(&'static str, Box<Tensor<1>>),
     /// `count` of `of` items (pooled over the epoch: its report shows sum(count) / sum(of),
     /// left out when nothing was counted).
     Share {
@@ -76,6 +76,11 @@ impl StepLoss {
     pub fn with(mut self, figure: Figure) -> StepLoss {
         self.figures.push(figure);
         self
+    }
+
+    /// With a term of the loss, reported by `name`.
+    pub fn term(self, name: &'static str, value: Tensor<1>) -> StepLoss {
+        self.with(Figure::Term(name, Box::new(value)))
     }
 }
 

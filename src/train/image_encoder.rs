@@ -5,7 +5,7 @@
 
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
 pub use super::data::Sample;
-use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
+use super::fit::{At, Plan, StepLoss, Steps, fit};
 use super::losses::{contrastive_in_families, entropy_in_families};
 use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
@@ -264,9 +264,9 @@ impl Steps<TwinImageModel> for ImageSteps<'_> {
         let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
 
         StepLoss::new(loss)
-            .with(Figure::Term("contrastive", l_con))
-            .with(Figure::Term("entropy", l_ent))
-            .with(Figure::Term("reconstruction", l_rec))
+            .term("contrastive", l_con)
+            .term("entropy", l_ent)
+            .term("reconstruction", l_rec)
     }
 }
 

@@ -7,7 +7,7 @@
 //! up front ([`ViewFeatures`]); training then touches only the small scene model.
 
 use super::augment::{Augment, polyp_aware_mask, polyp_patches};
-use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
+use super::fit::{At, Plan, StepLoss, Steps, fit};
 use super::image_encoder::{Sample, to_tensor};
 use super::losses::{contrastive, entropy};
 use super::recipe::{
@@ -353,9 +353,9 @@ impl Steps<SceneTrainingModel> for SceneSteps<'_> {
         let l_rec = masked_mse(predicted, target, hidden) * config.gamma;
         let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
         StepLoss::new(loss)
-            .with(Figure::Term("contrastive", l_con))
-            .with(Figure::Term("entropy", l_ent))
-            .with(Figure::Term("reconstruction", l_rec))
+            .term("contrastive", l_con)
+            .term("entropy", l_ent)
+            .term("reconstruction", l_rec)
     }
 }
 

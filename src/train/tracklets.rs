@@ -278,8 +278,8 @@ impl<M: FragmentEncoder> Steps<M> for TrackletSteps<'_> {
             Levels::Both => l_tracklet.clone() + l_frame.clone(),
         };
         StepLoss::new(loss)
-            .with(Figure::Term("tracklet level", l_tracklet))
-            .with(Figure::Term("frame level", l_frame))
+            .term("tracklet level", l_tracklet)
+            .term("frame level", l_frame)
             .with(Figure::Share {
                 name: "bag purity",
                 count: purity,

@@ -176,6 +176,27 @@ pub fn picked_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 });
             }
         }
+        let tag_id = ui.scope_id().with("picked tag");
+        let mut tag: String = ui.data(|d| d.get_temp(tag_id)).unwrap_or_default();
+        let label = ui.label("tag:").id;
+        ui.add(
+            egui::TextEdit::singleline(&mut tag)
+                .desired_width(110.0)
+                .hint_text("teaching set"),
+        )
+        .labelled_by(label);
+        ui.data_mut(|d| d.insert_temp(tag_id, tag.clone()));
+        for (text, add) in [("Tag the picked", true), ("Untag", false)] {
+            if ui
+                .add_enabled(writable && !tag.trim().is_empty(), egui::Button::new(text))
+                .clicked()
+            {
+                out.push(Command::TagPicked {
+                    tag: tag.clone(),
+                    add,
+                });
+            }
+        }
         if ui
             .button("Find twins of the picked")
             .on_hover_text("all their views as one query; none of them comes back as a twin")
