@@ -273,16 +273,6 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
     );
     let report = endotwin::eval::report::Report::load(&json).unwrap();
     assert!(report.held_out.contains(&held.path().display().to_string()));
-
-    // A caption model has no report yet: said, nothing written.
-    let captions = endotwin::default_models_dir().join("captions.json");
-    let ran = crate::common::run({
-        let mut c = crate::common::endotwin(lib.path());
-        c.args(["model", "report", "--card"]).arg(&captions);
-        c
-    });
-    assert!(!ran.ok());
-    assert!(ran.says("no evaluation report for a"), "{}", ran.text());
 }
 
 #[test]
@@ -328,6 +318,77 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
     let confusion = report.confusion.as_ref().unwrap();
     assert_eq!(confusion.classes, ["benign", "neoplastic"]);
     assert!(confusion.counts.iter().flatten().sum::<usize>() > 0);
+}
+
+#[test]
+fn model_report_scores_a_caption_model_on_held_out_capsule_frames() {
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let lib = tempfile::tempdir().unwrap();
+    let held = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(lib.path());
+    {
+        let mut store =
+            endotwin::store::Store::open(held.path(), endotwin::store::OpenMode::CreateIfMissing)
+                .unwrap();
+        let cfg = PhantomConfig {
+            seed: 6,
+            split: Split::Validation,
+            polyps: 0,
+            videos: 0,
+            capsule_images: 48,
+            background_frames: 0,
+            image_size: 64,
+            ..PhantomConfig::default()
+        };
+        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("captions.json");
+    let card = endotwin::default_models_dir().join("captions.json");
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "report", "--card"])
+        .arg(&card)
+        .args(["--held-out"])
+        .arg(held.path())
+        .args(["--capsule-frames", "48", "--json"])
+        .arg(&json);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("capsule captions report"), "{}", ran.text());
+    let report = endotwin::eval::report::Report::load(&json).unwrap();
+    let names: Vec<&str> = report.metrics.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "caption top-1 (frames)",
+            "caption top-5 (frames)",
+            "top category accuracy",
+            "category macro-F1"
+        ]
+    );
+    for m in &report.metrics {
+        let ci = m.model_ci.unwrap();
+        assert!(ci[0] <= m.model && m.model <= ci[1], "{m:?}");
+    }
+    // Top-5 finds at least what top-1 does.
+    assert!(report.metrics[1].model >= report.metrics[0].model);
+    let c = &report.curves[0];
+    assert!(c.positives > 0 && c.negatives > 0);
+    assert_eq!(
+        c.positives + c.negatives,
+        48 * 7,
+        "every (frame, category) pair"
+    );
+    let confusion = report.confusion.as_ref().unwrap();
+    assert_eq!(confusion.classes.len(), 7);
+    assert_eq!(confusion.counts.iter().flatten().sum::<usize>(), 48);
+    assert!(json.is_file() && out.path().join("captions.png").is_file());
+    // Nothing is written beside the shipped models.
+    assert!(
+        !endotwin::default_models_dir()
+            .join("captions.report.json")
+            .exists()
+    );
 }
 
 /// `endotwin model report --card CARD --held-out HELD --json JSON` on `lib`.

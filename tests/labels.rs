@@ -512,3 +512,73 @@ fn drawn_polyp_boxes_go_out_and_back_in_coco_and_one_edit_changes_exactly_them()
     assert_eq!(history.len(), 2, "{history:?}");
     assert!(history.iter().all(|h| h.entry.key == VIEW_BOX_KEY));
 }
+
+#[test]
+fn capsule_captions_go_out_and_back_in_coco_and_one_edit_changes_exactly_it() {
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let lib = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+        let cfg = PhantomConfig {
+            seed: 8,
+            split: Split::Train,
+            polyps: 0,
+            videos: 0,
+            capsule_images: 6,
+            background_frames: 0,
+            image_size: 48,
+            ..PhantomConfig::default()
+        };
+        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+    }
+    let file = lib.path().join("captions.coco.json");
+    let arg = file.to_str().unwrap();
+    assert!(labels(lib.path(), &["export", "--format", "coco", "--out", arg]).ok());
+    let mut coco: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let images = coco["images"].as_array().unwrap().clone();
+    assert_eq!(
+        images.iter().filter(|i| i["caption"].is_string()).count(),
+        6,
+        "every captioned capsule frame: {coco}"
+    );
+    let before = state(lib.path());
+    let ran = labels(lib.path(), &["import", arg, "--apply"]);
+    assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
+    assert_eq!(state(lib.path()), before);
+
+    // One finding rewritten, one removed, one emptied (refused by name).
+    let ids: Vec<i64> = images.iter().map(|i| i["id"].as_i64().unwrap()).collect();
+    let new = "Small angioectasia in the jejunum, no active bleeding.";
+    coco["images"][0]["caption"] = new.into();
+    coco["images"][1]["caption"] = serde_json::Value::Null;
+    coco["images"][2]["caption"] = "  ".into();
+    std::fs::write(&file, serde_json::to_string(&coco).unwrap()).unwrap();
+    let ran = labels(lib.path(), &["import", arg]);
+    assert!(ran.ok() && ran.says("2 changes"), "{}", ran.text());
+    assert!(ran.says("an empty caption"), "{}", ran.text());
+    assert_eq!(state(lib.path()), before, "nothing written without --apply");
+    let ran = labels(lib.path(), &["import", arg, "--apply", "--who", "ana"]);
+    assert!(ran.ok(), "{}", ran.text());
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    assert_eq!(store.caption(ids[0]).unwrap().as_deref(), Some(new));
+    let refined = endotwin::data::refine::Refiner::shipped().refine(new);
+    assert_eq!(
+        store.caption_refinement(ids[0]).unwrap(),
+        Some((refined.caption, refined.category)),
+        "the refinement follows the finding"
+    );
+    assert_eq!(store.caption(ids[1]).unwrap(), None);
+    assert!(
+        store.caption(ids[2]).unwrap().is_some(),
+        "the empty one was refused"
+    );
+    let history = store
+        .audit_log(&endotwin::store::AuditFilter {
+            who: Some("ana".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert!(history.iter().all(|h| h.entry.key == "caption"));
+}

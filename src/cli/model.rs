@@ -53,6 +53,9 @@ pub struct ReportArgs {
     /// Frames per generated video.
     #[arg(long, default_value_t = 800)]
     pub frames: usize,
+    /// Captioned capsule frames of a generated split (caption reports).
+    #[arg(long, default_value_t = 480)]
+    pub capsule_frames: usize,
     /// Also write the report's JSON here (its PNG beside it).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -139,6 +142,7 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         polyps: a.polyps,
         videos: a.videos,
         frames: a.frames,
+        capsule_frames: a.capsule_frames,
     };
     let active = endotwin::engine::promote::models_dir_for(library);
     let progress = endotwin::plumbing::Progress::new();

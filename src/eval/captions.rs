@@ -244,6 +244,16 @@ pub fn run(
 
 /// Each frame's rank (0 = first) of its own caption among the set's distinct captions, and
 /// its category probabilities.
+/// The category head's probabilities of every frame of `set`, in [`CATEGORIES`] order.
+pub fn category_probabilities(
+    model: &CaptionModel,
+    config: &CaptionModelConfig,
+    set: &CaptionSet,
+    device: &Device,
+) -> Vec<Vec<f32>> {
+    score(model, config, set, device).1
+}
+
 fn score(
     model: &CaptionModel,
     config: &CaptionModelConfig,

@@ -53,6 +53,13 @@ struct Image {
         skip_serializing_if = "Option::is_none"
     )]
     polyp_present: Option<Option<String>>,
+    /// The image's caption (a capsule frame's raw finding); null: none; absent: left alone.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    caption: Option<Option<String>>,
 }
 
 /// `Some(None)` for an explicit null, `None` when the key is absent.
@@ -128,6 +135,7 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
                 video: Some(video.code.clone()),
                 frame_index: Some(*index),
                 polyp_present: Some(label.cloned()),
+                caption: None,
             });
         }
         for b in &boxes {
@@ -147,11 +155,13 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
             });
         }
     }
-    // Still images (not video frames) with a frame label or a drawn polyp box.
+    // Still images (not video frames) with a frame label, a drawn polyp box or a caption.
     let drawn = store.view_boxes()?;
+    let captions = store.all_captions()?;
     let stills: std::collections::BTreeSet<i64> = frame_labels
         .keys()
         .chain(drawn.keys())
+        .chain(captions.keys())
         .filter(|id| !seen.contains(id))
         .copied()
         .collect();
@@ -167,6 +177,7 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
             video: None,
             frame_index: None,
             polyp_present: frame_labels.get(&id).map(|v| Some(v.clone())),
+            caption: captions.get(&id).map(|c| Some(c.clone())),
         });
         if let Some(b) = drawn.get(&id) {
             let bbox = b.map(f64::from);
@@ -185,7 +196,7 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
     images.sort_by_key(|i| i.id);
     let coco = Coco {
         info: serde_json::json!({
-            "description": "EndoTwin labels: video boxes with tracklet identities, polyp boxes drawn on still images, frame labels",
+            "description": "EndoTwin labels: video boxes with tracklet identities, polyp boxes drawn on still images, frame labels, captions",
         }),
         images,
         annotations,
@@ -297,6 +308,7 @@ pub fn diff(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), Lab
         }
     }
     let stills = still_boxes(store, &coco, &mut changes, &mut problems)?;
+    captions(store, &coco, &mut changes, &mut problems)?;
     let video_boxes = coco
         .annotations
         .iter()
@@ -392,4 +404,51 @@ fn still_boxes(
         }
     }
     Ok(stills)
+}
+
+/// The caption of each image of the file that has the key: a raw finding (refined when
+/// applied), or null to remove it.
+fn captions(
+    store: &Store,
+    coco: &Coco,
+    changes: &mut Vec<Change>,
+    problems: &mut Vec<String>,
+) -> Result<(), LabelsError> {
+    for image in &coco.images {
+        let Some(wanted) = &image.caption else {
+            continue;
+        };
+        let name = format!("image {} ({})", image.id, image.file_name);
+        let Some(media) = store.media(image.id)? else {
+            if image.polyp_present.is_none() {
+                problems.push(format!("{name}: not in this library; skipped"));
+            }
+            continue;
+        };
+        let wanted = wanted.as_deref().map(str::trim);
+        if wanted == Some("") {
+            problems.push(format!(
+                "{name}: an empty caption (null removes one); skipped"
+            ));
+            continue;
+        }
+        if wanted.is_some_and(|w| w.chars().count() > 2000 || w.chars().any(char::is_control)) {
+            problems.push(format!(
+                "{name}: a caption over 2000 characters or with control characters; skipped"
+            ));
+            continue;
+        }
+        let now = store.caption(media.id)?;
+        if now.as_deref() != wanted {
+            changes.push(Change {
+                kind: ChangeKind::Caption,
+                polyp_id: media.id,
+                polyp: media.rel_path.clone(),
+                key: "caption".into(),
+                old: now,
+                new: wanted.map(str::to_string),
+            });
+        }
+    }
+    Ok(())
 }

@@ -95,6 +95,9 @@ pub enum ChangeKind {
     Frame,
     /// Which polyp a tracklet shows (`polyp_id` is the tracklet; values are polyp codes).
     Tracklet,
+    /// An image's caption, the raw finding (`polyp_id` is the image's media id); refined when
+    /// applied.
+    Caption,
 }
 
 /// One label the file gives differently from the library.
@@ -401,6 +404,21 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
             ChangeKind::Tracklet => {
                 let polyp = c.new.as_ref().and_then(|code| codes.get(code).copied());
                 store.assign_tracklet(who, c.polyp_id, polyp)?;
+            }
+            ChangeKind::Caption => {
+                let refined = c
+                    .new
+                    .as_deref()
+                    .map(|text| crate::data::refine::Refiner::shipped().refine(text));
+                let caption = c.new.as_deref().map(|text| {
+                    (
+                        text,
+                        refined
+                            .as_ref()
+                            .map(|r| (r.caption.as_str(), r.category.as_str())),
+                    )
+                });
+                store.correct_caption(who, c.polyp_id, caption)?;
             }
         }
     }

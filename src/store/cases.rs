@@ -512,6 +512,13 @@ impl Store {
             .optional()?)
     }
 
+    /// Every caption of the library (raw findings), by media id.
+    pub fn all_captions(&self) -> Result<std::collections::HashMap<i64, String>> {
+        let mut stmt = self.conn().prepare("SELECT media_id, text FROM captions")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// The captions of these media items (those that have one), by media id.
     pub fn captions_of(&self, media_ids: &[i64]) -> Result<std::collections::HashMap<i64, String>> {
         let mut out = std::collections::HashMap::new();

@@ -287,6 +287,52 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Corrects (or, with `None`, removes) the caption of image `media_id`: the raw finding
+    /// with its refinement (caption label, category) and one audit row (key `caption`), in
+    /// one transaction. Returns the previous finding. The same finding writes nothing.
+    pub fn correct_caption(
+        &mut self,
+        who: &str,
+        media_id: i64,
+        caption: Option<(&str, Option<(&str, &str)>)>,
+    ) -> Result<Option<String>> {
+        if who.trim().is_empty() {
+            return Err(StoreError::Invalid(
+                "a caption correction needs the name of who makes it".into(),
+            ));
+        }
+        if let Some((text, _)) = caption
+            && text.trim().is_empty()
+        {
+            return Err(StoreError::Invalid(
+                "an empty caption: remove it instead".into(),
+            ));
+        }
+        let old = self.caption(media_id)?;
+        let new = caption.map(|c| c.0);
+        if old.as_deref() == new {
+            return Ok(old);
+        }
+        self.write(|tx| -> Result<()> {
+            match caption {
+                Some((text, refined)) => super::set_caption(tx, media_id, text, refined)?,
+                None => {
+                    tx.execute("DELETE FROM captions WHERE media_id = ?1", [media_id])?;
+                }
+            }
+            audit(
+                tx,
+                TargetKind::Media,
+                media_id,
+                "caption",
+                who,
+                old.as_deref(),
+                new,
+            )
+        })?;
+        Ok(old)
+    }
+
     /// Every polyp box drawn on a library view, by media id.
     pub fn view_boxes(&self) -> Result<std::collections::HashMap<i64, [f32; 4]>> {
         Ok(self

@@ -8,6 +8,7 @@
 //! Adding a capability: a builder in this folder that fills a [`Report`], and a line in
 //! [`build`] for its model kind.
 
+pub mod captions;
 pub mod draw;
 pub mod prompts;
 pub mod tracklets;
@@ -102,7 +103,7 @@ pub enum ReportError {
     #[error("{held_out} is the library the run trained on: a report is made on held-out data only")]
     TrainingData { held_out: String },
     #[error(
-        "no evaluation report for a {0} yet (reports exist for twin image encoders, tracklet models and prompt models)"
+        "no evaluation report for a {0} yet (reports exist for twin image encoders, tracklet models, prompt models and caption models)"
     )]
     Unsupported(ModelKind),
     #[error("{path}: {source}")]
@@ -125,6 +126,8 @@ pub struct ReportData {
     pub polyps: usize,
     pub videos: usize,
     pub frames: usize,
+    /// Captioned capsule frames of a generated split (caption reports).
+    pub capsule_frames: usize,
 }
 
 impl Default for ReportData {
@@ -136,6 +139,7 @@ impl Default for ReportData {
             polyps: 200,
             videos: 12,
             frames: 800,
+            capsule_frames: 480,
         }
     }
 }
@@ -185,6 +189,7 @@ pub fn build(
         }
         ModelKind::ImageEncoder => twins::report(card, active_models, data, device, progress),
         ModelKind::PromptModel => prompts::report(card, active_models, data, device, progress),
+        ModelKind::CaptionModel => captions::report(card, active_models, data, device, progress),
         other => Err(ReportError::Unsupported(other)),
     }
 }
