@@ -105,6 +105,15 @@ impl Compute {
         }
     }
 
+    /// The memory one training step may take: the free main memory when tensors live there
+    /// (flex); `None` on a GPU, whose free memory wgpu does not tell.
+    pub fn training_memory(&self) -> Option<u64> {
+        match self.backend {
+            BackendKind::Flex => crate::plumbing::available_memory(),
+            _ => None,
+        }
+    }
+
     /// One line for the status bar and `endotwin info`.
     pub fn summary(&self) -> String {
         format!("{} on {}", self.backend, self.adapter)

@@ -231,6 +231,61 @@ fn a_run_without_the_data_it_needs_says_why() {
     assert!(std::fs::read_dir(models.path()).unwrap().next().is_none());
 }
 
+#[test]
+fn a_read_only_library_or_a_batch_too_big_is_refused_in_the_panel_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(dir.path());
+    let models = tempfile::tempdir().unwrap();
+    // A batch no machine has memory for: the run stops before its first step, says why and
+    // writes nothing.
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("training")));
+    settle(&mut h);
+    h.get_by_label("image-encoder").click();
+    settle(&mut h);
+    type_into(&mut h, "out", &models.path().display().to_string());
+    type_into(&mut h, "memory-gb", "0.15");
+    h.get_by_label("Start training").click();
+    until(&mut h, 120, "the refusal", |app| {
+        app.training_run().is_some_and(|r| r.finished())
+    });
+    let log = h.state().training_run().unwrap().log().clone();
+    let why = match &log.outcome {
+        Some(Err(e)) => e.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        why.contains("needs about") && why.contains("lower --batch"),
+        "{why}"
+    );
+    assert!(log.losses.is_empty(), "no step ran");
+    shows_part(&h, "needs about");
+    assert!(std::fs::read_dir(models.path()).unwrap().next().is_none());
+    drop(h);
+
+    // A library open read-only: Start is refused with a toast, no run starts.
+    let db = dir.path().join(endotwin::store::DB_FILE);
+    let mut perms = std::fs::metadata(&db).unwrap().permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(&db, perms).unwrap();
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    assert!(h.state().state.library.as_ref().unwrap().read_only);
+    h.state_mut().send(Command::ShowTab(Tab("training")));
+    settle(&mut h);
+    h.get_by_label("image-encoder").click();
+    settle(&mut h);
+    h.get_by_label("Start training").click();
+    settle(&mut h);
+    assert!(h.state().training_run().is_none(), "no run started");
+    assert!(
+        toasts(&h).iter().any(|t| t.contains("read-only")),
+        "{:?}",
+        toasts(&h)
+    );
+}
+
 /// The toast texts shown now.
 fn toasts(h: &Harness<'static, App>) -> Vec<String> {
     h.state()

@@ -50,6 +50,7 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             models: out.path().to_path_buf(),
             device: burn::tensor::Device::flex(),
             command_line: format!("tests/recipes.rs {}", recipe.name()),
+            memory: None,
             observer: &mut observer,
         };
         let trained = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
@@ -121,6 +122,7 @@ fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
             models: out.path().to_path_buf(),
             device: burn::tensor::Device::flex(),
             command_line: "tests/recipes.rs fork".into(),
+            memory: None,
             observer: &mut observer,
         };
         let result = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx);
@@ -176,6 +178,7 @@ fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
         models: out.path().to_path_buf(),
         device: burn::tensor::Device::flex(),
         command_line: "tests/recipes.rs fork".into(),
+        memory: None,
         observer: &mut observer,
     };
     let why = endotwin::train::recipe::run_recipe(image, &settings, &mut ctx)
@@ -183,4 +186,115 @@ fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
         .to_string();
     assert!(why.contains("first.checkpoints"), "{why}");
     assert!(!out.path().join("wrong.json").exists());
+}
+
+#[test]
+fn a_batch_too_big_for_memory_is_refused_before_anything_starts() {
+    let lib = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 8);
+    let runs_before = Store::open(lib.path(), OpenMode::Existing)
+        .unwrap()
+        .runs()
+        .unwrap()
+        .len();
+    for recipe in recipes() {
+        let (flag, tiny): (&str, &[(&str, &str)]) = match recipe.name() {
+            "image-encoder" => ("batch", &[("batch", "4"), ("size", "32")]),
+            "scene-encoder" => ("batch", &[("batch", "4")]),
+            "tracklets" => ("anchors", &[("anchors", "4"), ("size", "16")]),
+            "captions" => ("batch", &[("batch", "4")]),
+            "prompts" => ("batch", &[("batch", "2")]),
+            other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
+        };
+        let mut settings = Settings::default();
+        if recipe.options().iter().any(|o| o.name == "out") {
+            settings.set("out", out.path().display().to_string());
+        }
+        for (k, v) in tiny {
+            settings.set(k, *v);
+        }
+        // A machine with a kilobyte to spare: no step fits.
+        settings.set("memory-gb", "0.000001");
+        let mut observer = Quiet(Vec::new());
+        let mut ctx = RecipeContext {
+            library: lib.path().to_path_buf(),
+            models: endotwin::default_models_dir(),
+            device: burn::tensor::Device::flex(),
+            command_line: format!("tests/recipes.rs {}", recipe.name()),
+            memory: None,
+            observer: &mut observer,
+        };
+        let e = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
+            .err()
+            .unwrap_or_else(|| panic!("{} started with 1 kB", recipe.name()))
+            .to_string();
+        assert!(
+            e.contains(&format!("--{flag} "))
+                && e.contains("needs about")
+                && e.contains("Nothing was started"),
+            "{}: {e}",
+            recipe.name()
+        );
+        // The machine's own figure is used when --memory-gb is not given.
+        settings.set("memory-gb", "0");
+        let e = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("--memory-gb 0"), "{}: {e}", recipe.name());
+    }
+    // Nothing was written: no run recorded, no checkpoint folder, no card.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    assert_eq!(store.runs().unwrap().len(), runs_before);
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
+/// Deletes a folder when the first epoch ends (a user cleaning up a run's folder mid-run).
+struct Deleter {
+    folder: std::path::PathBuf,
+    done: bool,
+}
+
+impl TrainObserver for Deleter {
+    fn message(&mut self, _: &str) {}
+    fn step(&mut self, _: usize, _: usize, _: usize, _: usize, _: f64) {}
+    fn epoch(&mut self, _: &EpochReport, _: usize) {
+        if !self.done {
+            std::fs::remove_dir_all(&self.folder).unwrap();
+            self.done = true;
+        }
+    }
+}
+
+#[test]
+fn a_run_whose_folder_is_deleted_under_it_writes_it_again_and_loses_nothing() {
+    let lib = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 8);
+    let runs = out.path().join("runs");
+    let recipe = endotwin::train::recipe("captions").unwrap();
+    let mut settings = Settings::default();
+    for (k, v) in [("epochs", "2"), ("batch", "4"), ("name", "c")] {
+        settings.set(k, v);
+    }
+    settings.set("out", runs.display().to_string());
+    let mut observer = Deleter {
+        folder: runs.clone(),
+        done: false,
+    };
+    let mut ctx = RecipeContext {
+        library: lib.path().to_path_buf(),
+        models: out.path().to_path_buf(),
+        device: burn::tensor::Device::flex(),
+        command_line: "tests/recipes.rs deleted folder".into(),
+        memory: None,
+        observer: &mut observer,
+    };
+    let trained = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx).unwrap();
+    assert!(observer.done, "the folder was deleted after epoch 1");
+    assert!(trained.card.is_file(), "the model is saved all the same");
+    assert!(runs.join("c.checkpoints/epoch-002/model.bpk").is_file());
+    let state = std::fs::read_to_string(runs.join("c.checkpoints/state.json")).unwrap();
+    assert!(state.contains("\"epoch\": 2"), "{state}");
 }

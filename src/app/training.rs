@@ -379,8 +379,7 @@ impl App {
             settings,
             library,
             self.state.twins.models_dir.clone(),
-            compute.device.clone(),
-            compute.summary(),
+            compute,
             Some(self.notify.clone()),
         ) {
             Ok(run) => {

@@ -83,6 +83,7 @@ pub fn run(library: PathBuf, pref: BackendPref, args: TrainArgs) -> Result<()> {
     let mut ctx = RecipeContext {
         library,
         models: endotwin::default_models_dir(),
+        memory: compute.training_memory(),
         device: compute.device,
         command_line: super::command_line(),
         observer: &mut observer,

@@ -6,7 +6,6 @@
 
 use crate::train::recipe::{RecipeContext, Settings, TrainObserver};
 use crate::train::{EpochReport, recipe};
-use burn::tensor::Device;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,15 +70,15 @@ impl TrainingRun {
         settings: Settings,
         library: PathBuf,
         models: PathBuf,
-        device: Device,
-        device_name: String,
+        compute: &crate::compute::Compute,
         notify: Option<Notify>,
     ) -> Result<TrainingRun, String> {
+        let (device, memory) = (compute.device.clone(), compute.training_memory());
         let chosen = recipe(name).ok_or_else(|| format!("no training recipe called `{name}`"))?;
         let run = TrainingRun {
             log: Arc::new(Mutex::new(TrainingLog {
                 recipe: name.to_string(),
-                device: device_name,
+                device: compute.summary(),
                 started: Instant::now(),
                 messages: Vec::new(),
                 losses: Vec::new(),
@@ -103,6 +102,7 @@ impl TrainingRun {
                     models,
                     device,
                     command_line,
+                    memory,
                     observer: &mut observer,
                 };
                 let result = crate::train::recipe::run_recipe(chosen, &settings, &mut ctx);

@@ -16,3 +16,11 @@ pub fn machine() -> String {
         .unwrap_or(1);
     format!("{cpu}, {threads} threads available")
 }
+
+/// Bytes of main memory free now (Linux: `MemAvailable`); `None` where it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -7,6 +7,6 @@ mod machine;
 mod progress;
 mod rng;
 
-pub use machine::machine;
+pub use machine::{available_memory, machine};
 pub use progress::Progress;
 pub use rng::Rng;

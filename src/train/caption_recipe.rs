@@ -60,6 +60,7 @@ impl Recipe for CaptionRecipe {
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
             super::recipe::fork_option(),
+            super::memory::memory_option(),
         ]
     }
 
@@ -91,6 +92,13 @@ impl Recipe for CaptionRecipe {
             .with_lr(settings.number(&o, "lr")?)
             .with_shots(settings.count(&o, "shots")?)
             .with_seed(seed);
+        super::memory::check(
+            "captions",
+            "batch",
+            config.batch,
+            super::memory::dual(&config.model.clip),
+            super::memory::budget(settings, &o, ctx.memory)?,
+        )?;
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer
             .message("reading the captioned capsule frames...");

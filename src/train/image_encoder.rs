@@ -99,6 +99,24 @@ impl ImageEncoderTrainingConfig {
         .with_width(self.decoder_width)
     }
 
+    /// Values one image's step makes ([`super::memory`]): two augmented copies, each through
+    /// the encoder on its visible patches (and on all of them when the contrastive branch is
+    /// unmasked) and the decoder over every patch, with its reconstruction target.
+    pub fn step_values(&self) -> f64 {
+        use super::memory::{transformer, vit};
+        let e = &self.encoder;
+        let patches = e.patches();
+        let visible = ((1.0 - self.mask_ratio as f64) * patches as f64).ceil() as usize + 1;
+        let d = self.decoder();
+        let mut copy = vit(e, visible)
+            + transformer(patches + 1, d.width, d.depth, d.heads, 4.0)
+            + 2.0 * (3 * e.image_size * e.image_size) as f64;
+        if !self.masked_contrastive {
+            copy += vit(e, patches + 1);
+        }
+        2.0 * copy
+    }
+
     pub fn init(&self, device: &Device) -> TwinImageModel {
         TwinImageModel {
             encoder: self.encoder.init(device),
@@ -313,6 +331,7 @@ impl Recipe for ImageEncoderRecipe {
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
             super::recipe::fork_option(),
+            super::memory::memory_option(),
             RecipeOption::new(
                 "view-positives",
                 Flag,
@@ -398,6 +417,13 @@ impl Recipe for ImageEncoderRecipe {
             ctx.library.display(),
             ctx.device
         ));
+        super::memory::check(
+            "image-encoder",
+            "batch",
+            config.batch.clamp(2, samples.len().max(2)),
+            config.step_values(),
+            super::memory::budget(settings, &o, ctx.memory)?,
+        )?;
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(

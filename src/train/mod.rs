@@ -12,6 +12,7 @@ pub mod dual_losses;
 pub mod fit;
 pub mod image_encoder;
 pub mod losses;
+pub mod memory;
 pub mod prompt_recipe;
 pub mod prompts;
 pub mod recipe;

@@ -97,6 +97,7 @@ impl Recipe for PromptRecipe {
                 None,
                 "Skip stages whose card exists; continue the next from its checkpoints",
             ),
+            super::memory::memory_option(),
         ]
     }
 
@@ -182,6 +183,19 @@ impl Recipe for PromptRecipe {
             records.exams.len(),
             records.frame_count()
         ));
+        // Stages 1 and 2 take `batch` (frame, sentence) pairs a step, stage 3 a quarter as many
+        // examinations of up to `max_images` frames and as many sentences.
+        let small = PromptModelConfig::small(records.corpus());
+        let stage3 = run.config(PromptStage::Unify, small.clone());
+        let per_pair = super::memory::dual(&small.clip);
+        let per_batch_item = per_pair * (stage3.max_images as f64 / 4.0).max(1.0);
+        super::memory::check(
+            "prompts",
+            "batch",
+            run.batch,
+            per_batch_item,
+            super::memory::budget(settings, &o, ctx.memory)?,
+        )?;
         let device = ctx.device.clone().autodiff();
         let mut last = None;
         for stage in stages {

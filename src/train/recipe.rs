@@ -126,6 +126,8 @@ pub struct RecipeContext<'a> {
     pub device: Device,
     /// Recorded in the model card (the exact command that made the model).
     pub command_line: String,
+    /// Bytes one training step may take (`--memory-gb` overrides it); `None`: not checked.
+    pub memory: Option<u64>,
     pub observer: &'a mut dyn TrainObserver,
 }
 

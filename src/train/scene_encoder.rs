@@ -80,6 +80,18 @@ impl SceneEncoderTrainingConfig {
         .with_width(self.decoder_width)
     }
 
+    /// Values one polyp's step makes ([`super::memory`]): its scenes (two view subsets, or
+    /// one per view) through the scene encoder, each reconstructing a view with the decoder.
+    pub fn step_values(&self) -> f64 {
+        use super::memory::transformer;
+        let e = &self.image;
+        let scenes = if self.subsets { 2 } else { self.views.max(2) };
+        let d = self.decoder();
+        let scene = transformer(self.views.max(2), self.scene.dim, 1, self.scene.heads, 4.0)
+            + transformer(e.patches() + 1, d.width, d.depth, d.heads, 4.0);
+        scenes as f64 * scene
+    }
+
     pub fn init(&self, device: &Device) -> SceneTrainingModel {
         SceneTrainingModel {
             scene: self.scene.init(device),
@@ -412,6 +424,7 @@ impl Recipe for SceneEncoderRecipe {
                 "Continue from the last checkpoint in `<models>/<name>.checkpoints/`",
             ),
             super::recipe::fork_option(),
+            super::memory::memory_option(),
         ]
     }
 
@@ -454,6 +467,17 @@ impl Recipe for SceneEncoderRecipe {
             .input
             .unwrap_or_else(|| TwinInput::whole_frame(image.image_size as u32));
         let (samples, polyps) = super::data::polyp_view_samples(&store, &input)?;
+        let distinct = polyps
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        super::memory::check(
+            "scene-encoder",
+            "batch",
+            config.batch.min(distinct).max(2),
+            config.step_values(),
+            super::memory::budget(settings, &o, ctx.memory)?,
+        )?;
         ctx.observer.message(&format!(
             "encoding {} views x {} copies with the frozen image encoder ({})...",
             samples.len(),

@@ -119,6 +119,7 @@ impl Recipe for TrackletRecipe {
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
             super::recipe::fork_option(),
+            super::memory::memory_option(),
         ]
     }
 
@@ -174,8 +175,15 @@ impl Recipe for TrackletRecipe {
         let mut set = TrackletSet::load(&store, &[], size, &Progress::new())
             .map_err(|e| RecipeError::Setting(format!("tracklet data: {e}")))?;
         // Not enough data is said before anything is encoded or written.
-        super::tracklets::usable_anchors(&config, &set)
+        let usable = super::tracklets::usable_anchors(&config, &set)
             .map_err(|e| RecipeError::Setting(e.to_string()))?;
+        super::memory::check(
+            "tracklets",
+            "anchors",
+            config.anchors.max(2).min(usable.len()),
+            config.step_values(settings.text(&o, "backbone")? == "cnn"),
+            super::memory::budget(settings, &o, ctx.memory)?,
+        )?;
         match settings.text(&o, "backbone")?.as_str() {
             "cnn" if settings.flag(&o, "residual") => {
                 return Err(RecipeError::Setting(

@@ -120,6 +120,26 @@ pub fn train(
     train_encoder(config, set, device, start, |d| config.model.init(d), events)
 }
 
+impl TrackletTrainingConfig {
+    /// Values one anchor's step makes ([`super::memory`]): the anchor, its bag and its known
+    /// negatives, each a fragment of frames through the frame CNN (`cnn`; off: frozen
+    /// features) and the tracklet encoder.
+    pub fn step_values(&self, cnn: bool) -> f64 {
+        use crate::tracklets::fragments::FRAGMENT_FRAMES;
+        let rows = (1 + BAG_SIZE + self.co_visible_negatives) as f64;
+        let e = &self.model.encoder;
+        let frames = if cnn {
+            let b = &self.model.backbone;
+            FRAGMENT_FRAMES as f64 * super::memory::cnn(b.image_size, &b.channels)
+        } else {
+            0.0
+        };
+        let ff = e.feed_forward as f64 / e.dim.max(1) as f64;
+        let encoder = super::memory::transformer(FRAGMENT_FRAMES + 1, e.dim, e.layers, e.heads, ff);
+        rows * (frames + encoder)
+    }
+}
+
 /// The fragments that can be anchors (they have another fragment in their video), or why
 /// `set` cannot train with `config` (checked before anything is written).
 pub fn usable_anchors(
