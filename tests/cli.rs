@@ -273,6 +273,26 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
     );
     let report = endotwin::eval::report::Report::load(&json).unwrap();
     assert!(report.held_out.contains(&held.path().display().to_string()));
+
+    // A part of a model (a unifier alone) has no report: said, nothing written.
+    use endotwin::model::unifier::UnifierConfig;
+    use endotwin::model::weights::{self, ModelCard, ModelKind};
+    let config = UnifierConfig::new(8);
+    let card = ModelCard::new("u", ModelKind::Unifier, "t1", "test", &config);
+    let card = weights::save(
+        &config.init(&burn::tensor::Device::flex()),
+        &card,
+        out.path(),
+    )
+    .unwrap();
+    let ran = crate::common::run({
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(["model", "report", "--card"]).arg(&card);
+        c
+    });
+    assert!(!ran.ok());
+    assert!(ran.says("no evaluation report for a"), "{}", ran.text());
+    assert!(!out.path().join("u.report.json").exists());
 }
 
 #[test]
@@ -389,6 +409,61 @@ fn model_report_scores_a_caption_model_on_held_out_capsule_frames() {
             .join("captions.report.json")
             .exists()
     );
+}
+
+#[test]
+fn model_report_sets_a_scene_encoder_against_the_mean_of_views_it_would_replace() {
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let lib = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(lib.path());
+    // A scene encoder over the shipped image encoder, one epoch on the tiny library.
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["train", "scene-encoder", "--models"])
+        .arg(endotwin::default_models_dir())
+        .arg("--out")
+        .arg(out.path())
+        .args(["--epochs", "1", "--batch", "2", "--name", "scene-t"]);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    let held = tempfile::tempdir().unwrap();
+    {
+        let mut store =
+            endotwin::store::Store::open(held.path(), endotwin::store::OpenMode::CreateIfMissing)
+                .unwrap();
+        let cfg = PhantomConfig {
+            seed: 6,
+            split: Split::Validation,
+            polyps: 14,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 0,
+            image_size: 64,
+            ..PhantomConfig::default()
+        };
+        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+    }
+    let json = out.path().join("scene-report.json");
+    let ran = model_report(
+        lib.path(),
+        &out.path().join("scene-t.json"),
+        held.path(),
+        &json,
+    );
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("digital twins report"), "{}", ran.text());
+    let report = endotwin::eval::report::Report::load(&json).unwrap();
+    assert!(
+        report.active.as_deref().unwrap().contains("mean of views"),
+        "{:?}",
+        report.active
+    );
+    assert_eq!(report.metrics[0].name, "1v2 accuracy@1");
+    for m in report.metrics.iter().filter(|m| m.model_ci.is_some()) {
+        assert!((0.0..=1.0).contains(&m.model), "{m:?}");
+        assert!(m.active.is_some(), "the mean beside it: {m:?}");
+    }
+    assert_eq!(report.curves.len(), 2, "the scene's and the mean's");
 }
 
 /// `endotwin model report --card CARD --held-out HELD --json JSON` on `lib`.

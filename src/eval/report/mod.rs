@@ -103,7 +103,7 @@ pub enum ReportError {
     #[error("{held_out} is the library the run trained on: a report is made on held-out data only")]
     TrainingData { held_out: String },
     #[error(
-        "no evaluation report for a {0} yet (reports exist for twin image encoders, tracklet models, prompt models and caption models)"
+        "no evaluation report for a {0} yet (reports exist for twin image and scene encoders, tracklet models, prompt models and caption models)"
     )]
     Unsupported(ModelKind),
     #[error("{path}: {source}")]
@@ -187,7 +187,9 @@ pub fn build(
         ModelKind::TrackletEncoder | ModelKind::TrackletHead => {
             tracklets::report(card, active_models, data, device, progress)
         }
-        ModelKind::ImageEncoder => twins::report(card, active_models, data, device, progress),
+        ModelKind::ImageEncoder | ModelKind::SceneEncoder => {
+            twins::report(card, active_models, data, device, progress)
+        }
         ModelKind::PromptModel => prompts::report(card, active_models, data, device, progress),
         ModelKind::CaptionModel => captions::report(card, active_models, data, device, progress),
         other => Err(ReportError::Unsupported(other)),

@@ -8,6 +8,7 @@ use super::{Confusion, Curves, Report, ReportData, ReportError, ReportMetric};
 use crate::data::phantom::Split;
 use crate::eval::held_out::HeldOut;
 use crate::eval::twins::{self as eval, Candidate, TwinEval};
+use crate::model::weights::{self, ModelKind};
 use crate::plumbing::Progress;
 use crate::twins::TwinModels;
 use burn::tensor::Device;
@@ -29,14 +30,43 @@ pub fn report(
         let what = what.to_string();
         move |e: crate::twins::TwinError| ReportError::Data(format!("{what}: {e}"))
     };
-    let model = TwinModels::load_cards(card, None, device).map_err(twin_error("the model"))?;
     let dir = super::models_folder(active_models);
-    let active_card = super::active_card(card, &dir, &[crate::twins::IMAGE_MODEL]);
-    let active = match &active_card {
-        Some(path) => Some(
+    let scene = weights::read_card(card)?.kind == ModelKind::SceneEncoder;
+    // A scene encoder is scored over the active image encoder, against that encoder's plain
+    // mean of views (what the app uses without it); an image encoder beside the active one.
+    let image_card = match scene {
+        true => Some(dir.join(format!("{}.json", crate::twins::IMAGE_MODEL)))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                ReportError::Data(format!(
+                    "a scene encoder needs an image encoder: no {}.json in {}",
+                    crate::twins::IMAGE_MODEL,
+                    dir.display()
+                ))
+            })?,
+        false => card.to_path_buf(),
+    };
+    let model = TwinModels::load_cards(&image_card, scene.then_some(card), device)
+        .map_err(twin_error("the model"))?;
+    let active_card = match scene {
+        true => Some(image_card.clone()),
+        false => super::active_card(card, &dir, &[crate::twins::IMAGE_MODEL]),
+    };
+    let active = match (&active_card, scene) {
+        (Some(path), false) => Some(
             TwinModels::load_cards(path, None, device).map_err(twin_error("the active model"))?,
         ),
-        None => None,
+        _ => None,
+    };
+    let (mine, theirs) = match scene {
+        true => (
+            Side(MODEL, "scene encoder"),
+            Some(Side(MODEL, "mean of views")),
+        ),
+        false => (
+            Side(MODEL, "mean of views"),
+            active.as_ref().map(|_| Side(ACTIVE, "mean of views")),
+        ),
     };
     progress.stage("held-out polyps", 0);
     let held = HeldOut::open_split(
@@ -69,11 +99,15 @@ pub fn report(
             2 * K
         )));
     }
-    let mean = |who: &str| format!("{who}: mean of views, float");
-    let curves = [MODEL, ACTIVE]
-        .iter()
-        .filter_map(|who| {
-            let method = mean(who);
+    let curves = std::iter::once((&mine, card.to_path_buf()))
+        .chain(
+            theirs
+                .as_ref()
+                .zip(active_card.clone())
+                .map(|(side, path)| (side, path)),
+        )
+        .filter_map(|(side, path)| {
+            let method = side.reid();
             e.details
                 .predictions
                 .iter()
@@ -81,11 +115,11 @@ pub fn report(
                 .map(|(_, _, p)| {
                     let scores: Vec<f64> = p.iter().map(|x| x.0).collect();
                     let right: Vec<bool> = p.iter().map(|x| x.1).collect();
-                    let label = match *who {
-                        MODEL => card,
-                        _ => active_card.as_deref().unwrap_or(card),
+                    let label = match scene && side.1 == "mean of views" {
+                        true => format!("{}: mean of views", path.display()),
+                        false => path.display().to_string(),
                     };
-                    Curves::of(&label.display().to_string(), &scores, &right)
+                    Curves::of(&label, &scores, &right)
                 })
         })
         .collect();
@@ -93,7 +127,7 @@ pub fn report(
     let confusion = d
         .votes
         .iter()
-        .find(|v| v.0 == format!("{MODEL}: mean of views"))
+        .find(|v| v.0 == mine.vote())
         .map(|(_, predicted, _)| {
             let n = d.class_names.len();
             let mut counts = vec![vec![0usize; n]; n];
@@ -109,11 +143,14 @@ pub fn report(
     Ok(Report {
         capability: "digital twins".into(),
         model: card.display().to_string(),
-        active: active_card.as_ref().map(|p| p.display().to_string()),
+        active: active_card.as_ref().map(|p| match scene {
+            true => format!("{}, mean of views (no scene encoder)", p.display()),
+            false => p.display().to_string(),
+        }),
         held_out: format!("{}: {} polyps with four views", held.described, e.polyps),
         seed: data.seed,
         bootstrap: e.bootstrap,
-        metrics: metrics(&e, active.is_some()),
+        metrics: metrics(&e, &mine, theirs.as_ref(), scene),
         curves_of: "2v2 twins: is the top-1 twin the same polyp (similarity)".into(),
         curves,
         confusion,
@@ -121,27 +158,47 @@ pub fn report(
     })
 }
 
-fn metrics(e: &TwinEval, with_active: bool) -> Vec<ReportMetric> {
-    let reid = |who: &str, views: &str| {
-        let method = format!("{who}: mean of views, float");
+/// Whose rows, and how their views were combined: (candidate label, method).
+struct Side(&'static str, &'static str);
+
+impl Side {
+    /// Its float re-identification rows' method.
+    fn reid(&self) -> String {
+        format!("{}: {}, float", self.0, self.1)
+    }
+
+    /// Its pathology vote's method.
+    fn vote(&self) -> String {
+        format!("{}: {}", self.0, self.1)
+    }
+}
+
+/// The report's figures of `mine` beside `theirs`: accuracy@1 and uAP at the view counts that
+/// matter (1v1 and 2v2 for an image encoder; 1v2, 2v1 and 2v2 for a scene encoder, whose
+/// claim is about combining views), then the pathology vote.
+fn metrics(e: &TwinEval, mine: &Side, theirs: Option<&Side>, scene: bool) -> Vec<ReportMetric> {
+    let reid = |side: &Side, views: &str| {
+        let method = side.reid();
         e.reid
             .iter()
             .find(|r| r.method == method && r.views == views)
     };
-    let pathology = |who: &str| {
-        let method = format!("{who}: mean of views");
-        e.pathology.iter().find(|r| r.method == method)
+    let pathology = |side: &Side| e.pathology.iter().find(|r| r.method == side.vote());
+    let view_counts: &[&str] = if scene {
+        &["1v2", "2v1", "2v2"]
+    } else {
+        &["1v1", "2v2"]
     };
     let mut out = Vec::new();
-    for views in ["1v1", "2v2"] {
+    for &views in view_counts {
         type Pick = fn(&eval::ReidRow) -> (f64, [f64; 2]);
         let picks: [(&str, Pick); 2] = [
             ("accuracy@1", |r| (r.accuracy_at_1, r.accuracy_at_1_ci)),
             ("uAP", |r| (r.uap, r.uap_ci)),
         ];
         for (name, pick) in picks {
-            let m = reid(MODEL, views).map(pick);
-            let a = reid(ACTIVE, views).map(pick).filter(|_| with_active);
+            let m = reid(mine, views).map(pick);
+            let a = theirs.and_then(|t| reid(t, views)).map(pick);
             out.push(ReportMetric {
                 name: format!("{views} {name}"),
                 model: m.map_or(f64::NAN, |x| x.0),
@@ -161,9 +218,9 @@ fn metrics(e: &TwinEval, with_active: bool) -> Vec<ReportMetric> {
     for (name, pick) in picks {
         out.push(ReportMetric {
             name: name.into(),
-            model: pathology(MODEL).map_or(f64::NAN, pick),
+            model: pathology(mine).map_or(f64::NAN, pick),
             model_ci: None,
-            active: pathology(ACTIVE).filter(|_| with_active).map(pick),
+            active: theirs.and_then(|t| pathology(t)).map(pick),
             active_ci: None,
         });
     }
