@@ -100,12 +100,7 @@ pub fn report(
         )));
     }
     let curves = std::iter::once((&mine, card.to_path_buf()))
-        .chain(
-            theirs
-                .as_ref()
-                .zip(active_card.clone())
-                .map(|(side, path)| (side, path)),
-        )
+        .chain(theirs.as_ref().zip(active_card.clone()))
         .filter_map(|(side, path)| {
             let method = side.reid();
             e.details
@@ -220,7 +215,7 @@ fn metrics(e: &TwinEval, mine: &Side, theirs: Option<&Side>, scene: bool) -> Vec
             name: name.into(),
             model: pathology(mine).map_or(f64::NAN, pick),
             model_ci: None,
-            active: theirs.and_then(|t| pathology(t)).map(pick),
+            active: theirs.and_then(&pathology).map(pick),
             active_ci: None,
         });
     }
