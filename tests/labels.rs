@@ -582,3 +582,63 @@ fn capsule_captions_go_out_and_back_in_coco_and_one_edit_changes_exactly_it() {
     assert_eq!(history.len(), 2, "{history:?}");
     assert!(history.iter().all(|h| h.entry.key == "caption"));
 }
+
+#[test]
+fn a_video_box_moved_in_coco_moves_exactly_that_box_and_a_deleted_one_is_named() {
+    let lib = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 4);
+    let file = lib.path().join("labels.coco.json");
+    let arg = file.to_str().unwrap();
+    assert!(labels(lib.path(), &["export", "--format", "coco", "--out", arg]).ok());
+    let mut coco: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let boxes = |lib: &Path| -> Vec<(i64, [f64; 4])> {
+        let store = Store::open(lib, OpenMode::Existing).unwrap();
+        store
+            .videos()
+            .unwrap()
+            .iter()
+            .flat_map(|v| store.video_boxes_with_ids(v.id).unwrap())
+            .map(|(id, b)| (id, [b.x, b.y, b.w, b.h]))
+            .collect()
+    };
+    let before = boxes(lib.path());
+    let annotations = coco["annotations"].as_array_mut().unwrap();
+    let moved = annotations[0]["box"]
+        .as_i64()
+        .expect("video boxes carry their id");
+    let was: Vec<f64> = serde_json::from_value(annotations[0]["bbox"].clone()).unwrap();
+    // One pixel left (inside the frame whichever side it touches), one smaller.
+    let to = [(was[0] - 1.0).max(0.0), was[1], was[2] - 1.0, was[3]];
+    annotations[0]["bbox"] = serde_json::json!(to);
+    let deleted = annotations.remove(1)["box"].as_i64().unwrap();
+    std::fs::write(&file, serde_json::to_string(&coco).unwrap()).unwrap();
+
+    let ran = labels(lib.path(), &["import", arg]);
+    assert!(ran.ok() && ran.says("1 change"), "{}", ran.text());
+    assert!(ran.says("leaves out 1 of the library's"), "{}", ran.text());
+    assert_eq!(boxes(lib.path()), before, "nothing written without --apply");
+    let ran = labels(lib.path(), &["import", arg, "--apply", "--who", "ana"]);
+    assert!(ran.ok(), "{}", ran.text());
+    let after = boxes(lib.path());
+    for ((id, b), (id2, a)) in before.iter().zip(&after) {
+        assert_eq!(id, id2);
+        if *id == moved {
+            assert_eq!(*a, to, "box {id} moved");
+        } else {
+            assert_eq!(
+                a, b,
+                "box {id} left alone (box {deleted} too: deletions are not imported)"
+            );
+        }
+    }
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let history = store
+        .audit_log(&endotwin::store::AuditFilter {
+            who: Some("ana".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].entry.key, format!("box {moved}"));
+}

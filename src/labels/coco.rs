@@ -1,16 +1,17 @@
 //! Boxes, tracklet identities and frame labels as COCO JSON, the format CVAT, FiftyOne and
 //! most detection tools read. One image per video frame that has a box or a frame label, and
 //! per still image (a polyp view, a frame) with a frame label or a drawn polyp box; one
-//! annotation per box, category `polyp`: on video frames with `track_id` (its tracklet) and
-//! `polyp` (the polyp the tracklet shows, by code, or null); on still images the polyp box a
-//! reviewer drew (the twin encoders crop around it), without a track. Frame labels ride on
-//! the image as `polyp_present` ("polyp", "no polyp" or null).
+//! annotation per box, category `polyp`: on video frames with `box` (its id in the library),
+//! `track_id` (its tracklet) and `polyp` (the polyp the tracklet shows, by code, or null); on
+//! still images the polyp box a reviewer drew (the twin encoders crop around it), without a
+//! track. Frame labels ride on the image as `polyp_present` ("polyp", "no polyp" or null),
+//! captions as `caption` (the raw finding).
 //!
 //! Importing it back changes what a reviewer changes: frame labels, which polyp each tracklet
-//! shows, and the drawn box of each still image in the file (its one annotation, or none: the
-//! box is cleared), one audited change each, only with `--apply`. Video boxes are not
-//! imported (they are drawn and followed in the Tracklets tab); a file whose video boxes
-//! differ says so.
+//! shows, where each video box is (matched by `box` on its frame), the drawn box of each
+//! still image in the file (its one annotation, or none: the box is cleared) and captions,
+//! one audited change each, only with `--apply`. Video boxes the file adds or leaves out are
+//! not imported (they are drawn and followed in the Tracklets tab); the file says so.
 
 use super::{Change, ChangeKind, LabelsError};
 use crate::store::{MediaKind, Store, TargetKind, VIEW_BOX_KEY, format_view_box, parse_view_box};
@@ -79,6 +80,9 @@ struct Annotation {
     iscrowd: u8,
     #[serde(default)]
     track_id: Option<i64>,
+    /// The library's id of a video box (absent on boxes drawn on still images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r#box: Option<i64>,
     /// The polyp the tracklet shows, by code; null: none assigned. Absent (boxes without a
     /// tracklet, boxes on still images): left alone.
     #[serde(
@@ -119,8 +123,9 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
             .into_iter()
             .map(|t| (t.id, t.polyp_code))
             .collect();
-        let boxes = store.video_boxes(video.id)?;
-        let boxed: std::collections::HashSet<i64> = boxes.iter().map(|b| b.frame_index).collect();
+        let boxes = store.video_boxes_with_ids(video.id)?;
+        let boxed: std::collections::HashSet<i64> =
+            boxes.iter().map(|(_, b)| b.frame_index).collect();
         for (index, m) in &frames {
             let label = frame_labels.get(&m.id);
             if !boxed.contains(index) && label.is_none() {
@@ -138,7 +143,7 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
                 caption: None,
             });
         }
-        for b in &boxes {
+        for (box_id, b) in &boxes {
             let Some(m) = frames.get(&b.frame_index) else {
                 continue;
             };
@@ -151,6 +156,7 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
                 area: b.w * b.h,
                 iscrowd: 0,
                 track_id: b.tracklet_id,
+                r#box: Some(*box_id),
                 polyp,
             });
         }
@@ -189,6 +195,7 @@ pub fn export(store: &Store) -> Result<String, LabelsError> {
                 area: bbox[2] * bbox[3],
                 iscrowd: 0,
                 track_id: None,
+                r#box: None,
                 polyp: None,
             });
         }
@@ -269,8 +276,19 @@ pub fn diff(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), Lab
     // only show one of those).
     let mut current: HashMap<i64, (Option<String>, String)> = HashMap::new();
     let mut allowed: HashMap<String, Vec<String>> = HashMap::new();
-    let mut boxes_now = 0usize;
+    // Every video box of the library: (video code, frame's media id, place).
+    let mut library_boxes: HashMap<i64, (String, i64, [f64; 4])> = HashMap::new();
     for video in store.videos()? {
+        let frames: HashMap<i64, i64> = store
+            .video_frames(video.id)?
+            .into_iter()
+            .map(|(index, m)| (index, m.id))
+            .collect();
+        for (id, b) in store.video_boxes_with_ids(video.id)? {
+            if let Some(&media) = frames.get(&b.frame_index) {
+                library_boxes.insert(id, (video.code.clone(), media, [b.x, b.y, b.w, b.h]));
+            }
+        }
         for t in store.video_tracklets(video.id)? {
             current.insert(t.id, (t.polyp_code, video.code.clone()));
         }
@@ -279,7 +297,6 @@ pub fn diff(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), Lab
             video.code.clone(),
             polyps.into_iter().map(|p| p.1).collect(),
         );
-        boxes_now += store.video_boxes(video.id)?.len();
     }
     for (track, wanted) in tracks {
         let Some((now, video)) = current.get(&track) else {
@@ -309,18 +326,14 @@ pub fn diff(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), Lab
     }
     let stills = still_boxes(store, &coco, &mut changes, &mut problems)?;
     captions(store, &coco, &mut changes, &mut problems)?;
-    let video_boxes = coco
-        .annotations
-        .iter()
-        .filter(|a| !stills.contains(&a.image_id))
-        .count();
-    if video_boxes != boxes_now {
-        problems.push(format!(
-            "the file has {video_boxes} video boxes, the library {boxes_now}: video boxes are \
-             not imported (draw and follow them in the Tracklets tab, or `import coco \
-             --onto-video`)"
-        ));
-    }
+    video_boxes(
+        store,
+        &coco,
+        &stills,
+        &library_boxes,
+        &mut changes,
+        &mut problems,
+    )?;
     Ok((changes, problems))
 }
 
@@ -449,6 +462,80 @@ fn captions(
                 new: wanted.map(str::to_string),
             });
         }
+    }
+    Ok(())
+}
+
+/// Video boxes moved or resized in the file (matched by their `box` id on the same frame); a
+/// box the file adds or leaves out is named, not imported (boxes are drawn and followed in
+/// the Tracklets tab, or laid on with `import coco --onto-video`).
+fn video_boxes(
+    store: &Store,
+    coco: &Coco,
+    stills: &std::collections::HashSet<i64>,
+    library: &HashMap<i64, (String, i64, [f64; 4])>,
+    changes: &mut Vec<Change>,
+    problems: &mut Vec<String>,
+) -> Result<(), LabelsError> {
+    let mut seen = std::collections::HashSet::new();
+    let mut new = 0usize;
+    for a in coco
+        .annotations
+        .iter()
+        .filter(|a| !stills.contains(&a.image_id))
+    {
+        let Some((id, (video, media, now))) =
+            a.r#box.and_then(|id| library.get(&id).map(|b| (id, b)))
+        else {
+            new += 1;
+            continue;
+        };
+        if !seen.insert(id) {
+            problems.push(format!("box {id}: in the file twice; the first is used"));
+            continue;
+        }
+        if a.image_id != *media {
+            problems.push(format!(
+                "box {id}: on image {}, but it is on image {media} of video {video}; skipped",
+                a.image_id
+            ));
+            continue;
+        }
+        let b = a.bbox;
+        let frame = store.media(*media)?;
+        let (w, h) = frame.map_or((f64::MAX, f64::MAX), |m| (m.width as f64, m.height as f64));
+        let inside = b.iter().all(|v| v.is_finite())
+            && b[0] >= 0.0
+            && b[1] >= 0.0
+            && b[2] > 0.0
+            && b[3] > 0.0
+            && b[0] + b[2] <= w + 0.5
+            && b[1] + b[3] <= h + 0.5;
+        if !inside {
+            problems.push(format!(
+                "box {id} of video {video}: bbox {b:?} is not a box inside its frame; skipped"
+            ));
+            continue;
+        }
+        if b.iter().zip(now).any(|(x, y)| (x - y).abs() > 1e-3) {
+            let text = |b: &[f64; 4]| format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
+            changes.push(Change {
+                kind: ChangeKind::VideoBox,
+                polyp_id: id,
+                polyp: format!("box {id} of video {video}"),
+                key: "bbox".into(),
+                old: Some(text(now)),
+                new: Some(text(&b)),
+            });
+        }
+    }
+    let missing = library.len() - seen.len();
+    if new > 0 || missing > 0 {
+        problems.push(format!(
+            "the file has {new} video boxes the library does not, and leaves out {missing} of \
+             the library's: such boxes are not imported (draw and follow them in the Tracklets \
+             tab, or `import coco --onto-video`)"
+        ));
     }
     Ok(())
 }

@@ -95,6 +95,8 @@ pub enum ChangeKind {
     Frame,
     /// Which polyp a tracklet shows (`polyp_id` is the tracklet; values are polyp codes).
     Tracklet,
+    /// Where a video box is (`polyp_id` is the box's id; values are `x,y,w,h`).
+    VideoBox,
     /// An image's caption, the raw finding (`polyp_id` is the image's media id); refined when
     /// applied.
     Caption,
@@ -404,6 +406,16 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
             ChangeKind::Tracklet => {
                 let polyp = c.new.as_ref().and_then(|code| codes.get(code).copied());
                 store.assign_tracklet(who, c.polyp_id, polyp)?;
+            }
+            ChangeKind::VideoBox => {
+                let parse = |v: &str| -> Option<[f64; 4]> {
+                    let p: Vec<f64> = v.split(',').filter_map(|x| x.parse().ok()).collect();
+                    p.try_into().ok()
+                };
+                let Some(b) = c.new.as_deref().and_then(parse) else {
+                    return Err(LabelsError::Format(format!("{c}: not x,y,w,h")));
+                };
+                store.move_box(who, c.polyp_id, b)?;
             }
             ChangeKind::Caption => {
                 let refined = c

@@ -374,6 +374,47 @@ impl Store {
 
     /// Records (or, with `None`, clears) the reviewer's decision on the link between two
     /// tracklets. Returns the previous decision.
+    /// Moves (or resizes) video box `box_id` to `xywh`: one transaction with its audit row on
+    /// the box's video (key `box N`, old and new as `x,y,w,h`). Returns the old place.
+    pub fn move_box(&mut self, who: &str, box_id: i64, xywh: [f64; 4]) -> Result<[f64; 4]> {
+        check_who(who)?;
+        if !(xywh.iter().all(|v| v.is_finite()) && xywh[2] > 0.0 && xywh[3] > 0.0) {
+            return Err(StoreError::Invalid(format!(
+                "box {box_id}: {xywh:?} is not x,y,w,h with a positive size"
+            )));
+        }
+        let found: Option<(i64, [f64; 4])> = self
+            .conn()
+            .query_row(
+                "SELECT video_id, x, y, w, h FROM boxes WHERE id = ?1",
+                [box_id],
+                |r| Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?])),
+            )
+            .optional()?;
+        let Some((video, old)) = found else {
+            return Err(StoreError::Invalid(format!(
+                "no box {box_id} in this library"
+            )));
+        };
+        let text = |b: [f64; 4]| format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
+        self.write(|tx| -> Result<()> {
+            tx.execute(
+                "UPDATE boxes SET x = ?2, y = ?3, w = ?4, h = ?5 WHERE id = ?1",
+                params![box_id, xywh[0], xywh[1], xywh[2], xywh[3]],
+            )?;
+            audit(
+                tx,
+                TargetKind::Video,
+                video,
+                &format!("box {box_id}"),
+                who,
+                Some(&text(old)),
+                Some(&text(xywh)),
+            )
+        })?;
+        Ok(old)
+    }
+
     pub fn decide_link(
         &mut self,
         who: &str,

@@ -115,19 +115,31 @@ impl Store {
     }
 
     pub fn video_boxes(&self, video_id: i64) -> Result<Vec<BoxRow>> {
+        Ok(self
+            .video_boxes_with_ids(video_id)?
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect())
+    }
+
+    /// [`Store::video_boxes`] with each box's id.
+    pub fn video_boxes_with_ids(&self, video_id: i64) -> Result<Vec<(i64, BoxRow)>> {
         let mut stmt = self.conn().prepare(
-            "SELECT frame_index, x, y, w, h, polyp_id, tracklet_id FROM boxes WHERE video_id = ?1 ORDER BY frame_index, id",
+            "SELECT id, frame_index, x, y, w, h, polyp_id, tracklet_id FROM boxes WHERE video_id = ?1 ORDER BY frame_index, id",
         )?;
         let rows = stmt.query_map([video_id], |r| {
-            Ok(BoxRow {
-                frame_index: r.get(0)?,
-                x: r.get(1)?,
-                y: r.get(2)?,
-                w: r.get(3)?,
-                h: r.get(4)?,
-                polyp_id: r.get(5)?,
-                tracklet_id: r.get(6)?,
-            })
+            Ok((
+                r.get(0)?,
+                BoxRow {
+                    frame_index: r.get(1)?,
+                    x: r.get(2)?,
+                    y: r.get(3)?,
+                    w: r.get(4)?,
+                    h: r.get(5)?,
+                    polyp_id: r.get(6)?,
+                    tracklet_id: r.get(7)?,
+                },
+            ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
