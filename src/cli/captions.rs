@@ -193,7 +193,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         println!("wrote {}", path.display());
     }
     if let Some(path) = &a.confusion {
-        endotwin::eval::captions::confusion_png(&e.categories[0])
+        endotwin::eval::report::captions::confusion_png(&e.categories[0])
             .save(path)
             .with_context(|| format!("{}: cannot write", path.display()))?;
         println!("wrote {}", path.display());

@@ -532,13 +532,3 @@ fn summarise(rows: &[RetrievalRow]) -> Vec<RetrievalSummary> {
         })
         .collect()
 }
-
-/// The confusion matrix as a PNG ([`super::report::draw::confusion`]): rows the true top
-/// category, columns the predicted one.
-pub fn confusion_png(row: &CategoryRow) -> image::RgbImage {
-    super::report::draw::confusion(&super::report::Confusion {
-        of: format!("top category, {}", row.method),
-        classes: CATEGORIES.iter().map(|c| c.replace(' ', "-")).collect(),
-        counts: row.confusion.clone(),
-    })
-}

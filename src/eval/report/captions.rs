@@ -32,11 +32,10 @@ pub fn report(
 ) -> Result<Report, ReportError> {
     let loaded = model::load(card, device)?;
     let dir = super::models_folder(active_models);
-    let active_card = super::active_card(card, &dir, &[model::SHIPPED_NAME]);
-    let active: Option<LoadedCaptionModel> = match &active_card {
-        Some(path) => Some(model::load(path, device)?),
-        None => None,
-    };
+    let (active_card, active) = super::load_active(card, &dir, &[model::SHIPPED_NAME], |p| {
+        Ok(model::load(p, device)?)
+    })?
+    .unzip();
     progress.stage("held-out capsule frames", 0);
     let data_error = |what: &str| {
         let what = what.to_string();
@@ -154,5 +153,15 @@ pub fn report(
             counts: mine.eval.categories[0].confusion.clone(),
         }),
         made_at: crate::store::now_utc(),
+    })
+}
+
+/// The category confusion of an `eval captions` row as a PNG: rows the true top category,
+/// columns the predicted one.
+pub fn confusion_png(row: &eval::CategoryRow) -> image::RgbImage {
+    super::draw::confusion(&Confusion {
+        of: format!("top category, {}", row.method),
+        classes: CATEGORIES.iter().map(|c| c.replace(' ', "-")).collect(),
+        counts: row.confusion.clone(),
     })
 }

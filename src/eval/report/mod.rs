@@ -214,6 +214,18 @@ fn active_card(card: &Path, dir: &Path, names: &[&str]) -> Option<PathBuf> {
         .filter(|p| !same(p))
 }
 
+/// The active model beside `card` ([`active_card`]) with its card's path, loaded by `load`.
+fn load_active<M>(
+    card: &Path,
+    dir: &Path,
+    names: &[&str],
+    load: impl FnOnce(&Path) -> Result<M, ReportError>,
+) -> Result<Option<(PathBuf, M)>, ReportError> {
+    active_card(card, dir, names)
+        .map(|path| load(&path).map(|m| (path, m)))
+        .transpose()
+}
+
 /// Where the report of `card` is saved: `<card stem>.report.json` beside it.
 pub fn json_path(card: &Path) -> PathBuf {
     let stem = card.file_stem().and_then(|s| s.to_str()).unwrap_or("model");

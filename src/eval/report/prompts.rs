@@ -9,7 +9,7 @@ use crate::data::phantom::Split;
 use crate::eval::held_out::HeldOut;
 use crate::eval::prompts::{HeldOutItems, Named};
 use crate::plumbing::Progress;
-use crate::prompts::model::{self, LoadedPromptModel};
+use crate::prompts::model;
 use burn::tensor::Device;
 use std::path::Path;
 
@@ -25,11 +25,10 @@ pub fn report(
 ) -> Result<Report, ReportError> {
     let loaded = model::load(card, device)?;
     let dir = super::models_folder(active_models);
-    let active_card = super::active_card(card, &dir, &[model::SHIPPED_NAME]);
-    let active: Option<LoadedPromptModel> = match &active_card {
-        Some(path) => Some(model::load(path, device)?),
-        None => None,
-    };
+    let (active_card, active) = super::load_active(card, &dir, &[model::SHIPPED_NAME], |p| {
+        Ok(model::load(p, device)?)
+    })?
+    .unzip();
     progress.stage("held-out examination records", 0);
     let held = HeldOut::open_records_of(
         data.held_out.as_deref(),
