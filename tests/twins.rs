@@ -127,6 +127,7 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
 
     let mut first = 0;
     let mut ranks = Vec::new();
+    let mut first_asymmetric = 0;
     for (polyp, files) in &held_out {
         let images: Vec<_> = files
             .iter()
@@ -138,16 +139,21 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
             })
             .collect();
         let embedding = models.combine(&models.encode_views(&images));
-        for search in [Search::Cosine, Search::Hamming] {
+        for search in [Search::Cosine, Search::Hamming, Search::Asymmetric] {
             let result = index.query(&embedding, POLYPS, search, &[]);
+            assert_eq!(result.twins.len(), POLYPS, "{search:?} ranks every polyp");
             let rank = result
                 .twins
                 .iter()
                 .position(|t| t.polyp.id == *polyp)
                 .unwrap();
-            if search == Search::Cosine {
-                ranks.push(rank + 1);
-                first += (rank == 0) as usize;
+            match search {
+                Search::Cosine => {
+                    ranks.push(rank + 1);
+                    first += (rank == 0) as usize;
+                }
+                Search::Asymmetric => first_asymmetric += (rank == 0) as usize,
+                Search::Hamming => {}
             }
         }
     }
@@ -157,6 +163,11 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
     assert!(
         first * 4 >= POLYPS * 3,
         "only {first} of {POLYPS} ranked first: {ranks:?}"
+    );
+    // The library's codes against the float query still find most of them.
+    assert!(
+        first_asymmetric * 2 >= POLYPS,
+        "codes with a float query: {first_asymmetric} of {POLYPS} first"
     );
 }
 
@@ -342,4 +353,69 @@ fn a_card_whose_input_does_not_fit_its_encoder_is_refused_by_name() {
         text.contains("twin-image.json") && text.contains("size 48"),
         "{text}"
     );
+}
+
+#[test]
+fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_follows() {
+    let device = Device::flex();
+    let lib = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(lib.path());
+    let models = tempfile::tempdir().unwrap();
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let mut card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
+    card.input = Some(TwinInput::new(32));
+    device.seed(3);
+    let path = weights::save(&config.init(&device), &card, models.path()).unwrap();
+    let before = TwinModels::load(models.path(), &device).unwrap();
+    {
+        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+        index_library(&mut store, &before, &Progress::new()).unwrap();
+    }
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "code-center"]).arg(&path);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("code centre of 12 views"), "{}", ran.text());
+    let after = TwinModels::load(models.path(), &device).unwrap();
+    let center = after.image_card.code_center.clone().unwrap();
+    assert_eq!(center.len(), 64);
+    assert!(after.image_card.version.starts_with("v1-c"));
+    // The centre is the views' mean embedding: centred codes split them about evenly.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let views: Vec<_> = store
+        .polyps()
+        .unwrap()
+        .iter()
+        .flat_map(|p| store.polyp_views(p.id).unwrap())
+        .map(|m| endotwin::twins::load_view(&store, &m).unwrap())
+        .collect();
+    let embeddings = after.encode_views(&views);
+    for d in 0..64 {
+        let mean = embeddings.iter().map(|e| e[d]).sum::<f32>() / embeddings.len() as f32;
+        assert!((mean - center[d]).abs() < 1e-5);
+    }
+    // The library indexed with the old codes is stale for the new version, then re-indexed.
+    assert!(matches!(
+        TwinIndex::load(&store, &after),
+        Err(TwinError::StaleIndex { .. })
+    ));
+    drop(store);
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    index_library(&mut store, &after, &Progress::new()).unwrap();
+    let index = TwinIndex::load(&store, &after).unwrap();
+    let result = index.query(index.vector(0), 2, Search::Hamming, &[]);
+    assert_eq!(
+        result.twins[0].hamming, 0,
+        "a polyp's own code is at distance 0"
+    );
+    // A centre of the wrong length (a hand edit) is refused by name.
+    let mut text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    text["code_center"] = serde_json::json!([0.0, 1.0]);
+    std::fs::write(&path, text.to_string()).unwrap();
+    let err = TwinModels::load(models.path(), &device)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("twin-image.json"), "{err}");
 }

@@ -24,8 +24,11 @@ pub struct TwinsArgs {
     #[arg(long, default_value_t = 6)]
     k: usize,
     /// Search the sign codes by Hamming distance instead of cosine over floats.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "asymmetric")]
     hamming: bool,
+    /// Score the float query against the library's sign codes (asymmetric hashing).
+    #[arg(long)]
+    asymmetric: bool,
     /// Where the polyp is in every view: x,y,w,h in pixels (the crop centres on it);
     /// default: the centred field of view.
     #[arg(long = "box", value_delimiter = ',', num_args = 4)]
@@ -76,10 +79,10 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
     let models = TwinModels::load(&dir, &compute.device)?;
     let index = TwinIndex::load(&store, &models)?;
-    let search = if args.hamming {
-        Search::Hamming
-    } else {
-        Search::Cosine
+    let search = match (args.hamming, args.asymmetric) {
+        (true, _) => Search::Hamming,
+        (false, true) => Search::Asymmetric,
+        (false, false) => Search::Cosine,
     };
     let (result, _) = query_images(&models, &index, &decoded, args.k, search, &[])?;
     println!(
@@ -91,7 +94,11 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         },
         result.twins.len(),
         index.len(),
-        if args.hamming { "Hamming" } else { "cosine" },
+        match search {
+            Search::Hamming => "Hamming",
+            Search::Asymmetric => "codes with a float query",
+            Search::Cosine => "cosine",
+        },
         started.elapsed().as_secs_f64() * 1000.0
     );
     println!("| rank | polyp | pathology | Vienna | size mm | location | similarity | Hamming |");

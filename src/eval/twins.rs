@@ -11,7 +11,7 @@ use crate::model::hash::hamming;
 use crate::plumbing::Rng;
 use crate::retrieval::majority;
 use crate::store::Store;
-use crate::twins::{TwinError, TwinModels, code_of, combine};
+use crate::twins::{Coder, TwinError, TwinModels, combine};
 
 /// One re-identification row: point figures and bootstrap 95 % intervals (queries resampled).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -190,28 +190,30 @@ pub fn run(
     for (q, r) in SETTINGS {
         let views = format!("{q}v{r}");
         let mut outcomes: Vec<(String, Vec<(f64, bool)>)> = Vec::new();
-        let mut add =
-            |method: String, agg: &dyn Fn(&[Vec<f32>]) -> Vec<f32>, which: Feature, hash: bool| {
-                let queries: Vec<Vec<f32>> =
-                    polyps.iter().map(|p| agg(&p.views(which)[0..q])).collect();
-                let refs: Vec<Vec<f32>> = polyps
-                    .iter()
-                    .map(|p| agg(&p.views(which)[2..2 + r]))
-                    .collect();
-                let predictions = top1_predictions(&queries, &refs, hash);
-                let (uap, accuracy_at_1, recall_at_p90) = figures(&predictions);
-                let (uap_ci, accuracy_at_1_ci) = intervals(&predictions, &resamples);
-                reid.push(ReidRow {
-                    method: method.clone(),
-                    views: views.clone(),
-                    uap,
-                    uap_ci,
-                    accuracy_at_1,
-                    accuracy_at_1_ci,
-                    recall_at_p90,
-                });
-                outcomes.push((method, predictions));
-            };
+        let mut add = |method: String,
+                       agg: &dyn Fn(&[Vec<f32>]) -> Vec<f32>,
+                       which: Feature,
+                       hash: Scoring| {
+            let queries: Vec<Vec<f32>> =
+                polyps.iter().map(|p| agg(&p.views(which)[0..q])).collect();
+            let refs: Vec<Vec<f32>> = polyps
+                .iter()
+                .map(|p| agg(&p.views(which)[2..2 + r]))
+                .collect();
+            let predictions = top1_predictions(&queries, &refs, hash);
+            let (uap, accuracy_at_1, recall_at_p90) = figures(&predictions);
+            let (uap_ci, accuracy_at_1_ci) = intervals(&predictions, &resamples);
+            reid.push(ReidRow {
+                method: method.clone(),
+                views: views.clone(),
+                uap,
+                uap_ci,
+                accuracy_at_1,
+                accuracy_at_1_ci,
+                recall_at_p90,
+            });
+            outcomes.push((method, predictions));
+        };
         for (ci, c) in candidates.iter().enumerate() {
             let learned = Feature::Learned(ci);
             if ci == 0 && scene.is_some() {
@@ -219,36 +221,57 @@ pub fn run(
                     named(&c.label, "scene encoder, float"),
                     &by_scene,
                     learned,
-                    false,
+                    Scoring::Cosine,
                 );
                 add(
                     named(&c.label, "scene encoder, hash"),
                     &by_scene,
                     learned,
-                    true,
+                    Scoring::Hamming(&c.models.coder),
                 );
             }
             add(
                 named(&c.label, "mean of views, float"),
                 &mean,
                 learned,
-                false,
+                Scoring::Cosine,
             );
             if ci == 0 {
-                add(named(&c.label, "mean of views, hash"), &mean, learned, true);
+                let coder = &c.models.coder;
+                add(
+                    named(&c.label, "mean of views, hash"),
+                    &mean,
+                    learned,
+                    Scoring::Hamming(coder),
+                );
+                add(
+                    named(&c.label, "mean of views, hash library, float query"),
+                    &mean,
+                    learned,
+                    Scoring::Asymmetric(coder),
+                );
+                if *coder != Coder::default() {
+                    // What the centre buys: the same embeddings' plain signs beside it.
+                    add(
+                        named(&c.label, "mean of views, hash without its code centre"),
+                        &mean,
+                        learned,
+                        Scoring::Hamming(&Coder::default()),
+                    );
+                }
             }
         }
         add(
             "raw pixels 16x16 (baseline)".into(),
             &mean,
             Feature::Raw,
-            false,
+            Scoring::Cosine,
         );
         add(
             "colour histogram 8x8x8 (baseline)".into(),
             &mean,
             Feature::Hist,
-            false,
+            Scoring::Cosine,
         );
         // The claims that need a paired test: scene vs mean, model vs colour histogram.
         let find = |m: &str| outcomes.iter().find(|(n, _)| n == m).map(|(_, p)| p);
@@ -405,19 +428,34 @@ fn percentiles(mut values: Vec<f64>) -> [f64; 2] {
     [at(0.025), at(0.975)]
 }
 
-/// Top-1 reference per query by cosine (or by Hamming distance of the sign codes); query i's
-/// true reference is reference i. -> (score, correct) per query.
-fn top1_predictions(queries: &[Vec<f32>], refs: &[Vec<f32>], hash: bool) -> Vec<(f64, bool)> {
-    let codes: Vec<Vec<u64>> = refs.iter().map(|r| code_of(r)).collect();
+/// How a query meets a reference.
+#[derive(Clone, Copy)]
+enum Scoring<'a> {
+    /// Float embeddings, cosine.
+    Cosine,
+    /// Both as codes, minus their Hamming distance.
+    Hamming(&'a Coder),
+    /// The float query against the reference's code ([`Coder::asymmetric`]).
+    Asymmetric(&'a Coder),
+}
+
+/// Top-1 reference per query under `scoring`; query i's true reference is reference i.
+/// -> (score, correct) per query.
+fn top1_predictions(queries: &[Vec<f32>], refs: &[Vec<f32>], scoring: Scoring) -> Vec<(f64, bool)> {
+    let coder = match scoring {
+        Scoring::Hamming(c) | Scoring::Asymmetric(c) => c.clone(),
+        Scoring::Cosine => Coder::default(),
+    };
+    let codes: Vec<Vec<u64>> = refs.iter().map(|r| coder.code(r)).collect();
     let mut predictions = Vec::new();
     for (i, q) in queries.iter().enumerate() {
-        let qc = code_of(q);
+        let qc = coder.code(q);
         let (best, score) = (0..refs.len())
             .map(|j| {
-                let s = if hash {
-                    -(hamming(&qc, &codes[j]) as f64)
-                } else {
-                    crate::retrieval::exact::dot(q, &refs[j]) as f64
+                let s = match scoring {
+                    Scoring::Hamming(_) => -(hamming(&qc, &codes[j]) as f64),
+                    Scoring::Asymmetric(_) => coder.asymmetric(q, &codes[j]) as f64,
+                    Scoring::Cosine => crate::retrieval::exact::dot(q, &refs[j]) as f64,
                 };
                 (j, s)
             })

@@ -139,6 +139,11 @@ pub struct ModelCard {
     /// Set on a library's active copy of a promoted model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_from: Option<Promotion>,
+    /// An image encoder's mean embedding on its training data, subtracted before the signs
+    /// are taken for the binary code (centred sign hashing): without it, dimensions that lean
+    /// one way on every image waste their bit. Absent: plain signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_center: Option<Vec<f32>>,
 }
 
 impl ModelCard {
@@ -158,16 +163,21 @@ impl ModelCard {
             training: None,
             evaluation: None,
             input: None,
+            code_center: None,
             sha256: String::new(),
             config_sha256: None,
             promoted_from: None,
         }
     }
 
-    /// The checksum [`ModelCard::config_sha256`] holds for this card's kind, config and input.
+    /// The checksum [`ModelCard::config_sha256`] holds for this card's kind, config and input
+    /// (and code centre, when it has one).
     pub fn config_checksum(&self) -> String {
-        let json =
-            serde_json::to_vec(&(self.kind, &self.config, &self.input)).expect("cards serialise");
+        let json = match &self.code_center {
+            None => serde_json::to_vec(&(self.kind, &self.config, &self.input)),
+            Some(c) => serde_json::to_vec(&(self.kind, &self.config, &self.input, c)),
+        }
+        .expect("cards serialise");
         hex(&Sha256::digest(&json))
     }
 
@@ -302,6 +312,30 @@ pub fn update_card(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(
     let sum = card.config_sha256.clone();
     change(&mut card);
     card.config_sha256 = Some(sum.unwrap_or_else(|| card.config_checksum()));
+    let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
+    write_atomic(path, &json)
+}
+
+/// Gives the image encoder card at `path` a code centre and a new version (codes made before
+/// differ, so libraries indexed with the old version are re-indexed). Its config checksum is
+/// checked first and then made anew: a card edited by hand stays refused.
+pub fn set_code_center(path: &Path, center: Vec<f32>, version: &str) -> Result<(), WeightsError> {
+    let mut card = read_card(path)?;
+    if card
+        .config_sha256
+        .as_ref()
+        .is_some_and(|sum| *sum != card.config_checksum())
+    {
+        return Err(WeightsError::Mismatch {
+            path: path.to_path_buf(),
+            reason: "its config or input recipe was edited after the model was saved; restore \
+                     the card first"
+                .into(),
+        });
+    }
+    card.code_center = Some(center);
+    card.version = version.to_string();
+    card.config_sha256 = Some(card.config_checksum());
     let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
     write_atomic(path, &json)
 }

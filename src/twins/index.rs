@@ -1,7 +1,7 @@
 //! Indexing the library (view embeddings, then one embedding + sign code per polyp, stored
 //! per model version; unchanged items are skipped) and searching it.
 
-use super::{TwinError, TwinModels, code_of};
+use super::{Coder, TwinError, TwinModels};
 use crate::plumbing::Progress;
 use crate::retrieval::{Codes, MultiIndex, Vote, cosine_knn, majority, weighted};
 use crate::store::{
@@ -94,7 +94,7 @@ pub fn index_library(
             .map(|(m, v)| EmbeddingRow {
                 target_id: m.id,
                 source_hash: source(m),
-                code: Some(code_of(&v)),
+                code: Some(models.coder.code(&v)),
                 vector: v,
             })
             .collect();
@@ -145,7 +145,7 @@ pub fn index_library(
         rows.push(EmbeddingRow {
             target_id: *polyp_id,
             source_hash: hash,
-            code: Some(code_of(&v)),
+            code: Some(models.coder.code(&v)),
             vector: v,
         });
     }
@@ -185,6 +185,9 @@ pub enum Search {
     Cosine,
     /// Exact Hamming over the sign codes (multi-index hashing).
     Hamming,
+    /// The float query against the library's codes ([`super::Coder::asymmetric`]): the
+    /// library keeps only its codes, the query its embedding.
+    Asymmetric,
 }
 
 /// The indexed polyps of one model version, in memory.
@@ -195,6 +198,7 @@ pub struct TwinIndex {
     vectors: Vec<f32>,
     dim: usize,
     codes: MultiIndex,
+    coder: Coder,
     pub version: String,
 }
 
@@ -229,7 +233,7 @@ impl TwinIndex {
             polyps.push(p.clone());
             views.push(store.polyp_views(p.id)?.iter().map(|m| m.id).collect());
             vectors.extend_from_slice(&r.vector);
-            codes.push(&r.code.unwrap_or_else(|| code_of(&r.vector)));
+            codes.push(&r.code.unwrap_or_else(|| models.coder.code(&r.vector)));
         }
         Ok(TwinIndex {
             polyps,
@@ -237,6 +241,7 @@ impl TwinIndex {
             vectors,
             dim,
             codes: MultiIndex::build(codes),
+            coder: models.coder.clone(),
             version,
         })
     }
@@ -279,7 +284,7 @@ impl TwinIndex {
         exclude: &[i64],
     ) -> TwinResult {
         let extra = exclude.len();
-        let code = code_of(embedding);
+        let code = self.coder.code(embedding);
         let order: Vec<u32> = match search {
             Search::Cosine => cosine_knn(&self.vectors, self.dim, embedding, k + extra)
                 .into_iter()
@@ -291,6 +296,16 @@ impl TwinIndex {
                 .into_iter()
                 .map(|h| h.index)
                 .collect(),
+            Search::Asymmetric => {
+                let mut scored: Vec<(f32, u32)> = (0..self.polyps.len())
+                    .map(|i| {
+                        let code = self.codes.codes().get(i);
+                        (self.coder.asymmetric(embedding, code), i as u32)
+                    })
+                    .collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+                scored.into_iter().take(k + extra).map(|s| s.1).collect()
+            }
         };
         let twins: Vec<Twin> = order
             .into_iter()

@@ -2,14 +2,15 @@
 //! into one unit embedding and its sign code; the library's polyps are indexed the same way;
 //! a query retrieves its nearest polyps and their pathology votes for a diagnosis.
 
+pub mod codes;
 mod index;
 pub mod map;
 pub mod review;
 
+pub use codes::Coder;
 pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
 
 use crate::model::clip::l2_normalize;
-use crate::model::hash::pack_signs;
 use crate::model::preprocess::{Focus, TwinInput};
 use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
 use crate::model::vit::{Vit, VitConfig};
@@ -49,6 +50,8 @@ pub struct TwinModels {
     pub image_card: ModelCard,
     pub image_config: VitConfig,
     pub scene: Option<(SceneEncoder, ModelCard)>,
+    /// Embeddings to codes (the image encoder card's code centre).
+    pub coder: Coder,
     pub device: Device,
 }
 
@@ -98,6 +101,16 @@ impl TwinModels {
             } else {
                 None
             };
+            let reason = reason.or_else(|| {
+                let c = image_card.code_center.as_ref()?;
+                let dim = image_config.output_dim();
+                (c.len() != dim || !c.iter().all(|x| x.is_finite())).then(|| {
+                    format!(
+                        "its code centre has {} values (not all finite?), the encoder gives {dim}",
+                        c.len()
+                    )
+                })
+            });
             if let Some(reason) = reason {
                 return Err(TwinError::BadInput {
                     card: image_path.display().to_string(),
@@ -115,6 +128,7 @@ impl TwinModels {
         };
         Ok(TwinModels {
             image,
+            coder: Coder::new(image_card.code_center.clone()),
             image_card,
             image_config,
             scene,
@@ -128,11 +142,13 @@ impl TwinModels {
         self.device.seed(seed);
         let mut image_card = self.image_card.clone();
         image_card.version = format!("{}-untrained", image_card.version);
+        image_card.code_center = None;
         TwinModels {
             image: self.image_config.init(&self.device),
             image_card,
             image_config: self.image_config.clone(),
             scene: None,
+            coder: Coder::default(),
             device: self.device.clone(),
         }
     }
@@ -161,16 +177,7 @@ impl TwinModels {
     /// Unit embeddings of `images` (each with where its polyp is), one per image, in batches
     /// of 32.
     pub fn encode_views(&self, images: &[(DynamicImage, Focus)]) -> Vec<Vec<f32>> {
-        let input = self.input();
-        let mut out = Vec::with_capacity(images.len());
-        for chunk in images.chunks(32) {
-            let x = input.batch(chunk, &self.device);
-            let z = l2_normalize(self.image.forward(x));
-            let dim = z.dims()[1];
-            let values = z.into_data().try_to_vec::<f32>().expect("f32 embeddings");
-            out.extend(values.chunks_exact(dim).map(|c| c.to_vec()));
-        }
-        out
+        encode(&self.image, self.input(), &self.device, images)
     }
 
     /// One unit embedding for a set of views: the scene encoder's when loaded, else the
@@ -178,6 +185,24 @@ impl TwinModels {
     pub fn combine(&self, views: &[Vec<f32>]) -> Vec<f32> {
         combine(self.scene.as_ref().map(|(s, _)| s), views, &self.device)
     }
+}
+
+/// Unit embeddings of `images` by `encoder` with its input recipe, in batches of 32.
+pub fn encode(
+    encoder: &Vit,
+    input: TwinInput,
+    device: &Device,
+    images: &[(DynamicImage, Focus)],
+) -> Vec<Vec<f32>> {
+    let mut out = Vec::with_capacity(images.len());
+    for chunk in images.chunks(32) {
+        let x = input.batch(chunk, device);
+        let z = l2_normalize(encoder.forward(x));
+        let dim = z.dims()[1];
+        let values = z.into_data().try_to_vec::<f32>().expect("f32 embeddings");
+        out.extend(values.chunks_exact(dim).map(|c| c.to_vec()));
+    }
+    out
 }
 
 /// See [`TwinModels::combine`]; public so evaluation can compare both with one encoder.
@@ -207,11 +232,6 @@ pub fn combine(scene: Option<&SceneEncoder>, views: &[Vec<f32>], device: &Device
             mean.iter().map(|x| x / norm).collect()
         }
     }
-}
-
-/// Sign code of a unit embedding.
-pub fn code_of(embedding: &[f32]) -> Vec<u64> {
-    pack_signs(embedding)
 }
 
 /// The twins of one polyp seen in `images` (its views): encoded, combined, searched. The one

@@ -156,6 +156,7 @@ fn controls(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         for (search, name) in [
             (Search::Cosine, "cosine"),
             (Search::Hamming, "Hamming codes"),
+            (Search::Asymmetric, "codes, float query"),
         ] {
             if ui.selectable_label(panel.search == search, name).clicked() && panel.search != search
             {
