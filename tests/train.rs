@@ -231,3 +231,51 @@ fn views_of_one_polyp_can_be_each_others_positives() {
     let loss = rec.reports[0].get("contrastive").unwrap();
     assert!(loss.is_finite() && loss > 0.0, "{loss}");
 }
+
+#[test]
+fn the_residual_scene_encoders_projection_gets_a_gradient_and_learns() {
+    use burn::optim::{AdamWConfig, GradientsParams};
+    use burn::tensor::{Tensor, TensorData};
+    use endotwin::model::scene::SceneEncoderConfig;
+    // The device's random source is shared: no other training test runs meanwhile.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::flex().autodiff();
+    device.seed(5);
+    let mut scene = SceneEncoderConfig::new(8)
+        .with_heads(2)
+        .with_residual(true)
+        .init(&device);
+    let views: Vec<f32> = (0..2 * 3 * 8)
+        .map(|i| ((i * 37 % 11) as f32 - 5.0) / 7.0)
+        .collect();
+    let target: Vec<f32> = (0..2 * 8)
+        .map(|i| ((i * 13 % 7) as f32 - 3.0) / 3.0)
+        .collect();
+    let x = Tensor::<3>::from_data(TensorData::new(views, [2, 3, 8]), &device);
+    let t = Tensor::<2>::from_data(TensorData::new(target, [2, 8]), &device);
+    let before = scene
+        .forward(x.clone(), None)
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let mut optimizer = AdamWConfig::new().init();
+    for _ in 0..5 {
+        let loss = (scene.forward(x.clone(), None) * t.clone()).sum().neg();
+        let grads = GradientsParams::from_grads(loss.backward(), &scene);
+        scene = optimizer.step(1e-2, scene, grads);
+    }
+    let after = scene
+        .forward(x, None)
+        .into_data()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let moved = before
+        .iter()
+        .zip(&after)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        moved > 1e-3,
+        "the scene output did not move from the mean: {moved}"
+    );
+}

@@ -32,12 +32,13 @@ impl SceneEncoderConfig {
                 device,
             )),
             block: BlockConfig::new(self.dim, self.heads, hidden).init(device),
+            // Zeros through the initializer: a weight replaced after init (`Param::map`) loses
+            // its gradient tracking, and the encoder then never moves off the mean.
             residual: self.residual.then(|| {
-                let mut out = LinearConfig::new(self.dim, self.dim)
+                LinearConfig::new(self.dim, self.dim)
                     .with_bias(false)
-                    .init(device);
-                out.weight = out.weight.map(|w| w.zeros_like());
-                out
+                    .with_initializer(burn::nn::Initializer::Zeros)
+                    .init(device)
             }),
         }
     }
