@@ -297,15 +297,13 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
 
 #[test]
 fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
-    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    use endotwin::data::phantom::{PhantomConfig, Split};
     let lib = tempfile::tempdir().unwrap();
     let held = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(lib.path());
-    {
-        let mut store =
-            endotwin::store::Store::open(held.path(), endotwin::store::OpenMode::CreateIfMissing)
-                .unwrap();
-        let cfg = PhantomConfig {
+    crate::common::phantom_library(
+        held.path(),
+        &PhantomConfig {
             seed: 6,
             split: Split::Validation,
             polyps: 8,
@@ -315,9 +313,8 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
             frames_per_exam: 12,
             image_size: 48,
             ..PhantomConfig::default()
-        };
-        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
-    }
+        },
+    );
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("prompts.json");
     let card = endotwin::default_models_dir().join("prompts.json");
@@ -342,15 +339,13 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
 
 #[test]
 fn model_report_scores_a_caption_model_on_held_out_capsule_frames() {
-    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    use endotwin::data::phantom::{PhantomConfig, Split};
     let lib = tempfile::tempdir().unwrap();
     let held = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(lib.path());
-    {
-        let mut store =
-            endotwin::store::Store::open(held.path(), endotwin::store::OpenMode::CreateIfMissing)
-                .unwrap();
-        let cfg = PhantomConfig {
+    crate::common::phantom_library(
+        held.path(),
+        &PhantomConfig {
             seed: 6,
             split: Split::Validation,
             polyps: 0,
@@ -359,9 +354,8 @@ fn model_report_scores_a_caption_model_on_held_out_capsule_frames() {
             background_frames: 0,
             image_size: 64,
             ..PhantomConfig::default()
-        };
-        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
-    }
+        },
+    );
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("captions.json");
     let card = endotwin::default_models_dir().join("captions.json");
@@ -413,7 +407,7 @@ fn model_report_scores_a_caption_model_on_held_out_capsule_frames() {
 
 #[test]
 fn model_report_sets_a_scene_encoder_against_the_mean_of_views_it_would_replace() {
-    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    use endotwin::data::phantom::{PhantomConfig, Split};
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(lib.path());
@@ -427,11 +421,9 @@ fn model_report_sets_a_scene_encoder_against_the_mean_of_views_it_would_replace(
     let ran = crate::common::run(c);
     assert!(ran.ok(), "{}", ran.text());
     let held = tempfile::tempdir().unwrap();
-    {
-        let mut store =
-            endotwin::store::Store::open(held.path(), endotwin::store::OpenMode::CreateIfMissing)
-                .unwrap();
-        let cfg = PhantomConfig {
+    crate::common::phantom_library(
+        held.path(),
+        &PhantomConfig {
             seed: 6,
             split: Split::Validation,
             polyps: 14,
@@ -440,9 +432,8 @@ fn model_report_sets_a_scene_encoder_against_the_mean_of_views_it_would_replace(
             background_frames: 0,
             image_size: 64,
             ..PhantomConfig::default()
-        };
-        phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
-    }
+        },
+    );
     let json = out.path().join("scene-report.json");
     let ran = model_report(
         lib.path(),

@@ -6,6 +6,16 @@ use crate::gui::tiny_library;
 use endotwin::store::{OpenMode, Store, TargetKind};
 use std::path::Path;
 
+/// Every audited change `who` made in the library, newest first.
+fn changes_by(store: &Store, who: &str) -> Vec<endotwin::store::LibraryAudit> {
+    store
+        .audit_log(&endotwin::store::AuditFilter {
+            who: Some(who.into()),
+            ..Default::default()
+        })
+        .unwrap()
+}
+
 fn labels(library: &Path, args: &[&str]) -> common::Ran {
     let mut c = common::endotwin(library);
     c.arg("labels").args(args);
@@ -333,12 +343,7 @@ fn coco_labels_come_back_unchanged_and_one_frame_label_and_one_identity_change_e
             .as_deref(),
         Some("no polyp")
     );
-    let history = store
-        .audit_log(&endotwin::store::AuditFilter {
-            who: Some("ana".into()),
-            ..Default::default()
-        })
-        .unwrap();
+    let history = changes_by(&store, "ana");
     assert_eq!(history.len(), 2, "{history:?}");
     let assigned = store
         .videos()
@@ -503,12 +508,7 @@ fn drawn_polyp_boxes_go_out_and_back_in_coco_and_one_edit_changes_exactly_them()
     );
     assert_eq!(store.view_box(views[1].id).unwrap(), None);
     assert_eq!(store.view_box(views[2].id).unwrap(), None);
-    let history = store
-        .audit_log(&endotwin::store::AuditFilter {
-            who: Some("ana".into()),
-            ..Default::default()
-        })
-        .unwrap();
+    let history = changes_by(&store, "ana");
     assert_eq!(history.len(), 2, "{history:?}");
     assert!(history.iter().all(|h| h.entry.key == VIEW_BOX_KEY));
 }
@@ -573,12 +573,7 @@ fn capsule_captions_go_out_and_back_in_coco_and_one_edit_changes_exactly_it() {
         store.caption(ids[2]).unwrap().is_some(),
         "the empty one was refused"
     );
-    let history = store
-        .audit_log(&endotwin::store::AuditFilter {
-            who: Some("ana".into()),
-            ..Default::default()
-        })
-        .unwrap();
+    let history = changes_by(&store, "ana");
     assert_eq!(history.len(), 2, "{history:?}");
     assert!(history.iter().all(|h| h.entry.key == "caption"));
 }
@@ -633,12 +628,7 @@ fn a_video_box_moved_in_coco_moves_exactly_that_box_and_a_deleted_one_is_named()
         }
     }
     let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
-    let history = store
-        .audit_log(&endotwin::store::AuditFilter {
-            who: Some("ana".into()),
-            ..Default::default()
-        })
-        .unwrap();
+    let history = changes_by(&store, "ana");
     assert_eq!(history.len(), 1, "{history:?}");
     assert_eq!(history[0].entry.key, format!("box {moved}"));
 }

@@ -138,3 +138,10 @@ pub fn video_library_of_seed(dir: &Path, polyps: usize, seed: u64) {
     };
     phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
 }
+
+/// A new library at `dir` holding the phantom made by `cfg`.
+pub fn phantom_library(dir: &Path, cfg: &endotwin::data::phantom::PhantomConfig) {
+    let mut store =
+        endotwin::store::Store::open(dir, endotwin::store::OpenMode::CreateIfMissing).unwrap();
+    endotwin::data::phantom::generate(&mut store, cfg, &endotwin::engine::Progress::new()).unwrap();
+}
