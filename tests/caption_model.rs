@@ -263,3 +263,87 @@ fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
     crate::gui::settle(&mut h);
     crate::gui::shows_part(&h, "read as category inflammation");
 }
+
+#[test]
+fn a_caption_model_can_start_from_the_shipped_text_prompt_model() {
+    let lib = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let store = capsule_library(lib.path(), Split::Train, 24);
+    let frame = store.media_path(&endotwin::captions::data::capsule_frames(&store).unwrap()[0].1);
+    drop(store);
+    let prompts = endotwin::prompts::model::shipped_path(&endotwin::default_models_dir());
+    let run = |args: &[&str]| {
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(args);
+        crate::common::run(c)
+    };
+    let out_s = out.path().to_str().unwrap();
+    // No epoch: the saved model is exactly where fine-tuning would start.
+    let trained = run(&[
+        "--backend",
+        "cpu",
+        "train",
+        "captions",
+        "--out",
+        out_s,
+        "--name",
+        "from-prompts",
+        "--epochs",
+        "0",
+        "--init",
+        prompts.to_str().unwrap(),
+    ]);
+    assert!(trained.ok(), "{}", trained.text());
+    assert!(
+        trained
+            .stderr
+            .contains("starting from the text-prompt model prompts")
+            || trained
+                .stdout
+                .contains("starting from the text-prompt model prompts"),
+        "{}",
+        trained.text()
+    );
+    let device = Device::flex();
+    let caption =
+        endotwin::captions::model::load(&out.path().join("from-prompts.json"), &device).unwrap();
+    assert!(
+        caption
+            .card
+            .description
+            .contains("starting from the text-prompt model")
+    );
+    let source = endotwin::prompts::model::load(&prompts, &device).unwrap();
+    let image = endotwin::data::images::decode_file(&frame).unwrap().image;
+    let input = endotwin::captions::model::input(&caption.config);
+    let ours = caption
+        .model
+        .encode_images(input.batch(std::slice::from_ref(&image), &device));
+    let theirs = source
+        .model
+        .encode_images(endotwin::prompts::model::input(64).batch(&[image], &device));
+    let diff: f32 = (ours - theirs).abs().max().into_scalar();
+    assert!(diff < 1e-5, "the image towers differ by {diff}");
+    // Another kind of model is refused by name.
+    let twin = endotwin::default_models_dir().join("twin-image.json");
+    let refused = run(&[
+        "--backend",
+        "cpu",
+        "train",
+        "captions",
+        "--out",
+        out_s,
+        "--name",
+        "x",
+        "--epochs",
+        "0",
+        "--init",
+        twin.to_str().unwrap(),
+    ]);
+    assert!(!refused.ok());
+    assert!(
+        refused.text().contains("not a prompt-model"),
+        "{}",
+        refused.text()
+    );
+}

@@ -55,7 +55,7 @@ pub(crate) fn tiny_config(records: &Records) -> PromptModelConfig {
         .with_projection(Some(32));
     PromptModelConfig::new(
         ClipConfig::new(vision, text),
-        tokenizer,
+        endotwin::prompts::model::PromptTokenizer::Words(tokenizer),
         UnifierConfig::new(32),
     )
 }
@@ -456,4 +456,189 @@ fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
         .send(Command::Prompts(PromptCommand::OpenPolyp(hit.polyp_id)));
     crate::gui::settle(&mut h);
     assert_eq!(h.state().state.selection, Selection::Polyp(hit.polyp_id));
+}
+
+/// The committed tiny CLIP (tests/fixtures/clip_parity) with a text tower of CLIP's full 49408
+/// ids, as a real CLIP has, written to `dir` in the Hugging Face layout.
+fn full_vocabulary_clip(dir: &Path) -> std::path::PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clip_parity");
+    let bytes = std::fs::read(fixture.join("model.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let embedding = "text_model.embeddings.token_embedding.weight";
+    let width = file.tensor(embedding).unwrap().shape()[1];
+    let table: Vec<u8> = (0..49408 * width)
+        .flat_map(|i| (0.02 * ((i as f32) * 0.7311).sin()).to_le_bytes())
+        .collect();
+    let mut tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = Vec::new();
+    for (name, view) in file.tensors() {
+        if name == embedding {
+            let big = safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                vec![49408, width],
+                &table,
+            )
+            .unwrap();
+            tensors.push((name, big));
+        } else {
+            tensors.push((name, view));
+        }
+    }
+    let weights = dir.join("model.safetensors");
+    safetensors::serialize_to_file(tensors, None, &weights).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap())
+            .unwrap();
+    config["text_config"]["vocab_size"] = 49408.into();
+    config["text_config"]["bos_token_id"] = 49406.into();
+    config["text_config"]["eos_token_id"] = 49407.into();
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    weights
+}
+
+#[test]
+fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() {
+    use endotwin::prompts::model::{NamedTokenizer, PromptTokenizer};
+    // Prompts go through CLIP's own byte-pair encoding (ids as openai/clip's tokenizer gives).
+    let bpe = PromptTokenizer::Named(NamedTokenizer::ClipBpe);
+    assert_eq!(
+        bpe.encode("a photo of a cat", 9),
+        vec![49406, 320, 1125, 539, 320, 2368, 49407, 0, 0]
+    );
+    let lib = tempfile::tempdir().unwrap();
+    let hf = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    let store = records_library(lib.path(), 16);
+    let polyp = store.polyps().unwrap()[0].id;
+    let view = store.polyp_views(polyp).unwrap().remove(0);
+    let image = store.media_path(&view);
+    drop(store);
+    let run = |args: &[&str]| {
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(args);
+        crate::common::run(c)
+    };
+    let weights = full_vocabulary_clip(hf.path());
+    let imported = run(&[
+        "model",
+        "import-hf-clip",
+        weights.to_str().unwrap(),
+        "--out",
+        models.path().to_str().unwrap(),
+        "--name",
+        "tiny-clip",
+    ]);
+    assert!(imported.ok(), "{}", imported.text());
+    assert!(
+        imported.stdout.contains("Text prompts tab"),
+        "{}",
+        imported.text()
+    );
+    let card = models.path().join("tiny-clip.json");
+    let card_s = card.to_str().unwrap();
+    let sets = lib.path().join("mine.txt");
+    std::fs::write(&sets, "a sessile polyp\na normal background with folds\n").unwrap();
+    let scored = run(&[
+        "prompts",
+        "score",
+        "--image",
+        image.to_str().unwrap(),
+        "--prompts",
+        sets.to_str().unwrap(),
+        "--model",
+        card_s,
+    ]);
+    assert!(scored.ok(), "{}", scored.text());
+    assert!(
+        scored.stdout.contains("model tiny-clip"),
+        "{}",
+        scored.text()
+    );
+    let shares: f64 = scored
+        .stdout
+        .lines()
+        .filter(|l| l.contains("cos "))
+        .map(|l| l.split_whitespace().next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!((shares - 1.0).abs() < 0.01, "{}", scored.text());
+    let found = run(&[
+        "prompts",
+        "search",
+        "a sessile polyp, zyxwv!",
+        "--top",
+        "3",
+        "--model",
+        card_s,
+    ]);
+    assert!(found.ok(), "{}", found.text());
+    assert_eq!(found.stdout.lines().count(), 3, "{}", found.text());
+    // The tiny tower's context is 16: 14 BPE pieces at most, counted as pieces.
+    let too_long = run(&["prompts", "search", &"polyp ".repeat(15), "--model", card_s]);
+    assert!(!too_long.ok());
+    assert!(
+        too_long.stderr.contains("this model reads at most 14"),
+        "{}",
+        too_long.text()
+    );
+    // A CLIP whose text tower has fewer ids than CLIP's tokenizer gives is refused by name.
+    let small = run(&[
+        "model",
+        "import-hf-clip",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/clip_parity/model.safetensors")
+            .to_str()
+            .unwrap(),
+        "--out",
+        models.path().to_str().unwrap(),
+        "--name",
+        "small-vocab",
+    ]);
+    assert!(small.ok(), "{}", small.text());
+    let refused = run(&[
+        "prompts",
+        "search",
+        "a polyp",
+        "--model",
+        models.path().join("small-vocab.json").to_str().unwrap(),
+    ]);
+    assert!(!refused.ok());
+    assert!(
+        refused
+            .stderr
+            .contains("reads 99 token ids, not CLIP's 49408"),
+        "{}",
+        refused.text()
+    );
+    std::fs::remove_file(models.path().join("small-vocab.json")).unwrap();
+    // The Text prompts tab lists the imported CLIP; chosen, it scores the selected polyp.
+    use endotwin::app::{Command, PromptCommand, Selection, Tab};
+    let mut h = crate::gui::harness(lib.path());
+    {
+        let panel = &mut h.state_mut().state.prompts;
+        panel.models_dir = models.path().to_path_buf();
+        panel.models = endotwin::engine::prompt_jobs::available(models.path());
+        assert_eq!(panel.models, vec!["tiny-clip".to_string()]);
+    }
+    crate::gui::settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("prompts")));
+    h.state_mut()
+        .send(Command::Prompts(PromptCommand::ChooseModel(
+            "tiny-clip".into(),
+        )));
+    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    for _ in 0..400 {
+        crate::gui::settle(&mut h);
+        if h.state().state.prompts.scores.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    crate::gui::settle(&mut h);
+    let scores = h.state().state.prompts.scores.clone();
+    assert!(
+        scores.is_some(),
+        "no scores: {:?}",
+        h.state().state.prompts.problem
+    );
+    crate::gui::shows_part(&h, "tiny-clip");
+    crate::gui::shows_part(&h, "This image:");
 }

@@ -7,13 +7,13 @@ use super::{CATEGORIES, Refiner};
 use crate::model::clip::{Clip, ClipConfig};
 use crate::model::preprocess::Preprocess;
 use crate::model::text::TextEncoderConfig;
-use crate::model::tokenizer::WordTokenizer;
+use crate::model::tokenizer::{PAD, UNKNOWN, WordTokenizer};
 use crate::model::vit::{Positions, VitConfig};
 use crate::model::weights::{self, ModelCard, ModelKind, WeightsError};
 use burn::config::Config;
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Tensor, TensorData};
 use std::path::Path;
 
 /// The shipped caption model's name in `models/`.
@@ -60,6 +60,116 @@ impl CaptionModelConfig {
             category: LinearConfig::new(dim, self.categories).init(device),
         }
     }
+
+    /// A caption model whose towers start from another word-level dual encoder's (the text
+    /// prompt model, Endo-CLIP: the capsule fine-tune then starts from a model pretrained on
+    /// examination records, as METHODS §2 starts from CLIP). The image tower and the logit
+    /// scale are copied whole; the text tower's blocks, final norm, projection and the first
+    /// positions are copied, and so is the embedding of every word both vocabularies know (and
+    /// of padding, unknown, start and end of text); the other words and the category head start
+    /// as [`Self::init`] makes them (seed the device first). Returns the model and how many of
+    /// this vocabulary's words were copied; an error names what does not fit.
+    pub fn init_from(
+        &self,
+        source: &Clip,
+        source_config: &ClipConfig,
+        source_words: &WordTokenizer,
+        device: &Device,
+    ) -> Result<(CaptionModel, usize), String> {
+        if json(&self.clip.vision) != json(&source_config.vision) {
+            return Err(format!(
+                "its image tower is not this model's (theirs: {}; ours: {})",
+                json(&source_config.vision),
+                json(&self.clip.vision)
+            ));
+        }
+        let (ours, theirs) = (&self.clip.text, &source_config.text);
+        let layers = |t: &TextEncoderConfig| {
+            (
+                t.width,
+                t.depth,
+                t.heads,
+                t.mlp_ratio.to_bits(),
+                t.activation,
+                t.projection,
+                t.layer_norm_eps.to_bits(),
+            )
+        };
+        if layers(ours) != layers(theirs) {
+            return Err(format!(
+                "its text tower's layers are not this model's (theirs: width {}, {} blocks of {} \
+                 heads, projection {:?}; ours: width {}, {} blocks of {} heads, projection {:?})",
+                theirs.width,
+                theirs.depth,
+                theirs.heads,
+                theirs.projection,
+                ours.width,
+                ours.depth,
+                ours.heads,
+                ours.projection
+            ));
+        }
+        let mut model = self.init(device);
+        model.clip.vision = source.vision.clone();
+        model.clip.logit_scale = source.logit_scale.clone();
+        let text = &mut model.clip.text;
+        text.blocks = source.text.blocks.clone();
+        text.final_norm = source.text.final_norm.clone();
+        text.projection = source.text.projection.clone();
+        let width = ours.width;
+        // Positions: theirs where they have one, ours (fresh) beyond.
+        let shared = ours.context.min(theirs.context);
+        let mut positions = rows(text.positions.val());
+        let source_positions = rows(source.text.positions.val());
+        positions[..shared * width].copy_from_slice(&source_positions[..shared * width]);
+        text.positions = Param::from_tensor(Tensor::from_data(
+            TensorData::new(positions, [ours.context, width]),
+            device,
+        ));
+        // Token embeddings by word.
+        let mut table = rows(text.token_embedding.weight.val());
+        let source_table = rows(source.text.token_embedding.weight.val());
+        let mut copy = |to: usize, from: i64| {
+            let from = from as usize;
+            table[to * width..(to + 1) * width]
+                .copy_from_slice(&source_table[from * width..(from + 1) * width]);
+        };
+        copy(PAD as usize, PAD);
+        copy(UNKNOWN as usize, UNKNOWN);
+        copy(
+            self.tokenizer.start_of_text() as usize,
+            source_words.start_of_text(),
+        );
+        copy(
+            self.tokenizer.end_of_text() as usize,
+            source_words.end_of_text(),
+        );
+        let mut words = 0;
+        for (i, word) in self.tokenizer.words.iter().enumerate() {
+            if let Some(j) = source_words.words.iter().position(|w| w == word) {
+                copy(i + 2, j as i64 + 2);
+                words += 1;
+            }
+        }
+        text.token_embedding.weight = Param::from_tensor(Tensor::from_data(
+            TensorData::new(table, [ours.vocab_size, width]),
+            device,
+        ));
+        Ok((model, words))
+    }
+}
+
+/// A 2-D tensor's values, row after row.
+fn rows(t: Tensor<2>) -> Vec<f32> {
+    t.into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .expect("f32 values")
+}
+
+/// A config as JSON, to compare two (burn's `Config` derives no `PartialEq`).
+fn json(config: &impl serde::Serialize) -> String {
+    serde_json::to_string(config).unwrap_or_default()
 }
 
 /// Words of every entity name and of the prompt template: the closed vocabulary captions use.

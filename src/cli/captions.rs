@@ -110,15 +110,58 @@ pub struct EvalArgs {
     /// LABEL=CARD.json; trained beforehand by their own commands.
     #[arg(long = "compare", value_name = "LABEL=CARD")]
     pub compare: Vec<String>,
-    /// Leave out the zero-shot row (the untrained dual encoder).
+    /// Leave out the zero-shot rows (the text-prompt model before capsule fine-tuning, and
+    /// the untrained dual encoder).
     #[arg(long)]
     pub no_zero_shot: bool,
+    /// The model before capsule fine-tuning scored zero-shot: a text-prompt model card
+    /// (Endo-CLIP) whose towers a caption model takes over (`train captions --init`);
+    /// default: the shipped one (models/prompts.json).
+    #[arg(long)]
+    pub zero_shot_from: Option<PathBuf>,
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write the first model's category confusion matrix as a PNG to this file.
     #[arg(long)]
     pub confusion: Option<PathBuf>,
+}
+
+/// The zero-shot model: the caption model that takes over the text-prompt model's towers
+/// (none when the default card is not there; an error when a named one does not load).
+fn zero_shot_model(
+    card: Option<PathBuf>,
+    config: &CaptionModelConfig,
+    device: &burn::tensor::Device,
+) -> Result<Option<(String, endotwin::captions::model::CaptionModel)>> {
+    let named = card.is_some();
+    let path = card
+        .unwrap_or_else(|| endotwin::prompts::model::shipped_path(&endotwin::default_models_dir()));
+    if !named && !path.exists() {
+        return Ok(None);
+    }
+    let prompts = endotwin::prompts::model::load(&path, device)
+        .with_context(|| format!("--zero-shot-from {}", path.display()))?;
+    let (model, words) = config
+        .init_from(
+            &prompts.model.clip,
+            &prompts.config.clip,
+            prompts.config.tokenizer.words().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--zero-shot-from {}: it reads text with CLIP's BPE, not words",
+                    path.display()
+                )
+            })?,
+            device,
+        )
+        .map_err(|e| anyhow::anyhow!("--zero-shot-from {}: {e}", path.display()))?;
+    let label = format!(
+        "zero-shot: the text-prompt model {} before capsule fine-tuning ({words} of the {} caption \
+         words in its vocabulary)",
+        prompts.named(),
+        config.tokenizer.words.len()
+    );
+    Ok(Some((label, model)))
 }
 
 pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
@@ -150,6 +193,11 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     device.seed(a.seed);
     let untrained = CaptionModelConfig::small();
     let zero = untrained.init(&device);
+    let pretrained = if a.no_zero_shot {
+        None
+    } else {
+        zero_shot_model(a.zero_shot_from.clone(), &untrained, &device)?
+    };
     let mut candidates: Vec<Candidate<'_>> = loaded
         .iter()
         .map(|(label, m)| {
@@ -163,18 +211,25 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             }
         })
         .collect();
-    if !a.no_zero_shot {
+    if let Some((label, model)) = &pretrained {
         for loss in ["kl", "clip"] {
             candidates.push(Candidate {
-                label: "zero-shot: the dual encoder before capsule fine-tuning (untrained; no \
-                        Endo-CLIP model ships yet)"
-                    .into(),
-                model: &zero,
+                label: label.clone(),
+                model,
                 config: &untrained,
                 loss: loss.into(),
                 shots: "0".into(),
             });
         }
+    }
+    if !a.no_zero_shot {
+        candidates.push(Candidate {
+            label: "the dual encoder at random initialisation (chance)".into(),
+            model: &zero,
+            config: &untrained,
+            loss: "untrained".into(),
+            shots: "0".into(),
+        });
     }
     let started = std::time::Instant::now();
     let e = endotwin::eval::captions::run(

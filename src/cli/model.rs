@@ -125,6 +125,13 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
                 config.text.vocab_size,
                 config.vision.output_dim()
             );
+            if config.text.vocab_size == endotwin::prompts::model::CLIP_BPE_IDS {
+                println!(
+                    "it reads text with CLIP's tokenizer: choose it in the Text prompts tab, or \
+                     `endotwin prompts score|search --model {}`",
+                    path.display()
+                );
+            }
             Ok(())
         }
     }

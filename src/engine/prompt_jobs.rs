@@ -110,7 +110,8 @@ fn load(models: &Path, name: &str, compute: &Compute) -> Result<LoadedPromptMode
     })
 }
 
-/// The prompt models in `models` (card names), the stage-3 one first.
+/// The prompt models in `models` (card names: those trained here and imported CLIPs), the
+/// stage-3 one first.
 pub fn available(models: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(models)
         .into_iter()
@@ -123,7 +124,7 @@ pub fn available(models: &Path) -> Vec<String> {
             }
             let card: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
-            (card.get("kind")?.as_str()? == "prompt-model")
+            matches!(card.get("kind")?.as_str()?, "prompt-model" | "clip")
                 .then(|| Some(path.file_stem()?.to_string_lossy().into_owned()))?
         })
         .collect();

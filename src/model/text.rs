@@ -132,6 +132,19 @@ impl Default for ClipTokenizer {
 }
 
 impl ClipTokenizer {
+    /// One tokenizer for the whole process (building it reads the bundled 49k-piece vocabulary).
+    pub fn shared() -> &'static ClipTokenizer {
+        static SHARED: std::sync::OnceLock<ClipTokenizer> = std::sync::OnceLock::new();
+        SHARED.get_or_init(ClipTokenizer::default)
+    }
+
+    /// How many BPE pieces `text` takes (start and end of text not counted).
+    pub fn pieces(&self, text: &str) -> usize {
+        let mut tokens: Vec<Token> = Vec::new();
+        self.inner.encode(text, &mut tokens);
+        tokens.len()
+    }
+
     /// SOT, the text's tokens (cut to fit), EOT, then zeros to `context`.
     pub fn encode(&self, text: &str, context: usize) -> Vec<i64> {
         let mut tokens: Vec<Token> = Vec::new();

@@ -66,6 +66,11 @@ impl WordTokenizer {
         ids
     }
 
+    /// How many words `text` takes (start and end of text not counted).
+    pub fn pieces(&self, text: &str) -> usize {
+        words(text).count()
+    }
+
     /// `texts` -> [batch, context] token ids on `device`.
     pub fn batch(&self, texts: &[&str], context: usize, device: &Device) -> Tensor<2, Int> {
         let ids: Vec<i64> = texts.iter().flat_map(|t| self.encode(t, context)).collect();

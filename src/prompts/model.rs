@@ -1,10 +1,14 @@
 //! The text-prompt model (Endo-CLIP, METHODS §1): a small CLIP dual encoder (ViT image tower,
 //! word-level text tower) and stage 3's cross-attention unifier. The word tokenizer travels in
 //! the config, so a card alone rebuilds the model; words it never saw read as "unknown".
+//! A CLIP imported from Hugging Face (`endotwin import clip`) loads as a prompt model too: it
+//! reads text with CLIP's own byte-pair encoding, and has no unifier of its own (it is never
+//! trained by stage 3 here), so the panel, `prompts score|search` and `eval` take either.
 
 use super::Vocabulary;
 use crate::model::clip::{Clip, ClipConfig};
 use crate::model::preprocess::Preprocess;
+use crate::model::text::ClipTokenizer;
 use crate::model::text::TextEncoderConfig;
 use crate::model::tokenizer::WordTokenizer;
 use crate::model::unifier::{Unifier, UnifierConfig};
@@ -28,8 +32,78 @@ pub const BACKGROUND_SENTENCE: &str = "This is a normal background.";
 #[derive(Config, Debug)]
 pub struct PromptModelConfig {
     pub clip: ClipConfig,
-    pub tokenizer: WordTokenizer,
+    pub tokenizer: PromptTokenizer,
     pub unifier: UnifierConfig,
+}
+
+/// How a prompt model reads text.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum PromptTokenizer {
+    /// Our word-level tokenizer, its vocabulary in the card (the models trained here).
+    Words(WordTokenizer),
+    /// A tokenizer known by name (the card says `"clip-bpe"`).
+    Named(NamedTokenizer),
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq)]
+pub enum NamedTokenizer {
+    /// CLIP's byte-pair encoding, 49408 ids (an imported Hugging Face CLIP).
+    #[serde(rename = "clip-bpe")]
+    ClipBpe,
+}
+
+/// CLIP's BPE id space: 49406 pieces, start and end of text.
+pub const CLIP_BPE_IDS: usize = 49408;
+
+impl PromptTokenizer {
+    /// Size of the id space the text tower's embedding must have.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            PromptTokenizer::Words(w) => w.vocab_size(),
+            PromptTokenizer::Named(NamedTokenizer::ClipBpe) => CLIP_BPE_IDS,
+        }
+    }
+
+    /// Start, the text's tokens (cut to fit), end, padding to `context`.
+    pub fn encode(&self, text: &str, context: usize) -> Vec<i64> {
+        match self {
+            PromptTokenizer::Words(w) => w.encode(text, context),
+            PromptTokenizer::Named(NamedTokenizer::ClipBpe) => {
+                ClipTokenizer::shared().encode(text, context)
+            }
+        }
+    }
+
+    /// How many tokens `text` takes, start and end of text not counted.
+    pub fn pieces(&self, text: &str) -> usize {
+        match self {
+            PromptTokenizer::Words(w) => w.pieces(text),
+            PromptTokenizer::Named(NamedTokenizer::ClipBpe) => ClipTokenizer::shared().pieces(text),
+        }
+    }
+
+    /// `texts` -> [n, context] token ids on `device`.
+    pub fn batch(
+        &self,
+        texts: &[&str],
+        context: usize,
+        device: &Device,
+    ) -> Tensor<2, burn::tensor::Int> {
+        let ids: Vec<i64> = texts.iter().flat_map(|t| self.encode(t, context)).collect();
+        Tensor::from_data(
+            burn::tensor::TensorData::new(ids, [texts.len(), context]),
+            device,
+        )
+    }
+
+    /// The word vocabulary, for a model trained here.
+    pub fn words(&self) -> Option<&WordTokenizer> {
+        match self {
+            PromptTokenizer::Words(w) => Some(w),
+            PromptTokenizer::Named(_) => None,
+        }
+    }
 }
 
 impl PromptModelConfig {
@@ -48,7 +122,7 @@ impl PromptModelConfig {
         let text = TextEncoderConfig::word_small(tokenizer.vocab_size(), dim).with_context(48);
         PromptModelConfig::new(
             ClipConfig::new(vision, text),
-            tokenizer,
+            PromptTokenizer::Words(tokenizer),
             UnifierConfig::new(dim),
         )
     }
@@ -159,8 +233,41 @@ impl LoadedPromptModel {
     }
 }
 
-/// Loads the prompt model of the card at `path` onto `device`.
+/// Loads the prompt model of the card at `path` onto `device`: a prompt model trained here, or
+/// a CLIP imported from Hugging Face (CLIP's BPE; its text tower must have CLIP's 49408 ids,
+/// else it is refused by name).
 pub fn load(path: &Path, device: &Device) -> Result<LoadedPromptModel, WeightsError> {
+    let card = weights::read_card(path)?;
+    if card.kind == ModelKind::Clip {
+        let (clip, card) = weights::load(path, ModelKind::Clip, |c: &ClipConfig| c.init(device))?;
+        let clip_config: ClipConfig = card.config(path)?;
+        let refuse = |reason: String| WeightsError::Card {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if clip_config.text.vocab_size != CLIP_BPE_IDS {
+            return Err(refuse(format!(
+                "its text tower reads {} token ids, not CLIP's {CLIP_BPE_IDS}, so it cannot read \
+                 prompts with CLIP's tokenizer",
+                clip_config.text.vocab_size
+            )));
+        }
+        let dim = clip_config.embed_dim().ok_or_else(|| {
+            refuse("its image and text towers do not project to one space".into())
+        })?;
+        let config = PromptModelConfig::new(
+            clip_config,
+            PromptTokenizer::Named(NamedTokenizer::ClipBpe),
+            UnifierConfig::new(dim),
+        );
+        // Unused outside stage 3, which never trains an imported CLIP: a fresh one fills the slot.
+        let unifier = config.unifier.init(device);
+        return Ok(LoadedPromptModel {
+            model: PromptModel { clip, unifier },
+            config,
+            card,
+        });
+    }
     let (model, card) = weights::load(path, ModelKind::PromptModel, |c: &PromptModelConfig| {
         c.init(device)
     })?;

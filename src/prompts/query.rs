@@ -51,14 +51,7 @@ pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), Promp
     // Start and end of text take two places; punctuation splits words further, so count
     // the tokenizer's own pieces.
     let max = model.config.clip.text.context - 2;
-    let pieces = model
-        .config
-        .tokenizer
-        .encode(prompt, 4096)
-        .iter()
-        .filter(|&&t| t != crate::model::tokenizer::PAD)
-        .count()
-        - 2;
+    let pieces = model.config.tokenizer.pieces(prompt);
     if pieces > max {
         return Err(PromptError::TooLong { words: pieces, max });
     }

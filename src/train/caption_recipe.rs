@@ -54,6 +54,14 @@ impl Recipe for CaptionRecipe {
             ),
             RecipeOption::new("seed", Count, Some("17"), "Seed of every random draw"),
             RecipeOption::new(
+                "init",
+                Path,
+                None,
+                "Start the towers from this text-prompt model (Endo-CLIP card, e.g. \
+                 models/prompts.json): its image tower, its text layers and the words both \
+                 vocabularies share (default: random initialisation)",
+            ),
+            RecipeOption::new(
                 "resume",
                 Flag,
                 None,
@@ -91,7 +99,8 @@ impl Recipe for CaptionRecipe {
             .with_batch(settings.count(&o, "batch")?.max(2))
             .with_lr(settings.number(&o, "lr")?)
             .with_shots(settings.count(&o, "shots")?)
-            .with_seed(seed);
+            .with_seed(seed)
+            .with_init(settings.path(&o, "init").map(|p| p.display().to_string()));
         super::memory::check(
             "captions",
             "batch",
@@ -126,7 +135,7 @@ impl Recipe for CaptionRecipe {
         }
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
-        let start = resume_from(
+        let mut start = resume_from(
             super::recipe::Start::of(settings, &o)?,
             &checkpoints,
             &config,
@@ -134,6 +143,40 @@ impl Recipe for CaptionRecipe {
             config.weight_decay,
             &mut *ctx.observer,
         )?;
+        let mut initialised = String::new();
+        if let (None, Some(card)) = (&start, &config.init) {
+            let prompts = crate::prompts::model::load(std::path::Path::new(card), &device)
+                .map_err(|e| RecipeError::Setting(format!("--init {card}: {e}")))?;
+            device.seed(seed);
+            let (model, words) = config
+                .model
+                .init_from(
+                    &prompts.model.clip,
+                    &prompts.config.clip,
+                    prompts.config.tokenizer.words().ok_or_else(|| {
+                        RecipeError::Setting(format!(
+                            "--init {card}: it reads text with CLIP's BPE, not words; a caption \
+                             model starts only from a text-prompt model trained here"
+                        ))
+                    })?,
+                    &device,
+                )
+                .map_err(|e| RecipeError::Setting(format!("--init {card}: {e}")))?;
+            initialised = format!(
+                ", starting from the text-prompt model {} ({} of the {} caption words in its vocabulary)",
+                prompts.named(),
+                words,
+                config.model.tokenizer.words.len()
+            );
+            ctx.observer.message(initialised.trim_start_matches(", "));
+            start = Some(super::Checkpoint {
+                model,
+                optimizer: burn::optim::AdamWConfig::new()
+                    .with_weight_decay(config.weight_decay as f32)
+                    .init(),
+                epoch: 0,
+            });
+        }
         let Recorded {
             model,
             run_id,
@@ -158,7 +201,7 @@ impl Recipe for CaptionRecipe {
             &super::recipe::version_of(run_id),
             &format!(
                 "Capsule caption model (METHODS §2): a {s} px ViT and a word-level text \
-                 encoder projecting to one space, fine-tuned with the {loss} loss on {shots}, \
+                 encoder projecting to one space{initialised}, fine-tuned with the {loss} loss on {shots}, \
                  prompt \"endoscopy image with <refined caption>\"; plus a category head (one \
                  logit per category, class-weighted binary cross-entropy) on the frozen image \
                  embedding.",

@@ -54,6 +54,9 @@ pub struct CaptionTrainingConfig {
     pub head_steps: usize,
     #[config(default = 17)]
     pub seed: u64,
+    /// The text-prompt model card the towers started from (`--init`); none: random.
+    #[config(default = "None")]
+    pub init: Option<String>,
 }
 
 /// Fine-tunes the towers on `set` (already cut to the shots), then fits the category head.
