@@ -419,3 +419,60 @@ fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_
         .to_string();
     assert!(err.contains("twin-image.json"), "{err}");
 }
+
+#[test]
+fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() {
+    let device = Device::flex();
+    let lib = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(lib.path());
+    let models = tempfile::tempdir().unwrap();
+    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+    let mut card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
+    card.input = Some(TwinInput::new(32));
+    device.seed(3);
+    let path = weights::save(&config.init(&device), &card, models.path()).unwrap();
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "code-center", "--itq", "--itq-iterations", "20"])
+        .arg(&path);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("and an ITQ rotation"), "{}", ran.text());
+    let models_after = TwinModels::load(models.path(), &device).unwrap();
+    let card = &models_after.image_card;
+    let (center, rotation) = (
+        card.code_center.clone().unwrap(),
+        card.code_rotation.clone().unwrap(),
+    );
+    assert_eq!(rotation.len(), 64 * 64);
+    // Orthogonal: its rows are unit and orthogonal to each other.
+    for (i, j) in [(0, 0), (0, 1), (5, 9), (63, 63)] {
+        let dot: f32 = (0..64).map(|k| rotation[i * 64 + k] * rotation[j * 64 + k]).sum();
+        let want = if i == j { 1.0 } else { 0.0 };
+        assert!((dot - want).abs() < 1e-3, "row {i} . row {j} = {dot}");
+    }
+    // A view's code is the signs of its centred embedding turned by the rotation.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap()[0].id;
+    let view = store.polyp_views(polyp).unwrap().remove(0);
+    let e = models_after.encode_views(&[endotwin::twins::load_view(&store, &view).unwrap()]);
+    let centred: Vec<f32> = e[0].iter().zip(&center).map(|(x, m)| x - m).collect();
+    let turned: Vec<f32> = (0..64)
+        .map(|j| (0..64).map(|i| centred[i] * rotation[i * 64 + j]).sum())
+        .collect();
+    assert_eq!(
+        models_after.coder.code(&e[0]),
+        endotwin::model::hash::pack_signs(&turned)
+    );
+    drop(store);
+    // A rotation cut short (a hand edit) is refused by name.
+    let mut text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let hex = text["code_rotation"].as_str().unwrap().to_string();
+    text["code_rotation"] = serde_json::json!(hex[..hex.len() - 8].to_string());
+    std::fs::write(&path, text.to_string()).unwrap();
+    let err = TwinModels::load(models.path(), &device)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("twin-image.json"), "{err}");
+}

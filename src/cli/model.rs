@@ -37,6 +37,16 @@ pub enum ModelWhat {
     CodeCenter {
         /// The image encoder's card (rewritten in place).
         card: PathBuf,
+        /// Also fit a code rotation by iterative quantisation (ITQ) on the same views: the
+        /// codes become the signs of the centred embedding turned by it.
+        #[arg(long)]
+        itq: bool,
+        /// ITQ rounds (signs, then the best rotation for them).
+        #[arg(long, default_value_t = 50)]
+        itq_iterations: usize,
+        /// Seed of ITQ's starting rotation.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
 }
 
@@ -107,7 +117,12 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             );
             reindex(&p.name)
         }
-        ModelWhat::CodeCenter { card } => code_center(library, pref, &card),
+        ModelWhat::CodeCenter {
+            card,
+            itq,
+            itq_iterations,
+            seed,
+        } => code_center(library, pref, &card, itq.then_some((itq_iterations, seed))),
         ModelWhat::Demote { name } => {
             promote::demote(library, &name)?;
             println!("{name}: the model before the last promotion is back");
@@ -137,27 +152,58 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
     }
 }
 
-fn code_center(library: &std::path::Path, pref: BackendPref, card: &std::path::Path) -> Result<()> {
+fn code_center(
+    library: &std::path::Path,
+    pref: BackendPref,
+    card: &std::path::Path,
+    itq: Option<(usize, u64)>,
+) -> Result<()> {
     use anyhow::Context;
+    use endotwin::twins::codes;
     let compute = endotwin::compute::select(pref)?;
     let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
         .with_context(|| format!("{}", card.display()))?;
     let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
     let progress = endotwin::plumbing::Progress::new();
-    let (center, views) = endotwin::twins::codes::code_center(
+    let embeddings = codes::training_embeddings(
         &store,
         &models.image,
         models.input(),
         &compute.device,
         &progress,
     )?;
-    let version = endotwin::twins::codes::centred_version(&models.image_card.version, &center);
-    endotwin::model::weights::set_code_center(card, center.clone(), &version)?;
+    let center = codes::code_center(&embeddings);
+    let rotation = itq.map(|(iterations, seed)| {
+        let (r, before, after) = codes::itq_rotation(
+            &embeddings,
+            Some(&center),
+            iterations,
+            seed,
+            &compute.device,
+        );
+        println!(
+            "ITQ, {iterations} rounds: quantisation error {before:.4} at a random rotation -> {after:.4}"
+        );
+        r
+    });
+    let marked: Vec<f32> = center
+        .iter()
+        .chain(rotation.iter().flatten())
+        .copied()
+        .collect();
+    let version = codes::centred_version(&models.image_card.version, &marked);
+    endotwin::model::weights::set_code_center(card, center.clone(), rotation.clone(), &version)?;
     let norm = center.iter().map(|x| x * x).sum::<f32>().sqrt();
     println!(
-        "{}: code centre of {views} views of {} (norm {norm:.3}); version {version}",
+        "{}: code centre of {} views of {} (norm {norm:.3}){}; version {version}",
         card.display(),
-        library.display()
+        embeddings.len(),
+        library.display(),
+        if rotation.is_some() {
+            ", and an ITQ rotation"
+        } else {
+            ""
+        }
     );
     Ok(())
 }

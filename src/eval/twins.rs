@@ -253,7 +253,10 @@ pub fn run(
                 if *coder != Coder::default() {
                     // What the centre buys: the same embeddings' plain signs beside it.
                     add(
-                        named(&c.label, "mean of views, hash without its code centre"),
+                        named(
+                            &c.label,
+                            "mean of views, hash without its code centre or rotation",
+                        ),
                         &mean,
                         learned,
                         Scoring::Hamming(&Coder::default()),

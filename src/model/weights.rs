@@ -144,6 +144,12 @@ pub struct ModelCard {
     /// one way on every image waste their bit. Absent: plain signs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_center: Option<Vec<f32>>,
+    /// An image encoder's code rotation (d x d, row-major), applied to the centred embedding
+    /// before the signs: iterative quantisation on its training data. Absent: no rotation.
+    /// Written as one hex string (8 digits per little-endian f32): 65536 values as a JSON
+    /// array would be a 1.6 MB card.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "f32_hex")]
+    pub code_rotation: Option<Vec<f32>>,
 }
 
 impl ModelCard {
@@ -164,6 +170,7 @@ impl ModelCard {
             evaluation: None,
             input: None,
             code_center: None,
+            code_rotation: None,
             sha256: String::new(),
             config_sha256: None,
             promoted_from: None,
@@ -173,9 +180,10 @@ impl ModelCard {
     /// The checksum [`ModelCard::config_sha256`] holds for this card's kind, config and input
     /// (and code centre, when it has one).
     pub fn config_checksum(&self) -> String {
-        let json = match &self.code_center {
-            None => serde_json::to_vec(&(self.kind, &self.config, &self.input)),
-            Some(c) => serde_json::to_vec(&(self.kind, &self.config, &self.input, c)),
+        let json = match (&self.code_center, &self.code_rotation) {
+            (None, None) => serde_json::to_vec(&(self.kind, &self.config, &self.input)),
+            (Some(c), None) => serde_json::to_vec(&(self.kind, &self.config, &self.input, c)),
+            (c, Some(r)) => serde_json::to_vec(&(self.kind, &self.config, &self.input, c, r)),
         }
         .expect("cards serialise");
         hex(&Sha256::digest(&json))
@@ -319,7 +327,12 @@ pub fn update_card(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(
 /// Gives the image encoder card at `path` a code centre and a new version (codes made before
 /// differ, so libraries indexed with the old version are re-indexed). Its config checksum is
 /// checked first and then made anew: a card edited by hand stays refused.
-pub fn set_code_center(path: &Path, center: Vec<f32>, version: &str) -> Result<(), WeightsError> {
+pub fn set_code_center(
+    path: &Path,
+    center: Vec<f32>,
+    rotation: Option<Vec<f32>>,
+    version: &str,
+) -> Result<(), WeightsError> {
     let mut card = read_card(path)?;
     if card
         .config_sha256
@@ -334,6 +347,7 @@ pub fn set_code_center(path: &Path, center: Vec<f32>, version: &str) -> Result<(
         });
     }
     card.code_center = Some(center);
+    card.code_rotation = rotation;
     card.version = version.to_string();
     card.config_sha256 = Some(card.config_checksum());
     let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
@@ -407,4 +421,52 @@ pub fn check_real(name: &str, value: f64, low: f64, high: f64) -> Result<(), Str
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `Option<Vec<f32>>` as a hex string, 8 digits per value (its little-endian bytes).
+mod f32_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<f32>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(values) => {
+                let mut text = String::with_capacity(values.len() * 8);
+                for x in values {
+                    for b in x.to_le_bytes() {
+                        text.push_str(&format!("{b:02x}"));
+                    }
+                }
+                s.serialize_str(&text)
+            }
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<f32>>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let bytes = text.as_bytes();
+        if bytes.len() % 8 != 0 {
+            return Err(serde::de::Error::custom(
+                "a hex list of f32 values needs 8 digits per value",
+            ));
+        }
+        let digit = |c: u8| -> Result<u8, D::Error> {
+            (c as char).to_digit(16).map(|v| v as u8).ok_or_else(|| {
+                serde::de::Error::custom(format!("`{}` is not a hex digit", c as char))
+            })
+        };
+        bytes
+            .chunks(8)
+            .map(|chunk| {
+                let mut b = [0u8; 4];
+                for (k, pair) in chunk.chunks(2).enumerate() {
+                    b[k] = digit(pair[0])? << 4 | digit(pair[1])?;
+                }
+                Ok(f32::from_le_bytes(b))
+            })
+            .collect::<Result<Vec<f32>, D::Error>>()
+            .map(Some)
+    }
 }

@@ -1,7 +1,10 @@
 //! Binary codes of twin embeddings: the signs of the embedding, less a code centre when the
 //! image encoder's card has one (its mean embedding on its training data: centred sign
 //! hashing; learned embeddings lean one way, on the shipped encoder the mean of the unit view
-//! embeddings has norm 0.24). And an asymmetric score: a float query against a code.
+//! embeddings has norm 0.24), turned by the card's code rotation when it has one (iterative
+//! quantisation, ITQ: Gong and Lazebnik 2011, the rotation that brings the training
+//! embeddings closest to the corners of the hypercube, so the signs lose less). And an
+//! asymmetric score: a float query against a code.
 
 use super::{TwinError, encode, load_view};
 use crate::model::hash::pack_signs;
@@ -16,18 +19,32 @@ use burn::tensor::Device;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Coder {
     center: Option<Vec<f32>>,
+    /// d x d, row-major: the code of `x` is the signs of `(x - center) R`.
+    rotation: Option<Vec<f32>>,
 }
 
 impl Coder {
     pub fn new(center: Option<Vec<f32>>) -> Coder {
-        Coder { center }
+        Coder {
+            center,
+            rotation: None,
+        }
     }
 
-    /// The embedding less the centre.
+    /// A coder that also turns the centred embedding by `rotation` (d x d, row-major).
+    pub fn rotated(center: Option<Vec<f32>>, rotation: Option<Vec<f32>>) -> Coder {
+        Coder { center, rotation }
+    }
+
+    /// The embedding less the centre, turned by the rotation: what the signs are taken of.
     fn centred(&self, embedding: &[f32]) -> Vec<f32> {
-        match &self.center {
+        let x: Vec<f32> = match &self.center {
             Some(c) => embedding.iter().zip(c).map(|(x, m)| x - m).collect(),
             None => embedding.to_vec(),
+        };
+        match &self.rotation {
+            Some(r) => rotate(&x, r),
+            None => x,
         }
     }
 
@@ -54,36 +71,102 @@ impl Coder {
 
     /// The code of a unit embedding.
     pub fn code(&self, embedding: &[f32]) -> Vec<u64> {
-        match &self.center {
-            Some(c) => {
-                let centred: Vec<f32> = embedding.iter().zip(c).map(|(x, m)| x - m).collect();
-                pack_signs(&centred)
-            }
-            None => pack_signs(embedding),
-        }
+        pack_signs(&self.centred(embedding))
     }
 }
 
-/// The code centre of `encoder` on the polyp views of the library in `store` (its training
-/// data): the mean of their unit embeddings, and how many views it averaged. Views that do
-/// not decode are left out.
-pub fn code_center(
+/// `x` [d] times `r` [d x d, row-major]: `y_j = sum_i x_i r_ij`.
+fn rotate(x: &[f32], r: &[f32]) -> Vec<f32> {
+    let d = x.len();
+    let mut y = vec![0.0f32; d];
+    for (i, xi) in x.iter().enumerate() {
+        for (yj, rij) in y.iter_mut().zip(&r[i * d..(i + 1) * d]) {
+            *yj += xi * rij;
+        }
+    }
+    y
+}
+
+/// Iterative quantisation (ITQ): the rotation `R` (d x d, row-major) that brings the centred
+/// `embeddings` (n rows of d) closest to their signs, `min ||sign(V R) - V R||`, alternating
+/// the signs with the orthogonal Procrustes step (`R` = the polar factor of `V' B`, by
+/// Newton-Schulz iterations) for `iterations` rounds from a seeded random rotation. Returns
+/// `R` and the mean squared quantisation error per value before and after.
+pub fn itq_rotation(
+    embeddings: &[Vec<f32>],
+    center: Option<&[f32]>,
+    iterations: usize,
+    seed: u64,
+    device: &Device,
+) -> (Vec<f32>, f64, f64) {
+    use burn::tensor::{Tensor, TensorData};
+    let n = embeddings.len();
+    let d = embeddings[0].len();
+    let flat: Vec<f32> = embeddings
+        .iter()
+        .flat_map(|e| match center {
+            Some(c) => e.iter().zip(c).map(|(x, m)| x - m).collect::<Vec<f32>>(),
+            None => e.clone(),
+        })
+        .collect();
+    let v = Tensor::<2>::from_data(TensorData::new(flat, [n, d]), device);
+    // The codes' scale: a bit is +-1 against values of unit rows, so compare with the signs
+    // scaled to each row's typical magnitude (the mean absolute value), as ITQ's objective
+    // is invariant to one global scale.
+    let scale = v.clone().abs().mean().into_scalar::<f32>();
+    let error = |r: &Tensor<2>| -> f64 {
+        let projected = v.clone().matmul(r.clone());
+        let b = projected.clone().sign() * scale;
+        ((b - projected).powi_scalar(2).mean().into_scalar::<f32>() / (scale * scale)) as f64
+    };
+    let mut rng = crate::plumbing::Rng::new(seed);
+    let gaussian: Vec<f32> = (0..d * d).map(|_| rng.normal()).collect();
+    let mut r = polar(
+        Tensor::<2>::from_data(TensorData::new(gaussian, [d, d]), device),
+        d,
+    );
+    let before = error(&r);
+    for _ in 0..iterations {
+        let b = v.clone().matmul(r.clone()).sign();
+        r = polar(v.clone().transpose().matmul(b), d);
+    }
+    let after = error(&r);
+    let values = r.into_data().try_to_vec::<f32>().expect("f32 rotation");
+    (values, before, after)
+}
+
+/// The orthogonal polar factor of the square matrix `m` (the `U W'` of its SVD `U S W'`):
+/// Newton-Schulz iterations `X <- X (3 I - X' X) / 2` from `m` scaled to unit Frobenius norm.
+fn polar(m: burn::tensor::Tensor<2>, d: usize) -> burn::tensor::Tensor<2> {
+    use burn::tensor::Tensor;
+    let norm = m.clone().powi_scalar(2).sum().sqrt().into_scalar::<f32>();
+    let mut x = m / norm.max(1e-12);
+    let eye = Tensor::<2>::eye(d, &x.device());
+    for _ in 0..60 {
+        let xtx = x.clone().transpose().matmul(x.clone());
+        x = x.matmul(eye.clone() * 3.0 - xtx) * 0.5;
+    }
+    x
+}
+
+/// The unit embeddings by `encoder` of the polyp views of the library in `store` (its
+/// training data), for the code centre and rotation. Views that do not decode are left out.
+pub fn training_embeddings(
     store: &Store,
     encoder: &Vit,
     input: TwinInput,
     device: &Device,
     progress: &Progress,
-) -> Result<(Vec<f32>, usize), TwinError> {
+) -> Result<Vec<Vec<f32>>, TwinError> {
     let mut views = Vec::new();
     for p in store.polyps()? {
         views.extend(store.polyp_views(p.id)?);
     }
     progress.stage(
-        "encoding the training views for the code centre",
+        "encoding the training views for the binary codes",
         views.len() as u64,
     );
-    let mut sum: Vec<f64> = Vec::new();
-    let mut n = 0usize;
+    let mut out = Vec::new();
     for chunk in views.chunks(64) {
         if progress.is_cancelled() {
             return Err(TwinError::Cancelled);
@@ -92,25 +175,31 @@ pub fn code_center(
             .iter()
             .filter_map(|m| load_view(store, m).ok())
             .collect();
-        for e in encode(encoder, input, device, &images) {
-            if sum.is_empty() {
-                sum = vec![0.0; e.len()];
-            }
-            sum.iter_mut().zip(&e).for_each(|(s, x)| *s += *x as f64);
-            n += 1;
-        }
+        out.extend(encode(encoder, input, device, &images));
         progress.add(chunk.len() as u64);
     }
-    if n == 0 {
+    if out.is_empty() {
         return Err(TwinError::Image(
-            "no polyp view of the library could be encoded for the code centre".into(),
+            "no polyp view of the library could be encoded for the binary codes".into(),
         ));
     }
-    Ok((sum.iter().map(|s| (s / n as f64) as f32).collect(), n))
+    Ok(out)
 }
 
-/// The version of an encoder given `center`: its version without an earlier centre's mark,
-/// then `-c` and the centre's first 8 hex digits of SHA-256 (a new centre, a new version).
+/// The code centre: the mean of `embeddings`.
+pub fn code_center(embeddings: &[Vec<f32>]) -> Vec<f32> {
+    let mut sum = vec![0.0f64; embeddings[0].len()];
+    for e in embeddings {
+        sum.iter_mut().zip(e).for_each(|(s, x)| *s += *x as f64);
+    }
+    sum.iter()
+        .map(|s| (s / embeddings.len() as f64) as f32)
+        .collect()
+}
+
+/// The version of an encoder given `center` (and the rotation's values after it, when there
+/// is one): its version without an earlier centre's mark, then `-c` and the first 8 hex
+/// digits of their SHA-256 (a new centre or rotation, a new version).
 pub fn centred_version(version: &str, center: &[f32]) -> String {
     use sha2::{Digest, Sha256};
     let base = match version.rsplit_once("-c") {
@@ -135,6 +224,50 @@ mod tests {
         assert_eq!(Coder::default().code(&e), pack_signs(&e));
         let centred = Coder::new(Some(vec![0.4, 0.2, -0.3, 0.0]));
         assert_eq!(centred.code(&e), pack_signs(&[0.1, -0.1, 0.1, 0.3]));
+        // A rotation turns the centred embedding before the signs: here a swap of the first
+        // two axes and a flip of the last.
+        let r = vec![
+            0.0, 1.0, 0.0, 0.0, //
+            1.0, 0.0, 0.0, 0.0, //
+            0.0, 0.0, 1.0, 0.0, //
+            0.0, 0.0, 0.0, -1.0,
+        ];
+        let turned = Coder::rotated(Some(vec![0.4, 0.2, -0.3, 0.0]), Some(r));
+        assert_eq!(turned.code(&e), pack_signs(&[-0.1, 0.1, 0.1, -0.3]));
+    }
+
+    #[test]
+    fn itq_finds_an_orthogonal_rotation_that_loses_less_to_the_signs() {
+        let device = Device::flex();
+        // Points near the corners of a square turned by 30 degrees, in 2-D: the plain signs
+        // cut through them, the rotation found turns them back onto the corners.
+        let mut rng = crate::plumbing::Rng::new(5);
+        let (c, s) = (30f32.to_radians().cos(), 30f32.to_radians().sin());
+        let points: Vec<Vec<f32>> = (0..200)
+            .map(|_| {
+                let a = if rng.f32() < 0.5 { 1.0 } else { -1.0 };
+                let b = if rng.f32() < 0.5 { 1.0 } else { -1.0 };
+                let (a, b) = (a + 0.1 * rng.normal(), b + 0.1 * rng.normal());
+                vec![c * a - s * b, s * a + c * b]
+            })
+            .collect();
+        let (r, before, after) = itq_rotation(&points, None, 30, 1, &device);
+        // Orthogonal: R'R = I.
+        let rtr = [
+            r[0] * r[0] + r[2] * r[2],
+            r[0] * r[1] + r[2] * r[3],
+            r[1] * r[1] + r[3] * r[3],
+        ];
+        assert!((rtr[0] - 1.0).abs() < 1e-3 && rtr[1].abs() < 1e-3 && (rtr[2] - 1.0).abs() < 1e-3);
+        assert!(
+            after < 0.05 && after < before / 2.0,
+            "quantisation error {before} at the start, {after} after ITQ"
+        );
+        // Every point's code is its corner's.
+        let coder = Coder::rotated(None, Some(r));
+        let codes: std::collections::BTreeSet<Vec<u64>> =
+            points.iter().map(|p| coder.code(p)).collect();
+        assert_eq!(codes.len(), 4);
     }
 
     #[test]

@@ -102,6 +102,16 @@ impl TwinModels {
                 None
             };
             let reason = reason.or_else(|| {
+                let r = image_card.code_rotation.as_ref()?;
+                let dim = image_config.output_dim();
+                (r.len() != dim * dim || !r.iter().all(|x| x.is_finite())).then(|| {
+                    format!(
+                        "its code rotation has {} values (not all finite?), the encoder needs {dim} x {dim}",
+                        r.len()
+                    )
+                })
+            });
+            let reason = reason.or_else(|| {
                 let c = image_card.code_center.as_ref()?;
                 let dim = image_config.output_dim();
                 (c.len() != dim || !c.iter().all(|x| x.is_finite())).then(|| {
@@ -128,7 +138,10 @@ impl TwinModels {
         };
         Ok(TwinModels {
             image,
-            coder: Coder::new(image_card.code_center.clone()),
+            coder: Coder::rotated(
+                image_card.code_center.clone(),
+                image_card.code_rotation.clone(),
+            ),
             image_card,
             image_config,
             scene,
@@ -143,6 +156,7 @@ impl TwinModels {
         let mut image_card = self.image_card.clone();
         image_card.version = format!("{}-untrained", image_card.version);
         image_card.code_center = None;
+        image_card.code_rotation = None;
         TwinModels {
             image: self.image_config.init(&self.device),
             image_card,
