@@ -109,3 +109,20 @@ fn a_sibling_view_of_the_same_polyp_is_never_a_negative() {
     let got = scalar(entropy_in_families(siblings(&device), &groups, &polyps));
     assert!((got - want).abs() < 1e-5, "{got} vs {want}");
 }
+
+#[test]
+fn the_quantisation_term_is_zero_at_the_hypercube_corners_and_hand_computed_elsewhere() {
+    use endotwin::train::image_encoder::quantization;
+    let device = Device::flex();
+    // d = 4, sqrt(d) = 2: the first row is a corner (every |z| sqrt(d) = 1), the second is
+    // an axis ([2, 0, 0, 0] after scaling: four squared errors of 1), so the mean over the
+    // 8 values is 4 / 8 = 0.5, times the weight 3.
+    let z = Tensor::<2>::from_data(
+        TensorData::new(vec![0.5f32, -0.5, 0.5, -0.5, 1.0, 0.0, 0.0, 0.0], [2, 4]),
+        &device,
+    );
+    let corner = quantization(z.clone().slice([0..1, 0..4]), 3.0).into_scalar::<f32>();
+    assert!(corner.abs() < 1e-6, "{corner}");
+    let both = quantization(z, 3.0).into_scalar::<f32>();
+    assert!((both - 1.5).abs() < 1e-5, "{both}");
+}

@@ -298,3 +298,88 @@ fn a_run_whose_folder_is_deleted_under_it_writes_it_again_and_loses_nothing() {
     let state = std::fs::read_to_string(runs.join("c.checkpoints/state.json")).unwrap();
     assert!(state.contains("\"epoch\": 2"), "{state}");
 }
+
+#[test]
+fn an_image_encoder_fine_tunes_from_a_card_and_can_learn_to_survive_its_signs() {
+    use burn::tensor::{Device, Distribution, Tensor};
+    let lib = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 8);
+    let image = endotwin::train::recipe("image-encoder").unwrap();
+    let run = |extra: &[(&str, String)]| {
+        let mut settings = Settings::default();
+        settings.set("out", out.path().display().to_string());
+        settings.set("batch", "4");
+        settings.set("size", "32");
+        for (k, v) in extra {
+            settings.set(k, v);
+        }
+        let mut observer = Quiet(Vec::new());
+        let mut ctx = RecipeContext {
+            library: lib.path().to_path_buf(),
+            models: out.path().to_path_buf(),
+            device: Device::flex(),
+            command_line: "tests/recipes.rs init".into(),
+            memory: None,
+            observer: &mut observer,
+        };
+        endotwin::train::recipe::run_recipe(image, &settings, &mut ctx)
+            .map(|t| (t.card, observer.0.clone()))
+    };
+    let (first, _) = run(&[("name", "first".into()), ("epochs", "1".into())]).unwrap();
+    let first_s = first.display().to_string();
+    // No epoch: the saved encoder is the card's, exactly.
+    let (same, said) = run(&[
+        ("name", "same".into()),
+        ("epochs", "0".into()),
+        ("init", first_s.clone()),
+    ])
+    .unwrap();
+    assert!(
+        said.iter().any(|l| l.contains("starts from first")),
+        "{said:?}"
+    );
+    let device = Device::flex();
+    let load = |card: &std::path::Path| {
+        endotwin::model::weights::load(
+            card,
+            endotwin::model::weights::ModelKind::ImageEncoder,
+            |c: &endotwin::model::vit::VitConfig| c.init(&device),
+        )
+        .unwrap()
+        .0
+    };
+    let x = Tensor::<4>::random([2, 3, 32, 32], Distribution::Normal(0.0, 1.0), &device);
+    let diff: f32 = (load(&first).forward(x.clone()) - load(&same).forward(x))
+        .abs()
+        .max()
+        .into_scalar();
+    assert!(diff < 1e-6, "{diff}");
+    // With the quantisation term, its figure is in the card's last epoch.
+    let (quantised, _) = run(&[
+        ("name", "quantised".into()),
+        ("epochs", "1".into()),
+        ("init", first_s.clone()),
+        ("quantization", "1".into()),
+    ])
+    .unwrap();
+    let card = read_card(&quantised).unwrap();
+    let metrics = card.training.unwrap().metrics;
+    assert!(
+        metrics
+            .iter()
+            .any(|(k, v)| k == "quantisation" && v.is_finite()),
+        "{metrics:?}"
+    );
+    // Another input size is refused by name, and nothing is saved.
+    let why = run(&[
+        ("name", "other".into()),
+        ("epochs", "1".into()),
+        ("size", "48".into()),
+        ("init", first_s),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(why.contains("pass --size 32"), "{why}");
+    assert!(!out.path().join("other.json").exists());
+}

@@ -446,7 +446,9 @@ fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() 
     assert_eq!(rotation.len(), 64 * 64);
     // Orthogonal: its rows are unit and orthogonal to each other.
     for (i, j) in [(0, 0), (0, 1), (5, 9), (63, 63)] {
-        let dot: f32 = (0..64).map(|k| rotation[i * 64 + k] * rotation[j * 64 + k]).sum();
+        let dot: f32 = (0..64)
+            .map(|k| rotation[i * 64 + k] * rotation[j * 64 + k])
+            .sum();
         let want = if i == j { 1.0 } else { 0.0 };
         assert!((dot - want).abs() < 1e-3, "row {i} . row {j} = {dot}");
     }

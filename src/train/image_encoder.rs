@@ -75,6 +75,14 @@ pub struct ImageEncoderTrainingConfig {
     /// Black out the on-screen display outside the field stop.
     #[config(default = true)]
     pub blackout: bool,
+    /// Weight of the quantisation term: the mean of `(|z_k| sqrt(d) - 1)^2` over the unit
+    /// embedding's coordinates, which pulls them toward the hypercube's corners so the binary
+    /// code (their signs) loses less of the cosine. 0: off (EndoFinder's recipe).
+    #[config(default = 0.0)]
+    pub quantization_weight: f64,
+    /// The image encoder card the encoder started from (`--init`); none: random.
+    #[config(default = "None")]
+    pub init: Option<String>,
 }
 
 impl ImageEncoderTrainingConfig {
@@ -272,6 +280,7 @@ impl Steps<TwinImageModel> for ImageSteps<'_> {
             model.encoder.forward(x.clone())
         };
         let z = l2_normalize(z);
+        let z_unit = z.clone();
         let groups: Vec<usize> = group.iter().chain(group.iter()).copied().collect();
         let families: Vec<usize> = family.iter().chain(family.iter()).copied().collect();
         let l_con = contrastive_in_families(z.clone(), &groups, &families, config.tau);
@@ -279,13 +288,29 @@ impl Steps<TwinImageModel> for ImageSteps<'_> {
         // Both copies are reconstructed from their visible patches.
         let predicted = model.decoder.forward(tokens, keep, None);
         let l_rec = masked_mse(predicted, patchify(x, patch), hidden) * config.gamma;
-        let loss = l_con.clone() + l_ent.clone() + l_rec.clone();
-
-        StepLoss::new(loss)
+        let l_q = (config.quantization_weight > 0.0)
+            .then(|| quantization(z_unit, config.quantization_weight));
+        let mut loss = l_con.clone() + l_ent.clone() + l_rec.clone();
+        if let Some(q) = &l_q {
+            loss = loss + q.clone();
+        }
+        let step = StepLoss::new(loss)
             .term("contrastive", l_con)
             .term("entropy", l_ent)
-            .term("reconstruction", l_rec)
+            .term("reconstruction", l_rec);
+        match l_q {
+            Some(q) => step.term("quantisation", q),
+            None => step,
+        }
     }
+}
+
+/// The quantisation term of unit embeddings `z` [n, d]: `weight * mean((|z| sqrt(d) - 1)^2)`,
+/// zero exactly when every coordinate is `+-1/sqrt(d)` (the embedding is a scaled corner of
+/// the hypercube, so its signs keep all of it).
+pub fn quantization(z: Tensor<2>, weight: f64) -> Tensor<1> {
+    let [_, d] = z.dims();
+    ((z.abs() * (d as f64).sqrt() - 1.0).powi_scalar(2)).mean() * weight
 }
 
 /// The trained encoder without autodiff, for inference and saving.
@@ -347,6 +372,20 @@ impl Recipe for ImageEncoderRecipe {
             ),
             RecipeOption::new("weight-decay", Number, Some("0.05"), "AdamW weight decay"),
             RecipeOption::new(
+                "quantization",
+                Number,
+                Some("0"),
+                "Weight of a term pulling the embedding's coordinates toward +-1/sqrt(d), so \
+                 its binary code loses less (0: off, as EndoFinder)",
+            ),
+            RecipeOption::new(
+                "init",
+                Path,
+                None,
+                "Start the encoder from this image encoder card (e.g. models/twin-image.json; \
+                 a fresh decoder), to fine-tune it; default: random initialisation",
+            ),
+            RecipeOption::new(
                 "siblings-negative",
                 Flag,
                 None,
@@ -403,7 +442,9 @@ impl Recipe for ImageEncoderRecipe {
             .with_batch(settings.count(&o, "batch")?)
             .with_lr(settings.number(&o, "lr")?)
             .with_seed(seed)
-            .with_view_positives(settings.flag(&o, "view-positives"));
+            .with_view_positives(settings.flag(&o, "view-positives"))
+            .with_quantization_weight(settings.number(&o, "quantization")?)
+            .with_init(settings.path(&o, "init").map(|p| p.display().to_string()));
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         let (samples, polyps) = super::data::polyp_view_samples(&store, &config.input())?;
         let distinct = {
@@ -426,7 +467,7 @@ impl Recipe for ImageEncoderRecipe {
         )?;
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
-        let start = resume_from(
+        let mut start = resume_from(
             super::recipe::Start::of(settings, &o)?,
             &checkpoints,
             &config,
@@ -434,6 +475,42 @@ impl Recipe for ImageEncoderRecipe {
             config.weight_decay,
             &mut *ctx.observer,
         )?;
+        if let (None, Some(card)) = (&start, &config.init) {
+            let refuse = |e: String| RecipeError::Setting(format!("--init {card}: {e}"));
+            let (encoder, from) = weights::load(
+                std::path::Path::new(card),
+                ModelKind::ImageEncoder,
+                |c: &VitConfig| c.init(&device),
+            )
+            .map_err(|e| refuse(e.to_string()))?;
+            let theirs: VitConfig = from
+                .config(std::path::Path::new(card))
+                .map_err(|e| refuse(e.to_string()))?;
+            let json = |c: &VitConfig| serde_json::to_string(c).unwrap_or_default();
+            if json(&theirs) != json(&config.encoder) {
+                return Err(refuse(format!(
+                    "its encoder ({}) is not this run's ({}); pass --size {}",
+                    json(&theirs),
+                    json(&config.encoder),
+                    theirs.image_size
+                )));
+            }
+            ctx.observer.message(&format!(
+                "the encoder starts from {} ({}), with a fresh decoder",
+                from.name, from.version
+            ));
+            device.seed(seed);
+            start = Some(super::Checkpoint {
+                model: TwinImageModel {
+                    encoder,
+                    decoder: config.decoder().init(&device),
+                },
+                optimizer: burn::optim::AdamWConfig::new()
+                    .with_weight_decay(config.weight_decay as f32)
+                    .init(),
+                epoch: 0,
+            });
+        }
         let Recorded {
             model,
             run_id,
