@@ -111,18 +111,17 @@ fn a_sibling_view_of_the_same_polyp_is_never_a_negative() {
 }
 
 #[test]
-fn the_quantisation_term_is_zero_at_the_hypercube_corners_and_hand_computed_elsewhere() {
+fn the_quantisation_term_is_zero_at_balanced_corners_and_hand_computed_elsewhere() {
     use endotwin::train::image_encoder::quantization;
     let device = Device::flex();
-    // d = 4, sqrt(d) = 2: the first row is a corner (every |z| sqrt(d) = 1), the second is
-    // an axis ([2, 0, 0, 0] after scaling: four squared errors of 1), so the mean over the
-    // 8 values is 4 / 8 = 0.5, times the weight 3.
-    let z = Tensor::<2>::from_data(
-        TensorData::new(vec![0.5f32, -0.5, 0.5, -0.5, 1.0, 0.0, 0.0, 0.0], [2, 4]),
-        &device,
-    );
-    let corner = quantization(z.clone().slice([0..1, 0..4]), 3.0).into_scalar::<f32>();
-    assert!(corner.abs() < 1e-6, "{corner}");
-    let both = quantization(z, 3.0).into_scalar::<f32>();
-    assert!((both - 1.5).abs() < 1e-5, "{both}");
+    let t = |v: Vec<f32>| Tensor::<2>::from_data(TensorData::new(v, [2, 4]), &device);
+    // d = 4, sqrt(d) = 2. Two opposite corners: every |z| sqrt(d) = 1 and every bit's batch
+    // mean is 0.
+    let balanced = quantization(t(vec![0.5, -0.5, 0.5, -0.5, -0.5, 0.5, -0.5, 0.5]), 3.0);
+    assert!(balanced.into_scalar::<f32>().abs() < 1e-6);
+    // A corner and an axis: corners part (0 x 4 + [1, 1, 1, 1]) / 8 = 0.5; batch means
+    // [0.75, -0.25, 0.25, -0.25] x 2, squared [2.25, 0.25, 0.25, 0.25], mean 0.75; times 3.
+    let mixed = quantization(t(vec![0.5, -0.5, 0.5, -0.5, 1.0, 0.0, 0.0, 0.0]), 3.0);
+    let v = mixed.into_scalar::<f32>();
+    assert!((v - 3.75).abs() < 1e-5, "{v}");
 }

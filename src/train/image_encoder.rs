@@ -75,9 +75,9 @@ pub struct ImageEncoderTrainingConfig {
     /// Black out the on-screen display outside the field stop.
     #[config(default = true)]
     pub blackout: bool,
-    /// Weight of the quantisation term: the mean of `(|z_k| sqrt(d) - 1)^2` over the unit
-    /// embedding's coordinates, which pulls them toward the hypercube's corners so the binary
-    /// code (their signs) loses less of the cosine. 0: off (EndoFinder's recipe).
+    /// Weight of the quantisation term ([`quantization`]): pulls the unit embedding's
+    /// coordinates toward the hypercube's corners, each bit balanced over the batch, so the
+    /// binary code (their signs) loses less of the cosine. 0: off (EndoFinder's recipe).
     #[config(default = 0.0)]
     pub quantization_weight: f64,
     /// The image encoder card the encoder started from (`--init`); none: random.
@@ -305,12 +305,17 @@ impl Steps<TwinImageModel> for ImageSteps<'_> {
     }
 }
 
-/// The quantisation term of unit embeddings `z` [n, d]: `weight * mean((|z| sqrt(d) - 1)^2)`,
-/// zero exactly when every coordinate is `+-1/sqrt(d)` (the embedding is a scaled corner of
-/// the hypercube, so its signs keep all of it).
+/// The quantisation term of unit embeddings `z` [n, d]: `weight * (mean((|z| sqrt(d) - 1)^2)
+/// + mean((mean_n(z) sqrt(d))^2))`. The first part is zero exactly when every coordinate is
+/// `+-1/sqrt(d)` (the embedding is a scaled corner of the hypercube, so its signs keep all of
+/// it); the second keeps each bit balanced over the batch (without it the corners collapse
+/// onto one code: measured, see the README).
 pub fn quantization(z: Tensor<2>, weight: f64) -> Tensor<1> {
     let [_, d] = z.dims();
-    ((z.abs() * (d as f64).sqrt() - 1.0).powi_scalar(2)).mean() * weight
+    let root = (d as f64).sqrt();
+    let corners = (z.clone().abs() * root - 1.0).powi_scalar(2).mean();
+    let balance = (z.mean_dim(0) * root).powi_scalar(2).mean();
+    (corners + balance) * weight
 }
 
 /// The trained encoder without autodiff, for inference and saving.
