@@ -305,8 +305,9 @@ impl Steps<TwinImageModel> for ImageSteps<'_> {
     }
 }
 
-/// The quantisation term of unit embeddings `z` [n, d]: `weight * (mean((|z| sqrt(d) - 1)^2)
-/// + mean((mean_n(z) sqrt(d))^2))`. The first part is zero exactly when every coordinate is
+/// The quantisation term of unit embeddings `z` [n, d]:
+/// `weight * (mean((|z| sqrt(d) - 1)^2) + mean((mean_n(z) sqrt(d))^2))`.
+/// The first part is zero exactly when every coordinate is
 /// `+-1/sqrt(d)` (the embedding is a scaled corner of the hypercube, so its signs keep all of
 /// it); the second keeps each bit balanced over the batch (without it the corners collapse
 /// onto one code: measured, see the README).
