@@ -272,27 +272,17 @@ fn a_caption_model_can_start_from_the_shipped_text_prompt_model() {
     let frame = store.media_path(&endotwin::captions::data::capsule_frames(&store).unwrap()[0].1);
     drop(store);
     let prompts = endotwin::prompts::model::shipped_path(&endotwin::default_models_dir());
-    let run = |args: &[&str]| {
+    let out_s = out.path().to_str().unwrap();
+    // `train captions` into `out` for no epoch, as `name`, starting from `init`.
+    let run = |name: &str, init: &std::path::Path| {
         let mut c = crate::common::endotwin(lib.path());
-        c.args(args);
+        c.args(["--backend", "cpu", "train", "captions", "--out", out_s])
+            .args(["--name", name, "--epochs", "0", "--init"])
+            .arg(init);
         crate::common::run(c)
     };
-    let out_s = out.path().to_str().unwrap();
     // No epoch: the saved model is exactly where fine-tuning would start.
-    let trained = run(&[
-        "--backend",
-        "cpu",
-        "train",
-        "captions",
-        "--out",
-        out_s,
-        "--name",
-        "from-prompts",
-        "--epochs",
-        "0",
-        "--init",
-        prompts.to_str().unwrap(),
-    ]);
+    let trained = run("from-prompts", &prompts);
     assert!(trained.ok(), "{}", trained.text());
     assert!(
         trained
@@ -326,20 +316,7 @@ fn a_caption_model_can_start_from_the_shipped_text_prompt_model() {
     assert!(diff < 1e-5, "the image towers differ by {diff}");
     // Another kind of model is refused by name.
     let twin = endotwin::default_models_dir().join("twin-image.json");
-    let refused = run(&[
-        "--backend",
-        "cpu",
-        "train",
-        "captions",
-        "--out",
-        out_s,
-        "--name",
-        "x",
-        "--epochs",
-        "0",
-        "--init",
-        twin.to_str().unwrap(),
-    ]);
+    let refused = run("x", &twin);
     assert!(!refused.ok());
     assert!(
         refused.text().contains("not a prompt-model"),

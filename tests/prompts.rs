@@ -278,6 +278,33 @@ pub(crate) fn tiny_models(store: &Store, models: &Path) {
     }
 }
 
+/// `endotwin prompts score` of `image` against the prompt file `sets` with the model `card`:
+/// it succeeds, prints a cosine per prompt, and the set's probabilities sum to 1 (a softmax
+/// over the set). Returns what it printed.
+fn scores_sum_to_one(lib: &Path, image: &Path, sets: &Path, card: &str) -> String {
+    let mut c = crate::common::endotwin(lib);
+    c.args(["prompts", "score", "--image"])
+        .arg(image)
+        .arg("--prompts")
+        .arg(sets)
+        .args(["--model", card]);
+    let scored = crate::common::run(c);
+    assert!(scored.ok(), "{}", scored.text());
+    assert!(scored.stdout.contains("cos "), "{}", scored.text());
+    let shares: f64 = scored
+        .stdout
+        .lines()
+        .filter(|l| l.contains("cos "))
+        .map(|l| l.split_whitespace().next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!(
+        (shares - 1.0).abs() < 0.01,
+        "softmax over the set: {}",
+        scored.text()
+    );
+    scored.stdout
+}
+
 #[test]
 fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clearly() {
     let lib = tempfile::tempdir().unwrap();
@@ -299,34 +326,8 @@ fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clea
         crate::common::run(c)
     };
     let card_s = card.to_str().unwrap();
-    let scored = run(&[
-        "prompts",
-        "score",
-        "--image",
-        image.to_str().unwrap(),
-        "--prompts",
-        sets.to_str().unwrap(),
-        "--model",
-        card_s,
-    ]);
-    assert!(scored.ok(), "{}", scored.text());
-    assert!(
-        scored.stdout.contains("a sessile polyp"),
-        "{}",
-        scored.text()
-    );
-    assert!(scored.stdout.contains("cos "), "{}", scored.text());
-    let shares: f64 = scored
-        .stdout
-        .lines()
-        .filter(|l| l.contains("cos "))
-        .map(|l| l.split_whitespace().next().unwrap().parse::<f64>().unwrap())
-        .sum();
-    assert!(
-        (shares - 1.0).abs() < 0.01,
-        "softmax over the set: {}",
-        scored.text()
-    );
+    let scored = scores_sum_to_one(lib.path(), &image, &sets, card_s);
+    assert!(scored.contains("a sessile polyp"), "{scored}");
     // Search: words outside the vocabulary are tolerated; one line per polyp.
     let found = run(&[
         "prompts",
@@ -537,29 +538,8 @@ fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() 
     let card_s = card.to_str().unwrap();
     let sets = lib.path().join("mine.txt");
     std::fs::write(&sets, "a sessile polyp\na normal background with folds\n").unwrap();
-    let scored = run(&[
-        "prompts",
-        "score",
-        "--image",
-        image.to_str().unwrap(),
-        "--prompts",
-        sets.to_str().unwrap(),
-        "--model",
-        card_s,
-    ]);
-    assert!(scored.ok(), "{}", scored.text());
-    assert!(
-        scored.stdout.contains("model tiny-clip"),
-        "{}",
-        scored.text()
-    );
-    let shares: f64 = scored
-        .stdout
-        .lines()
-        .filter(|l| l.contains("cos "))
-        .map(|l| l.split_whitespace().next().unwrap().parse::<f64>().unwrap())
-        .sum();
-    assert!((shares - 1.0).abs() < 0.01, "{}", scored.text());
+    let scored = scores_sum_to_one(lib.path(), &image, &sets, card_s);
+    assert!(scored.contains("model tiny-clip"), "{scored}");
     let found = run(&[
         "prompts",
         "search",

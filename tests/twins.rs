@@ -355,9 +355,11 @@ fn a_card_whose_input_does_not_fit_its_encoder_is_refused_by_name() {
     );
 }
 
-#[test]
-fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_follows() {
-    let device = Device::flex();
+/// A tiny library and, in its own folder, a seeded tiny twin image encoder (32 px, 64-d,
+/// version "v1") saved as `twin-image`: the library, the models folder and the card's path.
+fn tiny_library_and_encoder(
+    device: &Device,
+) -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf) {
     let lib = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(lib.path());
     let models = tempfile::tempdir().unwrap();
@@ -365,7 +367,14 @@ fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_
     let mut card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
     card.input = Some(TwinInput::new(32));
     device.seed(3);
-    let path = weights::save(&config.init(&device), &card, models.path()).unwrap();
+    let path = weights::save(&config.init(device), &card, models.path()).unwrap();
+    (lib, models, path)
+}
+
+#[test]
+fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_follows() {
+    let device = Device::flex();
+    let (lib, models, path) = tiny_library_and_encoder(&device);
     let before = TwinModels::load(models.path(), &device).unwrap();
     {
         let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
@@ -423,14 +432,7 @@ fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_
 #[test]
 fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() {
     let device = Device::flex();
-    let lib = tempfile::tempdir().unwrap();
-    crate::gui::tiny_library(lib.path());
-    let models = tempfile::tempdir().unwrap();
-    let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
-    let mut card = ModelCard::new("twin-image", ModelKind::ImageEncoder, "v1", "t", &config);
-    card.input = Some(TwinInput::new(32));
-    device.seed(3);
-    let path = weights::save(&config.init(&device), &card, models.path()).unwrap();
+    let (lib, models, path) = tiny_library_and_encoder(&device);
     let mut c = crate::common::endotwin(lib.path());
     c.args(["model", "code-center", "--itq", "--itq-iterations", "20"])
         .arg(&path);

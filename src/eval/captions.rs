@@ -156,15 +156,7 @@ pub fn run(
             hits(&ranks, 1),
             hits(&ranks, 5),
         ));
-        retrieval.push(RetrievalRow {
-            method: c.label.clone(),
-            loss: c.loss.clone(),
-            shots: c.shots.clone(),
-            top1,
-            top1_ci,
-            top5,
-            top5_ci,
-        });
+        retrieval.push(row);
         if !categories.iter().any(|r: &CategoryRow| r.method == c.label) {
             categories.push(category_row(
                 &c.label, &probs, &truth, test, &patients, &weights,
