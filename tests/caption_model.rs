@@ -93,6 +93,7 @@ fn a_few_kl_steps_rank_captions_above_chance_for_other_patients() {
         config: &config,
         loss: "kl".into(),
         shots: "full".into(),
+        baseline: false,
     };
     let device = Device::flex();
     let e = endotwin::eval::captions::run(

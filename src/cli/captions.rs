@@ -208,6 +208,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
                 config: &m.config,
                 loss,
                 shots,
+                baseline: false,
             }
         })
         .collect();
@@ -219,6 +220,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
                 config: &untrained,
                 loss: loss.into(),
                 shots: "0".into(),
+                baseline: false,
             });
         }
     }
@@ -229,6 +231,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             config: &untrained,
             loss: "untrained".into(),
             shots: "0".into(),
+            baseline: true,
         });
     }
     let started = std::time::Instant::now();

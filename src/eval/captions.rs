@@ -21,11 +21,13 @@ pub struct Candidate<'a> {
     pub label: String,
     pub model: &'a CaptionModel,
     pub config: &'a CaptionModelConfig,
-    /// "kl" or "clip"; any other value (the untrained encoder's "untrained") makes the row a
-    /// baseline: reported under `baselines`, left out of the per-loss summary and the pairing.
+    /// "kl" or "clip".
     pub loss: String,
     /// "0", "1", "4" or "full".
     pub shots: String,
+    /// A baseline (the untrained encoder): its row goes under `baselines`, out of the per-loss
+    /// summary, the pairing and the category rows.
+    pub baseline: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -146,7 +148,7 @@ pub fn run(
             top5,
             top5_ci,
         };
-        if c.loss != "kl" && c.loss != "clip" {
+        if c.baseline {
             baselines.push(row);
             continue;
         }

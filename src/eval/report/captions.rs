@@ -71,6 +71,7 @@ pub fn report(
             config: &m.config,
             loss: String::new(),
             shots: String::new(),
+            baseline: false,
         };
         let autodiff = device.clone().autodiff();
         let eval = eval::run(
