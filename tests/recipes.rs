@@ -34,7 +34,8 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             "scene-encoder" => &[("epochs", "1"), ("batch", "4"), ("models", &out_dir)],
             "tracklets" => &[("epochs", "1"), ("anchors", "4"), ("size", "16")],
             "captions" => &[("epochs", "1"), ("batch", "4")],
-            "prompts" => &[("epochs", "1"), ("batch", "2")],
+            // A 32 px image tower in 8 px patches (not the default 64 px): every stage keeps it.
+            "prompts" => &[("epochs", "1"), ("batch", "2"), ("size", "32")],
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();
@@ -62,6 +63,26 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             recipe.name(),
             trained.card.display()
         );
+        if recipe.name() == "prompts" {
+            let card: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&trained.card).unwrap()).unwrap();
+            assert_eq!(card["config"]["clip"]["vision"]["image_size"], 32);
+            assert_eq!(card["config"]["clip"]["vision"]["patch_size"], 8);
+            settings.set("size", "36");
+            let mut quiet = Quiet(Vec::new());
+            let mut ctx = RecipeContext {
+                library: lib.path().to_path_buf(),
+                models: out.path().to_path_buf(),
+                device: burn::tensor::Device::flex(),
+                command_line: "tests/recipes.rs prompts --size 36".into(),
+                memory: None,
+                observer: &mut quiet,
+            };
+            let refused = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
+                .expect_err("a size that is not a multiple of the patch is refused")
+                .to_string();
+            assert!(refused.contains("multiple of the patch"), "{refused}");
+        }
         promotes_and_demotes(lib.path(), &trained.card, trained.run_id);
     }
 }

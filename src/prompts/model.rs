@@ -127,6 +127,13 @@ impl PromptModelConfig {
         )
     }
 
+    /// The same model with another image input: `size` px cut into `patch` px patches.
+    pub fn with_image(mut self, size: usize, patch: usize) -> PromptModelConfig {
+        self.clip.vision.image_size = size;
+        self.clip.vision.patch_size = patch;
+        self
+    }
+
     pub fn image_size(&self) -> u32 {
         self.clip.vision.image_size as u32
     }

@@ -73,6 +73,18 @@ impl Recipe for PromptRecipe {
             ),
             RecipeOption::new("lr", Number, Some("3e-4"), "Peak learning rate"),
             RecipeOption::new(
+                "size",
+                Count,
+                Some("64"),
+                "Image tower input in px (a new run only; later stages keep their start's)",
+            ),
+            RecipeOption::new(
+                "patch",
+                Count,
+                Some("8"),
+                "Image tower patch in px (divides --size)",
+            ),
+            RecipeOption::new(
                 "prevalence",
                 Number,
                 Some("0.25"),
@@ -173,9 +185,16 @@ impl Recipe for PromptRecipe {
             seed: settings.count(&o, "seed")? as u64,
             resume: settings.flag(&o, "resume"),
         };
+        let size = settings.count(&o, "size")?;
+        let patch = settings.count(&o, "patch")?;
+        if size < 16 || patch == 0 || !size.is_multiple_of(patch) {
+            return Err(RecipeError::Setting(format!(
+                "--size {size} --patch {patch}: the size must be at least 16 px and a multiple of the patch"
+            )));
+        }
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer.message("reading the examination records...");
-        let mut records = Records::load(&store, 64, &Progress::new())
+        let mut records = Records::load(&store, size as u32, &Progress::new())
             .map_err(|e| RecipeError::Setting(e.to_string()))?;
         let positives = records.exams.iter().filter(|e| e.positive).count();
         ctx.observer.message(&format!(
@@ -185,7 +204,7 @@ impl Recipe for PromptRecipe {
         ));
         // Stages 1 and 2 take `batch` (frame, sentence) pairs a step, stage 3 a quarter as many
         // examinations of up to `max_images` frames and as many sentences.
-        let small = PromptModelConfig::small(records.corpus());
+        let small = PromptModelConfig::small(records.corpus()).with_image(size, patch);
         let stage3 = run.config(PromptStage::Unify, small.clone());
         let per_pair = super::memory::dual(&small.clip);
         let per_batch_item = per_pair * (stage3.max_images as f64 / 4.0).max(1.0);
@@ -214,7 +233,10 @@ impl Recipe for PromptRecipe {
                     let loaded = pm::load(&out.join(format!("{prev}.json")), &device)?;
                     (loaded.config, Some(loaded.model))
                 }
-                None => (PromptModelConfig::small(records.corpus()), None),
+                None => (
+                    PromptModelConfig::small(records.corpus()).with_image(size, patch),
+                    None,
+                ),
             };
             if config_model.image_size() != records.size {
                 records = Records::load(&store, config_model.image_size(), &Progress::new())
