@@ -261,12 +261,12 @@ fn the_prompt_towers_agree_on_wgpu_and_the_cpu() {
 }
 
 /// A tiny stage-3 model trained a little on `store`'s records, saved as `prompts` (and as
-/// `prompts-detect`) in `models`.
+/// `prompts-detect` and `prompts-round1`, the names `eval prompts` reads) in `models`.
 pub(crate) fn tiny_models(store: &Store, models: &Path) {
     let records = Records::load(store, 32, &Progress::new()).unwrap();
     let config = tiny_config(&records);
     let model = stage(&config, &records, PromptStage::Round1, 3, None, None).valid();
-    for name in ["prompts", "prompts-detect"] {
+    for name in ["prompts", "prompts-detect", "prompts-round1"] {
         let card = ModelCard::new(
             name,
             ModelKind::PromptModel,
@@ -275,6 +275,40 @@ pub(crate) fn tiny_models(store: &Store, models: &Path) {
             &config,
         );
         weights::save(&model, &card, models).unwrap();
+    }
+}
+
+/// `eval prompts` puts models of different input sizes in one table: tiny 32 px stages beside
+/// the shipped 64 px model as the plain-CLIP row, each fed frames at its own size.
+#[test]
+fn eval_prompts_scores_models_of_different_input_sizes_in_one_table() {
+    let lib = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    let store = records_library(lib.path(), 16);
+    tiny_models(&store, models.path());
+    drop(store);
+    let json = lib.path().join("eval.json");
+    let shipped = endotwin::default_models_dir().join("prompts.json");
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["eval", "prompts", "--held-out"])
+        .arg(lib.path())
+        .arg("--models")
+        .arg(models.path())
+        .arg("--plain")
+        .arg(&shipped)
+        .args(["--seed", "3", "--json"])
+        .arg(&json);
+    let ran = crate::common::run(c);
+    assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for auroc in [
+        &figures["detection"]["round2"]["auroc"],
+        &figures["pathology"]["zero_shot"]["auroc"],
+        &figures["pathology"]["plain_clip"]["auroc"],
+    ] {
+        let a = auroc.as_f64().unwrap_or(f64::NAN);
+        assert!((0.0..=1.0).contains(&a), "{auroc} in {figures}");
     }
 }
 

@@ -187,10 +187,26 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     }
     let started = std::time::Instant::now();
     let lib = HeldOut::open_records(a.held_out.as_deref(), a.seed, a.polyps, a.frames, a.size)?;
-    let items = HeldOutItems::load(&lib.store, detector.config.image_size(), a.seed)
-        .map_err(anyhow::Error::msg)?;
+    // Read at the largest input any of the models takes; each is fed its own size.
+    let largest = [
+        Some(&round1),
+        Some(&detector),
+        stage2.as_ref(),
+        stage3.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(plain.as_ref())
+    .chain(ablations.iter().map(|(_, m)| m))
+    .map(|m| m.config.image_size())
+    .max()
+    .unwrap_or(64);
+    let items = HeldOutItems::load(&lib.store, largest, a.seed).map_err(anyhow::Error::msg)?;
     device.seed(a.seed);
-    let untrained_config = PromptModelConfig::small(std::iter::empty::<&str>());
+    // The untrained row: the detector's architecture (image input included) at random init.
+    let vision = &detector.config.clip.vision;
+    let untrained_config = PromptModelConfig::small(std::iter::empty::<&str>())
+        .with_image(vision.image_size, vision.patch_size);
     let untrained = untrained_config.init(&device);
     let untrained = Named {
         label: "untrained".into(),

@@ -177,6 +177,25 @@ impl Records {
             .collect();
         pixels_batch(&images, self.size, flips, device)
     }
+
+    /// [`Self::batch`] for an image tower of another input size (no flips): each frame is
+    /// resized from the size it was read at, so one read serves models of several sizes.
+    pub fn batch_at(&self, which: &[(usize, usize)], size: u32, device: &Device) -> Tensor<4> {
+        if size == self.size {
+            return self.batch(which, &[], device);
+        }
+        let pre = input(size);
+        let resized: Vec<RgbImage> = which
+            .iter()
+            .map(|&(e, f)| {
+                pre.resize(&image::DynamicImage::ImageRgb8(
+                    self.exams[e].frames[f].image.clone(),
+                ))
+            })
+            .collect();
+        let refs: Vec<&RgbImage> = resized.iter().collect();
+        pixels_batch(&refs, size, &[], device)
+    }
 }
 
 /// Resized frames as the image tower's input [n, 3, s, s], flipped where `flips` says.

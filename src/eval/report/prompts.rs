@@ -39,8 +39,12 @@ pub fn report(
         96,
     )
     .map_err(|e| ReportError::Data(format!("the held-out examinations: {e}")))?;
-    let items = HeldOutItems::load(&held.store, loaded.config.image_size(), data.seed)
-        .map_err(ReportError::Data)?;
+    // Read at the larger input of the two models; each is fed its own size.
+    let size = active
+        .as_ref()
+        .map_or(0, |a| a.config.image_size())
+        .max(loaded.config.image_size());
+    let items = HeldOutItems::load(&held.store, size, data.seed).map_err(ReportError::Data)?;
     let (frames, with_polyp) = items.frame_count();
     let (polyps, benign) = items.polyp_count();
     if with_polyp == 0 || with_polyp == frames || polyps == 0 {
