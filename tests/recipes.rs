@@ -21,6 +21,23 @@ impl TrainObserver for Quiet {
     fn epoch(&mut self, _: &EpochReport, _: usize) {}
 }
 
+/// A run's context on the CPU: the library, the models folder, the command line it records.
+fn context<'a>(
+    library: &std::path::Path,
+    models: &std::path::Path,
+    command_line: &str,
+    observer: &'a mut dyn TrainObserver,
+) -> RecipeContext<'a> {
+    RecipeContext {
+        library: library.to_path_buf(),
+        models: models.to_path_buf(),
+        device: burn::tensor::Device::flex(),
+        command_line: command_line.to_string(),
+        memory: None,
+        observer,
+    }
+}
+
 #[test]
 fn every_recipe_of_the_registry_trains_on_tiny_data() {
     let lib = tempfile::tempdir().unwrap();
@@ -46,14 +63,12 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             settings.set(k, *v);
         }
         let mut observer = Quiet(Vec::new());
-        let mut ctx = RecipeContext {
-            library: lib.path().to_path_buf(),
-            models: out.path().to_path_buf(),
-            device: burn::tensor::Device::flex(),
-            command_line: format!("tests/recipes.rs {}", recipe.name()),
-            memory: None,
-            observer: &mut observer,
-        };
+        let mut ctx = context(
+            lib.path(),
+            out.path(),
+            &format!("tests/recipes.rs {}", recipe.name()),
+            &mut observer,
+        );
         let trained = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
             .unwrap_or_else(|e| panic!("recipe {}: {e}\n{:?}", recipe.name(), observer.0));
         assert!(trained.card.is_file(), "{}: no card", recipe.name());
@@ -70,14 +85,12 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             assert_eq!(card["config"]["clip"]["vision"]["patch_size"], 8);
             settings.set("size", "36");
             let mut quiet = Quiet(Vec::new());
-            let mut ctx = RecipeContext {
-                library: lib.path().to_path_buf(),
-                models: out.path().to_path_buf(),
-                device: burn::tensor::Device::flex(),
-                command_line: "tests/recipes.rs prompts --size 36".into(),
-                memory: None,
-                observer: &mut quiet,
-            };
+            let mut ctx = context(
+                lib.path(),
+                out.path(),
+                "tests/recipes.rs prompts --size 36",
+                &mut quiet,
+            );
             let refused = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
                 .expect_err("a size that is not a multiple of the patch is refused")
                 .to_string();
@@ -138,14 +151,12 @@ fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
             settings.set(k, *v);
         }
         let mut observer = Quiet(Vec::new());
-        let mut ctx = RecipeContext {
-            library: lib.path().to_path_buf(),
-            models: out.path().to_path_buf(),
-            device: burn::tensor::Device::flex(),
-            command_line: "tests/recipes.rs fork".into(),
-            memory: None,
-            observer: &mut observer,
-        };
+        let mut ctx = context(
+            lib.path(),
+            out.path(),
+            "tests/recipes.rs fork",
+            &mut observer,
+        );
         let result = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx);
         (result, observer.0)
     };
@@ -194,14 +205,12 @@ fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
         settings.set(k, &v);
     }
     let mut observer = Quiet(Vec::new());
-    let mut ctx = RecipeContext {
-        library: lib.path().to_path_buf(),
-        models: out.path().to_path_buf(),
-        device: burn::tensor::Device::flex(),
-        command_line: "tests/recipes.rs fork".into(),
-        memory: None,
-        observer: &mut observer,
-    };
+    let mut ctx = context(
+        lib.path(),
+        out.path(),
+        "tests/recipes.rs fork",
+        &mut observer,
+    );
     let why = endotwin::train::recipe::run_recipe(image, &settings, &mut ctx)
         .unwrap_err()
         .to_string();
@@ -238,14 +247,12 @@ fn a_batch_too_big_for_memory_is_refused_before_anything_starts() {
         // A machine with a kilobyte to spare: no step fits.
         settings.set("memory-gb", "0.000001");
         let mut observer = Quiet(Vec::new());
-        let mut ctx = RecipeContext {
-            library: lib.path().to_path_buf(),
-            models: endotwin::default_models_dir(),
-            device: burn::tensor::Device::flex(),
-            command_line: format!("tests/recipes.rs {}", recipe.name()),
-            memory: None,
-            observer: &mut observer,
-        };
+        let mut ctx = context(
+            lib.path(),
+            &endotwin::default_models_dir(),
+            &format!("tests/recipes.rs {}", recipe.name()),
+            &mut observer,
+        );
         let e = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx)
             .err()
             .unwrap_or_else(|| panic!("{} started with 1 kB", recipe.name()))
@@ -304,14 +311,12 @@ fn a_run_whose_folder_is_deleted_under_it_writes_it_again_and_loses_nothing() {
         folder: runs.clone(),
         done: false,
     };
-    let mut ctx = RecipeContext {
-        library: lib.path().to_path_buf(),
-        models: out.path().to_path_buf(),
-        device: burn::tensor::Device::flex(),
-        command_line: "tests/recipes.rs deleted folder".into(),
-        memory: None,
-        observer: &mut observer,
-    };
+    let mut ctx = context(
+        lib.path(),
+        out.path(),
+        "tests/recipes.rs deleted folder",
+        &mut observer,
+    );
     let trained = endotwin::train::recipe::run_recipe(recipe, &settings, &mut ctx).unwrap();
     assert!(observer.done, "the folder was deleted after epoch 1");
     assert!(trained.card.is_file(), "the model is saved all the same");
