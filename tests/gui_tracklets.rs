@@ -1,6 +1,7 @@
 //! The Tracklets tab, clicked through: a video whose polyp is seen twice shows two polyps on
 //! its timeline; merging two tracklets, splitting one and rejecting a link are audited edits
-//! that undo restores; a box drawn on a frame is followed into a new tracklet.
+//! that undo restores; a box drawn on a frame is followed into a new tracklet; another way of
+//! comparing tracklets is picked in the panel.
 
 use crate::gui::{harness, settle, shows_part};
 use egui_kittest::Harness;
@@ -104,6 +105,12 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     // The revisit is one polyp: two groups for three tracklets, as the labels say.
     wait_for(&mut h, "Polyps: 2 by grouping");
     shows_part(&h, "2 in the library's labels");
+    // The shipped models compare by the twin encoder with its scene encoder (the validation
+    // videos' choice).
+    shows_part(
+        &h,
+        "Similarity: digital-twin image encoder with its scene encoder",
+    );
 
     // The first tracklet is shown, the frame slider on its first frame.
     assert_eq!(h.state().state.tracklets.selected, Some(t1.id));
@@ -185,4 +192,18 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     h.state_mut().send(Command::Undo);
     wait_for(&mut h, "3 tracklets");
     assert_eq!(tracklets(lib.path()), before);
+
+    // Another comparison, picked in the panel: the timeline is built again with it and says so.
+    click(&mut h, "compare by");
+    click(&mut h, "tracklet head (METHODS §3)");
+    wait_for(&mut h, "Similarity: tracklet head");
+    assert_eq!(
+        h.state().state.tracklets.comparison,
+        endotwin::tracklets::timeline::Comparison::TrackletHead
+    );
+    h.state_mut().send(Command::SetTrackletComparison(
+        endotwin::tracklets::timeline::Comparison::ColourHistogram,
+    ));
+    wait_for(&mut h, "Similarity: colour histogram");
+    wait_for(&mut h, "Polyps: 2 by grouping");
 }

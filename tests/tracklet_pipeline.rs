@@ -110,12 +110,14 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     )
     .unwrap();
     let methods: Vec<&str> = e.retrieval.iter().map(|r| r.method.as_str()).collect();
-    // The trained model, the shipped frozen twin encoder, both architectures untrained, the
+    // The trained model, the shipped twin encoders frozen (with the scene encoder: what the
+    // Tracklets tab compares by; then the mean over frames), both architectures untrained, the
     // histogram.
-    assert_eq!(methods.len(), 5, "{methods:?}");
-    assert!(methods[1].contains("twin image encoder") && methods[1].contains("frozen"));
-    assert!(methods[2].contains("untrained") && methods[3].contains("untrained"));
-    assert!(methods[4].contains("colour histogram"));
+    assert_eq!(methods.len(), 6, "{methods:?}");
+    assert!(methods[1].contains("scene encoder") && methods[1].contains("frozen"));
+    assert!(methods[2].contains("twin image encoder") && methods[2].contains("mean over frames"));
+    assert!(methods[3].contains("untrained") && methods[4].contains("untrained"));
+    assert!(methods[5].contains("colour histogram"));
     assert!(
         e.reid
             .iter()
@@ -157,11 +159,16 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
             "{what}: {revisits} revisits, {compared} comparisons"
         );
     };
-    // The shipped twin image encoder, frozen, and the shipped tracklet head over it (what the
-    // timeline uses) both do.
+    // The shipped twin image encoder, frozen (the mean over frames, and each fragment's frames
+    // combined by the scene encoder: what the timeline compares by), and the shipped tracklet
+    // head over it all do.
     let e =
         endotwin::tracklets::twin::twin_embeddings(&store, &set, &twins, &Progress::new()).unwrap();
     links_revisits(&e, "frozen twin encoder");
+    let e =
+        endotwin::tracklets::twin::twin_scene_embeddings(&store, &set, &twins, &Progress::new())
+            .unwrap();
+    links_revisits(&e, "frozen twin encoder with its scene encoder");
     let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
     let (shipped, _) = endotwin::tracklets::shipped_head(&models, &twins)
         .unwrap()

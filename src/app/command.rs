@@ -92,6 +92,9 @@ pub enum Command {
     FollowQueue(bool),
     /// Tracklets panel: links at least this similar are drawn and grouped.
     SetLinkThreshold(f32),
+    /// Tracklets panel: compare tracklets this way (the timeline is built again; the link
+    /// threshold goes back to the comparison's suggested one).
+    SetTrackletComparison(crate::tracklets::timeline::Comparison),
     /// Show a tracklet's details and links, and move the frame slider to its first frame.
     SelectTracklet(i64),
     /// Label a tracklet with a polyp of its examination, or with none.

@@ -201,6 +201,11 @@ impl App {
             Command::SetLinkThreshold(t) => {
                 self.state.tracklets.threshold = Some(t.clamp(-1.0, 1.0))
             }
+            Command::SetTrackletComparison(c) => {
+                self.state.tracklets.comparison = c;
+                self.state.tracklets.threshold = None;
+                self.refresh_timeline();
+            }
             Command::SelectTracklet(t) => self.select_tracklet(t),
             Command::SetLabelField(field) => self.state.labelling.field = field,
             Command::StepPolyp(delta) => self.step_polyp(delta),

@@ -232,6 +232,9 @@ pub struct LabellingPanel {
 /// The Tracklets panel: the selected video's timeline and the link threshold.
 pub struct TrackletPanel {
     pub models_dir: PathBuf,
+    /// How tracklets are compared (the models folder may not allow it: the timeline says
+    /// which comparison stood in).
+    pub comparison: crate::tracklets::timeline::Comparison,
     /// Links at least this similar are drawn and the grouping merges at this level; `None`
     /// until the reviewer moves the slider: the method's suggested threshold.
     pub threshold: Option<f32>,
@@ -257,6 +260,7 @@ impl Default for TrackletPanel {
     fn default() -> Self {
         TrackletPanel {
             models_dir: crate::default_models_dir(),
+            comparison: Default::default(),
             threshold: None,
             timeline: None,
             selected: None,

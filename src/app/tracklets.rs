@@ -41,6 +41,7 @@ impl App {
         let job = Job::TrackletTimeline {
             video_id,
             models: self.state.tracklets.models_dir.clone(),
+            comparison: self.state.tracklets.comparison,
         };
         match self.engine.submit("tracklet timeline", db, job) {
             Ok(handle) => self.state.tracklets.running = Some(handle.id),

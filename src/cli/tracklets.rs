@@ -32,8 +32,8 @@ pub struct EvalArgs {
     pub frames_per_video: usize,
     /// A models folder holding a trained tracklet encoder (`tracklets.json`), scored first.
     /// Default: the shipped models folder when it holds one (it does not: the Tracklets tab
-    /// uses the tracklet head over the frozen twin encoder, `tracklet-head.json` in
-    /// --twin-models, which is then scored first, then the frozen twin encoder alone).
+    /// compares by --twin-models' twin encoder with its scene encoder, which is then scored
+    /// first, then the tracklet head there (`tracklet-head.json`), then the mean over frames).
     #[arg(long)]
     pub models: Option<PathBuf>,
     /// More tracklet encoders in the same table (ablations), each LABEL=FOLDER.
@@ -43,9 +43,9 @@ pub struct EvalArgs {
     /// LABEL=FILE.json; they need --twin-models' encoder.
     #[arg(long = "head", value_name = "LABEL=CARD")]
     pub heads: Vec<String>,
-    /// The digital-twin models whose image encoder, frozen, is compared too, with the
-    /// tracklet head beside it when there is one (default: the shipped models folder; left
-    /// out with a note when it holds none).
+    /// The digital-twin models whose image encoder, frozen, is compared too (with its scene
+    /// encoder when the folder has one, and alone), with the tracklet head beside it when there
+    /// is one (default: the shipped models folder; left out with a note when it holds none).
     #[arg(long)]
     pub twin_models: Option<PathBuf>,
     /// Similarity at which tracklets are grouped into one polyp, without --validation.
@@ -104,7 +104,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         }
     };
     let mut heads = Vec::new();
-    // The shipped tracklet head (what the Tracklets tab uses) is scored first.
+    // The shipped tracklet head (what the Tracklets tab uses without a scene encoder).
     if let Some(twins) = &twins
         && let Some((head, card)) =
             endotwin::tracklets::shipped_head(&twin_dir, twins).map_err(|e| anyhow::anyhow!(e))?

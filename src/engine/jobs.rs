@@ -45,9 +45,13 @@ pub enum Job {
         k: usize,
         search: Search,
     },
-    /// A video's tracklet timeline, compared with the tracklet model in `models` (or colour
-    /// histograms when there is none).
-    TrackletTimeline { video_id: i64, models: PathBuf },
+    /// A video's tracklet timeline, its tracklets compared as `comparison` asks when the
+    /// models in `models` allow it (else the best they allow).
+    TrackletTimeline {
+        video_id: i64,
+        models: PathBuf,
+        comparison: crate::tracklets::timeline::Comparison,
+    },
     /// Follow a box drawn on a video frame both ways until the polyp is lost.
     TrackBox {
         video_id: i64,
@@ -309,7 +313,11 @@ pub(super) fn run(
                 .map(|s| JobOutput::CaptionSearch(Box::new(s)))
                 .map_err(|e| e.to_string())
         }
-        Job::TrackletTimeline { video_id, models } => {
+        Job::TrackletTimeline {
+            video_id,
+            models,
+            comparison,
+        } => {
             let store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
             TIMELINE_CACHE
                 .with(|cell| {
@@ -321,7 +329,7 @@ pub(super) fn run(
                     crate::tracklets::timeline::build(
                         &store,
                         video_id,
-                        &models,
+                        (&models, comparison),
                         &compute.device,
                         progress,
                         &mut cell.1,

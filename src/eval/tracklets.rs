@@ -359,8 +359,9 @@ pub struct Candidate<'a> {
 
 /// What [`run`] compares: trained tracklet encoders, the untrained architecture (the
 /// baseline), and optionally the frozen twin image encoder (then also its architecture at
-/// random initialisation, its baseline). With no candidates and no heads the frozen twin
-/// encoder comes first: it is what the Tracklets tab uses, and the JSON's `count` is its.
+/// random initialisation, its baseline). After the candidates comes what the Tracklets tab
+/// uses: the twin encoder with its scene encoder when `twins` has one, else the heads, else
+/// the twin encoder's mean; the JSON's `count` is the first method's.
 pub struct Methods<'a> {
     pub candidates: &'a [Candidate<'a>],
     /// Tracklet heads over the twin encoder's frozen features (need `twins`): label, head.
@@ -413,6 +414,19 @@ pub fn run(
                 embeddings: crate::tracklets::embed(c.model, set, 16, device),
             })
             .collect();
+        // What the Tracklets tab compares by when the models allow it (README: the validation
+        // videos' choice), so the JSON's `count` is its.
+        if let Some(twins) = twins.filter(|t| t.scene.is_some()) {
+            methods.push(Method {
+                label: format!(
+                    "twin image + scene encoder {}, frozen: scene over each fragment's frames",
+                    twins.version()
+                ),
+                embeddings: crate::tracklets::twin::twin_scene_embeddings(
+                    store, set, twins, &progress,
+                )?,
+            });
+        }
         if set.feature_dim().is_some() {
             methods.extend(heads.iter().map(|(label, head)| Method {
                 label: label.clone(),

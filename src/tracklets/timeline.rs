@@ -26,6 +26,50 @@ pub const TWIN_THRESHOLD: f32 = 0.55;
 /// twin encoder) on the validation videos.
 pub const HEAD_THRESHOLD: f32 = 0.75;
 
+/// The grouping threshold it chose for the twin encoder with its scene encoder, frozen.
+pub const SCENE_THRESHOLD: f32 = 0.75;
+
+/// How the timeline compares two tracklets. [`Comparison::Best`] takes the first one the
+/// models folder allows, in the order the validation videos ranked them (README, "Tracklet
+/// re-identification"); the others are asked for by name in the Tracklets panel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Comparison {
+    #[default]
+    Best,
+    /// A frame-CNN tracklet encoder trained into the folder (`tracklets.json`).
+    TrackletEncoder,
+    /// The twin image encoder, frozen, each fragment's frames combined by the scene encoder.
+    TwinScene,
+    /// The tracklet head (METHODS §3, trained) over the frozen twin image encoder.
+    TrackletHead,
+    /// The twin image encoder, frozen, the mean over frames.
+    TwinMean,
+    ColourHistogram,
+}
+
+impl Comparison {
+    /// Every choice, [`Comparison::Best`] first, then in the order `Best` tries them.
+    pub const ALL: [Comparison; 6] = [
+        Comparison::Best,
+        Comparison::TrackletEncoder,
+        Comparison::TwinScene,
+        Comparison::TrackletHead,
+        Comparison::TwinMean,
+        Comparison::ColourHistogram,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Comparison::Best => "best available",
+            Comparison::TrackletEncoder => "tracklet encoder (frame CNN)",
+            Comparison::TwinScene => "twin encoder + scene encoder",
+            Comparison::TrackletHead => "tracklet head (METHODS §3)",
+            Comparison::TwinMean => "twin encoder, mean of frames",
+            Comparison::ColourHistogram => "colour histogram",
+        }
+    }
+}
+
 /// A video's tracklets and their pairwise similarity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timeline {
@@ -38,6 +82,8 @@ pub struct Timeline {
     pub similarity: Vec<Option<f32>>,
     /// What computed the similarity, in words for the panel.
     pub method: String,
+    /// Which comparison that is (what the panel asked for, or what stood in for it).
+    pub comparison: Comparison,
     /// The link threshold to start from for this method.
     pub suggested_threshold: f32,
     /// The reviewer's decisions: (lower tracklet id, higher id, decision).
@@ -187,14 +233,14 @@ pub enum TimelineError {
     Model { dir: String, why: String },
 }
 
-/// Builds the timeline of `video_id`: tracklets from the store, similarity from the tracklet
-/// encoder in `models` when one is there (`tracklets.json`), else from the frozen twin image
-/// encoder there (tracklets in `cache`, which must belong to this library and these models,
-/// are not encoded again), else from colour histograms of the crops; the panel says which.
+/// Builds the timeline of `video_id`: tracklets from the store, compared as `wanted` asks when
+/// `models` allows it, else by the best comparison it allows ([`Comparison::Best`]; a note
+/// says so). Twin embeddings in `cache` (which must belong to this library and these models)
+/// are not computed again; the panel names the comparison used.
 pub fn build(
     store: &Store,
     video_id: i64,
-    models: &Path,
+    (models, wanted): (&Path, Comparison),
     device: &Device,
     progress: &Progress,
     cache: &mut super::twin::TwinCache,
@@ -205,62 +251,100 @@ pub fn build(
         .find(|v| v.id == video_id)
         .ok_or(TimelineError::NoVideo(video_id))?;
     let tracklets = store.video_tracklets(video_id)?;
+    let model_error = |why: String| TimelineError::Model {
+        dir: models.display().to_string(),
+        why,
+    };
     let model = if models.join(format!("{}.json", super::MODEL_NAME)).exists() {
-        let loaded = super::load_model(models, device).map_err(|e| TimelineError::Model {
-            dir: models.display().to_string(),
-            why: e.to_string(),
-        })?;
-        Some(loaded)
+        Some(super::load_model(models, device).map_err(|e| model_error(e.to_string()))?)
     } else {
         None
     };
-    // Without a tracklet model, the frozen twin image encoder (it beats the colour histogram
-    // on held-out videos: README), else the colour histogram.
-    let twins = match model {
-        Some(_) => None,
-        None => crate::twins::TwinModels::load(models, device).ok(),
-    };
+    let twins = crate::twins::TwinModels::load(models, device).ok();
     let head = match &twins {
-        Some(t) => super::shipped_head(models, t).map_err(|why| TimelineError::Model {
-            dir: models.display().to_string(),
-            why,
-        })?,
-        None => None,
+        Some(t) => super::shipped_head(models, t),
+        None => Ok(None),
     };
-    let size = model
-        .as_ref()
-        .map_or(HISTOGRAM_CROP, |m| m.config.backbone.image_size);
+    let available = |c: Comparison| match c {
+        Comparison::Best => false,
+        Comparison::TrackletEncoder => model.is_some(),
+        Comparison::TwinScene => twins.as_ref().is_some_and(|t| t.scene.is_some()),
+        Comparison::TrackletHead => matches!(head, Ok(Some(_))),
+        Comparison::TwinMean => twins.is_some(),
+        Comparison::ColourHistogram => true,
+    };
+    if wanted == Comparison::TrackletHead
+        && let Err(why) = &head
+    {
+        return Err(model_error(why.clone()));
+    }
+    let used = if available(wanted) {
+        wanted
+    } else {
+        Comparison::ALL
+            .into_iter()
+            .find(|&c| available(c))
+            .expect("the colour histogram is always available")
+    };
+    let mut notes = Vec::new();
+    if wanted != Comparison::Best && used != wanted {
+        notes.push(format!(
+            "{} is not available in {}: compared by {} instead",
+            wanted.title(),
+            models.display(),
+            used.title()
+        ));
+    }
+    let size = match (&model, used) {
+        (Some(m), Comparison::TrackletEncoder) => m.config.backbone.image_size,
+        _ => HISTOGRAM_CROP,
+    };
     let set = TrackletSet::load(store, std::slice::from_ref(&video.code), size, progress)?;
     progress.stage("comparing tracklets", 1);
-    let (embeddings, method, suggested_threshold) = match (&model, &twins) {
-        (Some(m), _) => (
-            super::embed(&m.model, &set, 16, device),
-            format!("tracklet encoder {}", m.card.version),
-            MODEL_THRESHOLD,
-        ),
-        (None, Some(t)) if head.is_some() => {
-            let (head, card) = head.as_ref().expect("matched");
+    let twin = || twins.as_ref().expect("available");
+    let (embeddings, method, suggested_threshold) = match used {
+        Comparison::TrackletEncoder => {
+            let m = model.as_ref().expect("available");
             (
-                super::twin::head_embeddings_cached(store, &set, t, head, progress, cache)?,
+                super::embed(&m.model, &set, 16, device),
+                format!("tracklet encoder {}", m.card.version),
+                MODEL_THRESHOLD,
+            )
+        }
+        Comparison::TwinScene => (
+            super::twin::twin_scene_embeddings_cached(store, &set, twin(), progress, cache)?,
+            format!(
+                "digital-twin image encoder with its scene encoder {}, frozen: each fragment's \
+                 frames combined as views of one polyp",
+                twin().version()
+            ),
+            SCENE_THRESHOLD,
+        ),
+        Comparison::TrackletHead => {
+            let Ok(Some((head, card))) = &head else {
+                unreachable!("available")
+            };
+            (
+                super::twin::head_embeddings_cached(store, &set, twin(), head, progress, cache)?,
                 format!(
                     "tracklet head {} over the frozen digital-twin image encoder {}",
                     card.version,
-                    t.version()
+                    twin().image_card.version
                 ),
                 HEAD_THRESHOLD,
             )
         }
-        (None, Some(t)) => (
-            super::twin::twin_embeddings_cached(store, &set, t, progress, cache)?,
+        Comparison::TwinMean => (
+            super::twin::twin_embeddings_cached(store, &set, twin(), progress, cache)?,
             format!(
-                "digital-twin image encoder {}, frozen (no tracklet model in the models folder)",
-                t.version()
+                "digital-twin image encoder {}, frozen, mean over frames",
+                twin().image_card.version
             ),
             TWIN_THRESHOLD,
         ),
-        (None, None) => (
+        Comparison::ColourHistogram | Comparison::Best => (
             super::colour_histograms(&set),
-            "colour histogram of the crops (no tracklet or twin model in the models folder)".into(),
+            "colour histogram of the crops".into(),
             HISTOGRAM_THRESHOLD,
         ),
     };
@@ -277,7 +361,6 @@ pub fn build(
             }
         }
     }
-    let mut notes = Vec::new();
     if tracklets.is_empty() {
         notes.push(
             "This video has no tracklets: import its boxes (COCO or REAL-Colon layout) or draw \
@@ -305,6 +388,7 @@ pub fn build(
         tracklets,
         similarity,
         method,
+        comparison: used,
         suggested_threshold,
         decisions: store.link_decisions(video_id)?,
         polyps: store.video_polyps(video_id)?,

@@ -259,3 +259,52 @@ pub fn twin_embeddings_cached(
         },
     )
 }
+
+/// Keys of scene-encoder embeddings differ from those of means and heads.
+const SCENE_KEY: i64 = 0x5ce4_e5ce_i64;
+
+/// One unit embedding per tracklet of `set` from the twin encoder with its scene encoder:
+/// each fragment's three frames (those [`twin_embeddings`] averages) are combined by the scene
+/// encoder as three views of one polyp (it was trained on 1-3 views), and the tracklet is the
+/// normalised mean of its fragments' combinations. Without a scene encoder, each fragment's
+/// combination is the mean of its frames, which is [`twin_embeddings`].
+pub fn twin_scene_embeddings(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    progress: &Progress,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    twin_scene_embeddings_cached(store, set, twins, progress, &mut TwinCache::new())
+}
+
+/// [`twin_scene_embeddings`], taking what `cache` holds and adding what it computes.
+pub fn twin_scene_embeddings_cached(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    progress: &Progress,
+    cache: &mut TwinCache,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    let stage = "encoding tracklet frames (twin encoder + scene encoder)";
+    per_tracklet_cached(
+        store,
+        set,
+        progress,
+        cache,
+        (stage, SCENE_KEY),
+        |reader, video, mine| {
+            let mut images = Vec::new();
+            for fragment in fragments(mine.len()) {
+                for &k in &FRAMES_PER_FRAGMENT {
+                    images.push(reader.view(video, &mine[fragment.positions[k]])?);
+                }
+            }
+            let views = twins.encode_views(&images);
+            let combined: Vec<Vec<f32>> = views
+                .chunks(FRAMES_PER_FRAGMENT.len())
+                .map(|fragment| twins.combine(fragment))
+                .collect();
+            Ok(unit_mean(combined.iter().map(Vec::as_slice)))
+        },
+    )
+}

@@ -11,7 +11,7 @@ use super::super::textures::Textures;
 use super::super::tracklets::decision_text;
 use super::viewer;
 use crate::store::LinkDecision;
-use crate::tracklets::timeline::Timeline;
+use crate::tracklets::timeline::{Comparison, Timeline};
 use egui::{Align2, Color32, FontId, Rect, RichText, Sense, Stroke, StrokeKind, pos2, vec2};
 
 /// Okabe-Ito colours (the last, grey, for things in no group); the training plots use them too.
@@ -65,8 +65,13 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     ui.separator();
     let Some(tl) = panel.timeline.as_ref().filter(|t| t.video_id == video) else {
         match &panel.problem {
-            Some(p) => ui.colored_label(Color32::LIGHT_RED, p),
-            None => ui.label("Comparing this video's tracklets…"),
+            Some(p) => {
+                ui.colored_label(Color32::LIGHT_RED, p);
+                comparison_picker(ui, panel.comparison, out);
+            }
+            None => {
+                ui.label("Comparing this video's tracklets…");
+            }
         };
         return;
     };
@@ -77,7 +82,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             header(
                 ui,
                 tl,
-                panel.threshold_for(tl),
+                (panel.threshold_for(tl), panel.comparison),
                 panel.running.is_some(),
                 out,
             );
@@ -94,7 +99,26 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         });
 }
 
-fn header(ui: &mut egui::Ui, tl: &Timeline, threshold: f32, busy: bool, out: &mut Vec<Command>) {
+/// The choice of how tracklets are compared; `wanted` is the panel's.
+fn comparison_picker(ui: &mut egui::Ui, wanted: Comparison, out: &mut Vec<Command>) {
+    egui::ComboBox::from_label("compare by")
+        .selected_text(wanted.title())
+        .show_ui(ui, |ui| {
+            for c in Comparison::ALL {
+                if ui.selectable_label(c == wanted, c.title()).clicked() && c != wanted {
+                    out.push(Command::SetTrackletComparison(c));
+                }
+            }
+        });
+}
+
+fn header(
+    ui: &mut egui::Ui,
+    tl: &Timeline,
+    (threshold, wanted): (f32, Comparison),
+    busy: bool,
+    out: &mut Vec<Command>,
+) {
     ui.horizontal_wrapped(|ui| {
         ui.strong(format!(
             "{} · {} tracklets",
@@ -108,6 +132,7 @@ fn header(ui: &mut egui::Ui, tl: &Timeline, threshold: f32, busy: bool, out: &mu
         if ui.add(slider).changed() {
             out.push(Command::SetLinkThreshold(t));
         }
+        comparison_picker(ui, wanted, out);
         if busy {
             ui.spinner();
         }
