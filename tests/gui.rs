@@ -194,7 +194,7 @@ fn the_sample_library_opens_with_its_cases() {
     shows_part(&h, "examinations ·");
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());

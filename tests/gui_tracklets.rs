@@ -207,3 +207,30 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     wait_for(&mut h, "Similarity: colour histogram");
     wait_for(&mut h, "Polyps: 2 by grouping");
 }
+
+/// The sample library's first video shows its timeline on first start: its tracklets compared
+/// by the shipped twin encoders, grouped into as many polyps as its labels say.
+#[test]
+fn the_sample_librarys_video_shows_its_polyps_on_the_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::gui::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),
+        dir.path(),
+    );
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let video = store.videos().unwrap().remove(0);
+    assert_eq!(video.code, "S7-V01");
+    drop(store);
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.state_mut()
+        .send(Command::Select(Selection::Video(video.id)));
+    h.state_mut().send(Command::ShowTab(Tab("tracklets")));
+    wait_for(&mut h, "Polyps: 2 by grouping");
+    shows_part(&h, "2 in the library's labels");
+    shows_part(
+        &h,
+        "Similarity: digital-twin image encoder with its scene encoder",
+    );
+    crate::gui::screenshot(&mut h, "tracklets-timeline");
+}
