@@ -234,3 +234,73 @@ fn the_sample_librarys_video_shows_its_polyps_on_the_timeline() {
     );
     crate::gui::screenshot(&mut h, "tracklets-timeline");
 }
+
+/// Which comparison the timeline uses: the shipped twin encoders with the scene encoder by
+/// default; one asked for by name; a stand-in, named in a note, when the folder lacks it; and a
+/// tracklet head promoted from a training run before the shipped twin encoders.
+#[test]
+fn the_timeline_compares_as_asked_and_says_what_stood_in() {
+    use endotwin::tracklets::timeline::{Comparison, build};
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    revisit_library(lib.path(), src.path());
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let models = tempfile::tempdir().unwrap();
+    for name in ["twin-image", "twin-scene", "tracklet-head"] {
+        for ext in ["json", "bpk"] {
+            let file = format!("{name}.{ext}");
+            std::fs::copy(shipped.join(&file), models.path().join(&file)).unwrap();
+        }
+    }
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let video = store.videos().unwrap()[0].id;
+    let device = burn::tensor::Device::flex();
+    let timeline = |wanted: Comparison| {
+        build(
+            &store,
+            video,
+            (models.path(), wanted),
+            &device,
+            &Progress::new(),
+            &mut Default::default(),
+        )
+        .unwrap()
+    };
+    let best = timeline(Comparison::Best);
+    assert_eq!(best.comparison, Comparison::TwinScene);
+    assert!(best.notes.is_empty(), "{:?}", best.notes);
+    // The revisit is one polyp at the comparison's own threshold.
+    assert_eq!(best.grouping(best.suggested_threshold).groups.len(), 2);
+    let mean = timeline(Comparison::TwinMean);
+    assert_eq!(mean.comparison, Comparison::TwinMean);
+    assert!(mean.method.contains("mean over frames"), "{}", mean.method);
+    let none = timeline(Comparison::TrackletEncoder);
+    assert_eq!(none.comparison, Comparison::TwinScene);
+    assert!(
+        none.notes[0].contains("tracklet encoder (frame CNN) is not available")
+            && none.notes[0].contains("compared by twin encoder + scene encoder instead"),
+        "{:?}",
+        none.notes
+    );
+
+    // A head promoted from a training run is the researcher's choice: "best available" uses it.
+    let card_path = models.path().join("tracklet-head.json");
+    let mut card: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&card_path).unwrap()).unwrap();
+    card["promoted_from"] = serde_json::json!({
+        "card": "runs/my-head.json", "run": 7, "at": "2026-11-25T18:00:00Z"
+    });
+    std::fs::write(&card_path, card.to_string()).unwrap();
+    let promoted = timeline(Comparison::Best);
+    assert_eq!(promoted.comparison, Comparison::TrackletHead);
+    assert!(
+        promoted.method.starts_with("tracklet head"),
+        "{}",
+        promoted.method
+    );
+
+    // Without the scene encoder and the head, "best available" is the mean over frames.
+    std::fs::remove_file(models.path().join("twin-scene.json")).unwrap();
+    std::fs::remove_file(&card_path).unwrap();
+    assert_eq!(timeline(Comparison::Best).comparison, Comparison::TwinMean);
+}

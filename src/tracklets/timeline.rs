@@ -31,8 +31,11 @@ pub const HEAD_THRESHOLD: f32 = 0.75;
 pub const SCENE_THRESHOLD: f32 = 0.70;
 
 /// How the timeline compares two tracklets. [`Comparison::Best`] takes the first one the
-/// models folder allows, in the order the validation videos ranked them (README, "Tracklet
-/// re-identification"); the others are asked for by name in the Tracklets panel.
+/// models folder allows, in the order of [`Comparison::ALL`]: a model the researcher trained
+/// into the folder, then the order the validation videos ranked the shipped ones in (README,
+/// "Tracklet re-identification"), except that a tracklet head promoted from a training run
+/// (its card says so) comes before the shipped twin encoders: promoting it was the choice. The
+/// others are asked for by name in the Tracklets panel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Comparison {
     #[default]
@@ -279,8 +282,11 @@ pub fn build(
     {
         return Err(model_error(why.clone()));
     }
+    let promoted_head = matches!(&head, Ok(Some((_, card))) if card.promoted_from.is_some());
     let used = if available(wanted) {
         wanted
+    } else if promoted_head {
+        Comparison::TrackletHead
     } else {
         Comparison::ALL
             .into_iter()
