@@ -222,6 +222,23 @@ pub fn head_embeddings_cached(
     )
 }
 
+/// The twin embeddings of the [`FRAMES_PER_FRAGMENT`] frames of each fragment of a tracklet
+/// (its boxes `mine` in `video`), fragment by fragment.
+fn fragment_frame_embeddings(
+    reader: &TrackletFrames<'_>,
+    video: &str,
+    mine: &[BoxRow],
+    twins: &TwinModels,
+) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    let mut images = Vec::new();
+    for fragment in fragments(mine.len()) {
+        for &k in &FRAMES_PER_FRAGMENT {
+            images.push(reader.view(video, &mine[fragment.positions[k]])?);
+        }
+    }
+    Ok(twins.encode_views(&images))
+}
+
 /// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
 pub fn twin_embeddings(
     store: &Store,
@@ -248,13 +265,7 @@ pub fn twin_embeddings_cached(
         cache,
         (stage, 0),
         |reader, video, mine| {
-            let mut images = Vec::new();
-            for fragment in fragments(mine.len()) {
-                for &k in &FRAMES_PER_FRAGMENT {
-                    images.push(reader.view(video, &mine[fragment.positions[k]])?);
-                }
-            }
-            let embeddings = twins.encode_views(&images);
+            let embeddings = fragment_frame_embeddings(reader, video, mine, twins)?;
             Ok(unit_mean(embeddings.iter().map(Vec::as_slice)))
         },
     )
@@ -266,8 +277,8 @@ const SCENE_KEY: i64 = 0x5ce4_e5ce_i64;
 /// One unit embedding per tracklet of `set` from the twin encoder with its scene encoder:
 /// each fragment's three frames (those [`twin_embeddings`] averages) are combined by the scene
 /// encoder as three views of one polyp (it was trained on 1-3 views), and the tracklet is the
-/// normalised mean of its fragments' combinations. Without a scene encoder, each fragment's
-/// combination is the mean of its frames, which is [`twin_embeddings`].
+/// normalised mean of its fragments' combinations. Without a scene encoder a fragment's
+/// combination is the normalised mean of its frames.
 pub fn twin_scene_embeddings(
     store: &Store,
     set: &TrackletSet,
@@ -293,13 +304,7 @@ pub fn twin_scene_embeddings_cached(
         cache,
         (stage, SCENE_KEY),
         |reader, video, mine| {
-            let mut images = Vec::new();
-            for fragment in fragments(mine.len()) {
-                for &k in &FRAMES_PER_FRAGMENT {
-                    images.push(reader.view(video, &mine[fragment.positions[k]])?);
-                }
-            }
-            let views = twins.encode_views(&images);
+            let views = fragment_frame_embeddings(reader, video, mine, twins)?;
             let combined: Vec<Vec<f32>> = views
                 .chunks(FRAMES_PER_FRAGMENT.len())
                 .map(|fragment| twins.combine(fragment))
