@@ -13,6 +13,7 @@ use endotwin::plumbing::Progress;
 use endotwin::store::{OpenMode, Store};
 use endotwin::tracklets::dataset::TrackletSet;
 use endotwin::tracklets::grouping::agglomerate;
+use endotwin::tracklets::twin::{Pooling, twin_embeddings};
 use endotwin::train::tracklets::{TrackletTrainingConfig, train, train_encoder};
 use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents};
 
@@ -162,12 +163,9 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     // The shipped twin image encoder, frozen (the mean over frames, and each fragment's frames
     // combined by the scene encoder: what the timeline compares by), and the shipped tracklet
     // head over it all do.
-    let e =
-        endotwin::tracklets::twin::twin_embeddings(&store, &set, &twins, &Progress::new()).unwrap();
+    let e = twin_embeddings(&store, &set, &twins, Pooling::Mean, &Progress::new()).unwrap();
     links_revisits(&e, "frozen twin encoder");
-    let e =
-        endotwin::tracklets::twin::twin_scene_embeddings(&store, &set, &twins, &Progress::new())
-            .unwrap();
+    let e = twin_embeddings(&store, &set, &twins, Pooling::Scene, &Progress::new()).unwrap();
     links_revisits(&e, "frozen twin encoder with its scene encoder");
     let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
     let (shipped, _) = endotwin::tracklets::shipped_head(&models, &twins)

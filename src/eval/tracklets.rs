@@ -7,6 +7,7 @@
 use crate::plumbing::{Progress, Rng};
 use crate::tracklets::dataset::TrackletSet;
 use crate::tracklets::grouping::{agglomerate, cosine};
+use crate::tracklets::twin::{Pooling, twin_embeddings};
 use serde::Serialize;
 
 pub const BOOTSTRAP: usize = 1000;
@@ -422,9 +423,7 @@ pub fn run(
                     "twin image + scene encoder {}, frozen: scene over each fragment's frames",
                     twins.version()
                 ),
-                embeddings: crate::tracklets::twin::twin_scene_embeddings(
-                    store, set, twins, &progress,
-                )?,
+                embeddings: twin_embeddings(store, set, twins, Pooling::Scene, &progress)?,
             });
         }
         if set.feature_dim().is_some() {
@@ -439,7 +438,7 @@ pub fn run(
                     "twin image encoder {}, frozen (mean over frames)",
                     twins.version()
                 ),
-                embeddings: crate::tracklets::twin::twin_embeddings(store, set, twins, &progress)?,
+                embeddings: twin_embeddings(store, set, twins, Pooling::Mean, &progress)?,
             });
         }
         methods.push(Method {
@@ -449,12 +448,7 @@ pub fn run(
         if let Some(random_twins) = &random_twins {
             methods.push(Method {
                 label: "twin image encoder architecture, untrained (baseline)".into(),
-                embeddings: crate::tracklets::twin::twin_embeddings(
-                    store,
-                    set,
-                    random_twins,
-                    &progress,
-                )?,
+                embeddings: twin_embeddings(store, set, random_twins, Pooling::Mean, &progress)?,
             });
         }
         methods.push(Method {

@@ -319,7 +319,14 @@ pub fn build(
             )
         }
         Comparison::TwinScene => (
-            super::twin::twin_scene_embeddings_cached(store, &set, twin(), progress, cache)?,
+            super::twin::twin_embeddings_cached(
+                store,
+                &set,
+                twin(),
+                super::twin::Pooling::Scene,
+                progress,
+                cache,
+            )?,
             format!(
                 "digital-twin image encoder with its scene encoder {}, frozen: each fragment's \
                  frames combined as views of one polyp",
@@ -342,7 +349,14 @@ pub fn build(
             )
         }
         Comparison::TwinMean => (
-            super::twin::twin_embeddings_cached(store, &set, twin(), progress, cache)?,
+            super::twin::twin_embeddings_cached(
+                store,
+                &set,
+                twin(),
+                super::twin::Pooling::Mean,
+                progress,
+                cache,
+            )?,
             format!(
                 "digital-twin image encoder {}, frozen, mean over frames",
                 twin().image_card.version

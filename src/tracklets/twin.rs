@@ -239,14 +239,30 @@ fn fragment_frame_embeddings(
     Ok(twins.encode_views(&images))
 }
 
-/// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from).
+/// How a tracklet's frame embeddings become one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The normalised mean of its frames' embeddings.
+    Mean,
+    /// Each fragment's frames combined by the scene encoder as views of one polyp (it was
+    /// trained on 1-3 views; without a scene encoder, their normalised mean), then the
+    /// normalised mean of the fragments' combinations.
+    Scene,
+}
+
+/// Keys of scene-encoder embeddings differ from those of means and heads.
+const SCENE_KEY: i64 = 0x5ce4_e5ce_i64;
+
+/// One unit embedding per tracklet of `set` (read from `store`, the library `set` came from):
+/// the first, middle and last frame of each fragment through the twin encoder, pooled.
 pub fn twin_embeddings(
     store: &Store,
     set: &TrackletSet,
     twins: &TwinModels,
+    pooling: Pooling,
     progress: &Progress,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    twin_embeddings_cached(store, set, twins, progress, &mut TwinCache::new())
+    twin_embeddings_cached(store, set, twins, pooling, progress, &mut TwinCache::new())
 }
 
 /// [`twin_embeddings`], taking what `cache` holds and adding what it computes.
@@ -254,62 +270,28 @@ pub fn twin_embeddings_cached(
     store: &Store,
     set: &TrackletSet,
     twins: &TwinModels,
+    pooling: Pooling,
     progress: &Progress,
     cache: &mut TwinCache,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    let stage = "encoding tracklet frames (twin encoder)";
-    per_tracklet_cached(
-        store,
-        set,
-        progress,
-        cache,
-        (stage, 0),
-        |reader, video, mine| {
-            let embeddings = fragment_frame_embeddings(reader, video, mine, twins)?;
-            Ok(unit_mean(embeddings.iter().map(Vec::as_slice)))
-        },
-    )
-}
-
-/// Keys of scene-encoder embeddings differ from those of means and heads.
-const SCENE_KEY: i64 = 0x5ce4_e5ce_i64;
-
-/// One unit embedding per tracklet of `set` from the twin encoder with its scene encoder:
-/// each fragment's three frames (those [`twin_embeddings`] averages) are combined by the scene
-/// encoder as three views of one polyp (it was trained on 1-3 views), and the tracklet is the
-/// normalised mean of its fragments' combinations. Without a scene encoder a fragment's
-/// combination is the normalised mean of its frames.
-pub fn twin_scene_embeddings(
-    store: &Store,
-    set: &TrackletSet,
-    twins: &TwinModels,
-    progress: &Progress,
-) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    twin_scene_embeddings_cached(store, set, twins, progress, &mut TwinCache::new())
-}
-
-/// [`twin_scene_embeddings`], taking what `cache` holds and adding what it computes.
-pub fn twin_scene_embeddings_cached(
-    store: &Store,
-    set: &TrackletSet,
-    twins: &TwinModels,
-    progress: &Progress,
-    cache: &mut TwinCache,
-) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    let stage = "encoding tracklet frames (twin encoder + scene encoder)";
-    per_tracklet_cached(
-        store,
-        set,
-        progress,
-        cache,
-        (stage, SCENE_KEY),
-        |reader, video, mine| {
-            let views = fragment_frame_embeddings(reader, video, mine, twins)?;
-            let combined: Vec<Vec<f32>> = views
-                .chunks(FRAMES_PER_FRAGMENT.len())
-                .map(|fragment| twins.combine(fragment))
-                .collect();
-            Ok(unit_mean(combined.iter().map(Vec::as_slice)))
-        },
-    )
+    let stage = match pooling {
+        Pooling::Mean => ("encoding tracklet frames (twin encoder)", 0),
+        Pooling::Scene => (
+            "encoding tracklet frames (twin encoder + scene encoder)",
+            SCENE_KEY,
+        ),
+    };
+    per_tracklet_cached(store, set, progress, cache, stage, |reader, video, mine| {
+        let frames = fragment_frame_embeddings(reader, video, mine, twins)?;
+        Ok(match pooling {
+            Pooling::Mean => unit_mean(frames.iter().map(Vec::as_slice)),
+            Pooling::Scene => {
+                let combined: Vec<Vec<f32>> = frames
+                    .chunks(FRAMES_PER_FRAGMENT.len())
+                    .map(|fragment| twins.combine(fragment))
+                    .collect();
+                unit_mean(combined.iter().map(Vec::as_slice))
+            }
+        })
+    })
 }
