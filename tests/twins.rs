@@ -480,3 +480,82 @@ fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() 
         .to_string();
     assert!(err.contains("twin-image.json"), "{err}");
 }
+
+#[test]
+fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refused() {
+    let device = Device::flex();
+    let (lib, models, path) = tiny_library_and_encoder(&device);
+    let before = TwinModels::load(models.path(), &device).unwrap();
+    {
+        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+        index_library(&mut store, &before, &Progress::new()).unwrap();
+    }
+    // Not a multiple of the encoder's 64 dimensions: refused, the card untouched.
+    let card_before = std::fs::read(&path).unwrap();
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "code-bits", "--bits", "100"]).arg(&path);
+    let ran = crate::common::run(c);
+    assert!(!ran.ok());
+    assert!(ran.says("multiple of its 64 dimensions"), "{}", ran.text());
+    assert_eq!(std::fs::read(&path).unwrap(), card_before);
+
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "code-bits", "--bits", "256"]).arg(&path);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(
+        ran.says("256-bit codes (32 bytes a polyp)"),
+        "{}",
+        ran.text()
+    );
+    let after = TwinModels::load(models.path(), &device).unwrap();
+    assert_eq!(after.code_bits(), 256);
+    assert_ne!(after.image_card.version, before.image_card.version);
+    // The first 64 bits are the plain signs: the codes grow, the old ones stay their prefix.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap()[0].id;
+    let view = store.polyp_views(polyp).unwrap().remove(0);
+    let e = after.encode_views(&[endotwin::twins::load_view(&store, &view).unwrap()]);
+    let (long, short) = (after.coder.code(&e[0]), before.coder.code(&e[0]));
+    assert_eq!(long.len(), 4);
+    assert_eq!(long[0], short[0]);
+    // Indexed with the old codes: stale for the new version; re-indexed, every search mode
+    // finds each polyp itself first, over 256-bit codes.
+    assert!(matches!(
+        TwinIndex::load(&store, &after),
+        Err(TwinError::StaleIndex { .. })
+    ));
+    drop(store);
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    index_library(&mut store, &after, &Progress::new()).unwrap();
+    let index = TwinIndex::load(&store, &after).unwrap();
+    for search in [Search::Hamming, Search::Asymmetric, Search::Cosine] {
+        for i in 0..index.len() {
+            let result = index.query(index.vector(i), 1, search, &[]);
+            assert_eq!(result.bits, 256);
+            assert_eq!(
+                result.twins[0].polyp.id,
+                index.polyps()[i].id,
+                "{search:?}: polyp {i} is its own nearest twin"
+            );
+        }
+    }
+    // Back to 64 bits: the card's version is the one before.
+    drop(store);
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "code-bits", "--bits", "64"]).arg(&path);
+    assert!(crate::common::run(c).ok());
+    let again = TwinModels::load(models.path(), &device).unwrap();
+    assert_eq!(again.image_card.version, before.image_card.version);
+    assert_eq!(again.code_bits(), 64);
+    // A length edited by hand is refused by name.
+    let mut text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    text["code_bits"] = serde_json::json!({"bits": 96, "seed": 1});
+    std::fs::write(&path, text.to_string()).unwrap();
+    let err = TwinModels::load(models.path(), &device)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("twin-image.json"), "{err}");
+}

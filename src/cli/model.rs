@@ -48,6 +48,19 @@ pub enum ModelWhat {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Give a twin image encoder longer binary codes: BITS (a multiple of its embedding's
+    /// d) instead of d, the further bits the signs of the embedding turned by seeded random
+    /// rotations. No data needed; the card gets a new version, so libraries indexed before
+    /// are re-indexed. `--bits` equal to d goes back to d-bit codes.
+    CodeBits {
+        /// The image encoder's card (rewritten in place).
+        card: PathBuf,
+        #[arg(long)]
+        bits: usize,
+        /// Seed of the random rotations.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 #[derive(clap::Args)]
@@ -123,6 +136,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             itq_iterations,
             seed,
         } => code_center(library, pref, &card, itq.then_some((itq_iterations, seed))),
+        ModelWhat::CodeBits { card, bits, seed } => code_bits(pref, &card, bits, seed),
         ModelWhat::Demote { name } => {
             promote::demote(library, &name)?;
             println!("{name}: the model before the last promotion is back");
@@ -186,12 +200,10 @@ fn code_center(
         );
         r
     });
-    let marked: Vec<f32> = center
-        .iter()
-        .chain(rotation.iter().flatten())
-        .copied()
-        .collect();
-    let version = codes::centred_version(&models.image_card.version, &marked);
+    let mut after = models.image_card.clone();
+    after.code_center = Some(center.clone());
+    after.code_rotation = rotation.clone();
+    let version = codes::code_version(&after);
     endotwin::model::weights::set_code_center(card, center.clone(), rotation.clone(), &version)?;
     let norm = center.iter().map(|x| x * x).sum::<f32>().sqrt();
     println!(
@@ -204,6 +216,33 @@ fn code_center(
         } else {
             ""
         }
+    );
+    Ok(())
+}
+
+fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) -> Result<()> {
+    use anyhow::Context;
+    use endotwin::model::weights::CodeBits;
+    let compute = endotwin::compute::select(pref)?;
+    let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
+        .with_context(|| format!("{}", card.display()))?;
+    let dim = models.dim();
+    let most = endotwin::twins::MAX_CODE_BLOCKS * dim;
+    if bits < dim || !bits.is_multiple_of(dim) || bits > most {
+        anyhow::bail!(
+            "--bits {bits}: the codes of {} need a multiple of its {dim} dimensions, from {dim} \
+             to {most}",
+            card.display()
+        );
+    }
+    let mut after = models.image_card.clone();
+    after.code_bits = (bits > dim).then_some(CodeBits { bits, seed });
+    let version = endotwin::twins::codes::code_version(&after);
+    endotwin::model::weights::set_code_bits(card, after.code_bits, &version)?;
+    println!(
+        "{}: {bits}-bit codes ({} bytes a polyp); version {version}",
+        card.display(),
+        bits / 8
     );
     Ok(())
 }

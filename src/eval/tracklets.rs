@@ -220,9 +220,17 @@ fn count(set: &TrackletSet, e: &[Vec<f32>], label: &str, threshold: f32) -> Coun
         }
         truth.sort_unstable();
         truth.dedup();
+        // As the timeline groups: two tracklets on screen in one frame are never one polyp.
+        let on_screen = |i: usize| set.fragments[set.tracklets[members[i]].fragments.start];
         let groups = agglomerate(
             members.len(),
-            |i, j| cosine(&e[members[i]], &e[members[j]]),
+            |i, j| {
+                if i != j && on_screen(i).co_visible(&on_screen(j)) {
+                    -1.0
+                } else {
+                    cosine(&e[members[i]], &e[members[j]])
+                }
+            },
             threshold,
         );
         let diff = groups.len().abs_diff(truth.len());
@@ -241,17 +249,23 @@ fn count(set: &TrackletSet, e: &[Vec<f32>], label: &str, threshold: f32) -> Coun
 }
 
 /// The grouping threshold, out of 0.05, 0.10 .. 0.95, whose polyp counts on `set` are most
-/// often exact (then most often within one; then the lowest).
+/// often exact (then most often within one); where several tie, the median of them (the
+/// middle of a plateau is the choice least likely to fall off it on other videos).
 pub fn choose_threshold(set: &TrackletSet, embeddings: &[Vec<f32>]) -> f32 {
-    let mut best = (0.05f32, -1.0f64, -1.0f64);
-    for k in 1..20 {
-        let t = k as f32 * 0.05;
-        let c = count(set, embeddings, "", t);
-        if (c.exact_share, c.within_one_share) > (best.1, best.2) {
-            best = (t, c.exact_share, c.within_one_share);
-        }
-    }
-    best.0
+    let scored: Vec<(f32, (f64, f64))> = (1..20)
+        .map(|k| {
+            let t = k as f32 * 0.05;
+            let c = count(set, embeddings, "", t);
+            (t, (c.exact_share, c.within_one_share))
+        })
+        .collect();
+    let best = scored
+        .iter()
+        .map(|s| s.1)
+        .fold((-1.0, -1.0), |a, b| if b > a { b } else { a });
+    let tied: Vec<f32> = scored.iter().filter(|s| s.1 == best).map(|s| s.0).collect();
+    let n = tied.len();
+    (tied[(n - 1) / 2] + tied[n / 2]) / 2.0
 }
 
 /// Scores every method on `set`; `thresholds[m]` groups tracklets for method m's polyp

@@ -453,11 +453,14 @@ fn top1_predictions(queries: &[Vec<f32>], refs: &[Vec<f32>], scoring: Scoring) -
     let mut predictions = Vec::new();
     for (i, q) in queries.iter().enumerate() {
         let qc = coder.code(q);
+        let prepared = matches!(scoring, Scoring::Asymmetric(_)).then(|| coder.query(q));
         let (best, score) = (0..refs.len())
             .map(|j| {
                 let s = match scoring {
                     Scoring::Hamming(_) => -(hamming(&qc, &codes[j]) as f64),
-                    Scoring::Asymmetric(_) => coder.asymmetric(q, &codes[j]) as f64,
+                    Scoring::Asymmetric(_) => {
+                        prepared.as_ref().expect("made above").score(&codes[j]) as f64
+                    }
                     Scoring::Cosine => crate::retrieval::exact::dot(q, &refs[j]) as f64,
                 };
                 (j, s)

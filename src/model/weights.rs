@@ -150,6 +150,19 @@ pub struct ModelCard {
     /// array would be a 1.6 MB card.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "f32_hex")]
     pub code_rotation: Option<Vec<f32>>,
+    /// Longer binary codes: `bits` (a multiple of the embedding's d) instead of d, the first
+    /// d bits as without it, the others the signs of the same embedding turned by seeded
+    /// random rotations (one per further d bits). Absent: d bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_bits: Option<CodeBits>,
+}
+
+/// How many bits an image encoder's binary codes have beyond its embedding's d, and the seed
+/// of the random rotations that make them ([`ModelCard::code_bits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeBits {
+    pub bits: usize,
+    pub seed: u64,
 }
 
 impl ModelCard {
@@ -171,6 +184,7 @@ impl ModelCard {
             input: None,
             code_center: None,
             code_rotation: None,
+            code_bits: None,
             sha256: String::new(),
             config_sha256: None,
             promoted_from: None,
@@ -185,6 +199,13 @@ impl ModelCard {
             (Some(c), None) => serde_json::to_vec(&(self.kind, &self.config, &self.input, c)),
             (c, Some(r)) => serde_json::to_vec(&(self.kind, &self.config, &self.input, c, r)),
         }
+        .map(|mut json| {
+            // Cards without longer codes keep the checksum they were saved with.
+            if let Some(b) = &self.code_bits {
+                json.extend(serde_json::to_vec(b).expect("cards serialise"));
+            }
+            json
+        })
         .expect("cards serialise");
         hex(&Sha256::digest(&json))
     }
@@ -333,6 +354,29 @@ pub fn set_code_center(
     rotation: Option<Vec<f32>>,
     version: &str,
 ) -> Result<(), WeightsError> {
+    change_codes(path, |card| {
+        card.code_center = Some(center);
+        card.code_rotation = rotation;
+        card.version = version.to_string();
+    })
+}
+
+/// Gives the image encoder card at `path` longer codes ([`ModelCard::code_bits`]; `None`: d
+/// bits again) and a new version, checked and re-summed as [`set_code_center`] does.
+pub fn set_code_bits(
+    path: &Path,
+    bits: Option<CodeBits>,
+    version: &str,
+) -> Result<(), WeightsError> {
+    change_codes(path, |card| {
+        card.code_bits = bits;
+        card.version = version.to_string();
+    })
+}
+
+/// Rewrites the card at `path` after `change`, its config checksum checked before and made
+/// anew after (a card edited by hand stays refused).
+fn change_codes(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), WeightsError> {
     let mut card = read_card(path)?;
     if card
         .config_sha256
@@ -346,9 +390,7 @@ pub fn set_code_center(
                 .into(),
         });
     }
-    card.code_center = Some(center);
-    card.code_rotation = rotation;
-    card.version = version.to_string();
+    change(&mut card);
     card.config_sha256 = Some(card.config_checksum());
     let json = serde_json::to_vec_pretty(&card).expect("cards serialise");
     write_atomic(path, &json)

@@ -109,11 +109,11 @@ pub fn shipped_head(
     }
     let (head, card) = load_head(&path, &twins.device).map_err(|e| e.to_string())?;
     let wants = head.input.weight.val().dims()[0];
-    if wants != twins.code_bits() {
+    if wants != twins.dim() {
         return Err(format!(
             "{}: the head reads {wants}-d features, the twin encoder gives {}",
             path.display(),
-            twins.code_bits()
+            twins.dim()
         ));
     }
     Ok(Some((head, card)))

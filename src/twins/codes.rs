@@ -36,6 +36,46 @@ impl Coder {
         Coder { center, rotation }
     }
 
+    /// The coder an image encoder card describes for its `dim`-d embeddings: its centre and
+    /// rotation, and with `bits` the longer code: the columns of the (rotation or identity)
+    /// followed by those of `bits / dim - 1` seeded random rotations, `dim x bits` in all.
+    /// The first `dim` bits are the code without `bits`; each further block sees the
+    /// embedding from other directions, so the float-query score against the code comes
+    /// nearer the cosine (the sign code of a random projection is an unbiased estimate of it).
+    pub fn for_encoder(
+        dim: usize,
+        center: Option<Vec<f32>>,
+        rotation: Option<Vec<f32>>,
+        bits: Option<crate::model::weights::CodeBits>,
+    ) -> Coder {
+        let Some(bits) = bits.filter(|b| b.bits > dim && b.bits.is_multiple_of(dim)) else {
+            return Coder { center, rotation };
+        };
+        let first = rotation.unwrap_or_else(|| {
+            (0..dim * dim)
+                .map(|k| if k / dim == k % dim { 1.0 } else { 0.0 })
+                .collect()
+        });
+        let blocks: Vec<Vec<f32>> = std::iter::once(first)
+            .chain((1..bits.bits / dim).map(|k| cached_rotation(dim, bits.seed + k as u64)))
+            .collect();
+        let mut projection = Vec::with_capacity(dim * bits.bits);
+        for i in 0..dim {
+            for block in &blocks {
+                projection.extend_from_slice(&block[i * dim..(i + 1) * dim]);
+            }
+        }
+        Coder {
+            center,
+            rotation: Some(projection),
+        }
+    }
+
+    /// Bits of the codes of `dim`-d embeddings.
+    pub fn bits(&self, dim: usize) -> usize {
+        self.rotation.as_ref().map_or(dim, |r| r.len() / dim.max(1))
+    }
+
     /// The embedding less the centre, turned by the rotation: what the signs are taken of.
     fn centred(&self, embedding: &[f32]) -> Vec<f32> {
         let x: Vec<f32> = match &self.center {
@@ -48,25 +88,22 @@ impl Coder {
         }
     }
 
-    /// An asymmetric score: the float `query`, centred and made unit, against a library
-    /// polyp's code read as +-1 per bit over sqrt(bits): the cosine between the query and
-    /// the code's corner of the hypercube. The library keeps 256 bits a polyp; the query
-    /// loses nothing to its own signs, and scores are not tied integers.
+    /// An asymmetric score: the float `query`, centred (and projected) and made unit, against
+    /// a library polyp's code read as +-1 per bit over sqrt(bits): the cosine between the
+    /// query and the code's corner of the hypercube. The library keeps only codes; the query
+    /// loses nothing to its own signs, and scores are not tied integers. One query against
+    /// many codes: [`Coder::query`] once, then [`AsymmetricQuery::score`].
     pub fn asymmetric(&self, query: &[f32], code: &[u64]) -> f32 {
-        let q = self.centred(query);
+        self.query(query).score(code)
+    }
+
+    /// The float `query` made ready for [`AsymmetricQuery::score`] against codes.
+    pub fn query(&self, query: &[f32]) -> AsymmetricQuery {
+        let mut q = self.centred(query);
         let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        let dot: f32 = q
-            .iter()
-            .enumerate()
-            .map(|(k, x)| {
-                if code[k / 64] >> (k % 64) & 1 == 1 {
-                    *x
-                } else {
-                    -*x
-                }
-            })
-            .sum();
-        dot / (norm * (q.len() as f32).sqrt())
+        let scale = 1.0 / (norm * (q.len() as f32).sqrt());
+        q.iter_mut().for_each(|x| *x *= scale);
+        AsymmetricQuery { q }
     }
 
     /// The code of a unit embedding.
@@ -75,12 +112,78 @@ impl Coder {
     }
 }
 
-/// `x` [d] times `r` [d x d, row-major]: `y_j = sum_i x_i r_ij`.
+/// A float query centred, projected and scaled for scoring against codes
+/// ([`Coder::asymmetric`]).
+pub struct AsymmetricQuery {
+    q: Vec<f32>,
+}
+
+impl AsymmetricQuery {
+    /// The query's score against one code of as many bits as the query has values.
+    pub fn score(&self, code: &[u64]) -> f32 {
+        let mut dot = 0.0f32;
+        for (chunk, word) in self.q.chunks(64).zip(code) {
+            for (k, x) in chunk.iter().enumerate() {
+                dot += if word >> k & 1 == 1 { *x } else { -*x };
+            }
+        }
+        dot
+    }
+}
+
+/// [`random_rotation`], made once per process (models are loaded again on every timeline
+/// rebuild and CLI call).
+fn cached_rotation(d: usize, seed: u64) -> Vec<f32> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Made = HashMap<(usize, u64), Vec<f32>>;
+    static MADE: OnceLock<Mutex<Made>> = OnceLock::new();
+    let made = MADE.get_or_init(Default::default);
+    if let Some(r) = made.lock().expect("rotation cache").get(&(d, seed)) {
+        return r.clone();
+    }
+    let r = random_rotation(d, seed);
+    made.lock()
+        .expect("rotation cache")
+        .insert((d, seed), r.clone());
+    r
+}
+
+/// A seeded random rotation (d x d, row-major): Gram-Schmidt on Gaussian columns, in f64 on
+/// the CPU (the same values on every backend).
+pub fn random_rotation(d: usize, seed: u64) -> Vec<f32> {
+    let mut rng = crate::plumbing::Rng::new(seed).fork(0xb175);
+    let mut cols: Vec<Vec<f64>> = Vec::with_capacity(d);
+    while cols.len() < d {
+        let mut v: Vec<f64> = (0..d).map(|_| rng.normal() as f64).collect();
+        for _ in 0..2 {
+            for c in &cols {
+                let dot: f64 = v.iter().zip(c).map(|(a, b)| a * b).sum();
+                v.iter_mut().zip(c).for_each(|(a, b)| *a -= dot * b);
+            }
+        }
+        let norm = v.iter().map(|a| a * a).sum::<f64>().sqrt();
+        if norm > 1e-6 {
+            v.iter_mut().for_each(|a| *a /= norm);
+            cols.push(v);
+        }
+    }
+    let mut r = vec![0.0f32; d * d];
+    for (j, c) in cols.iter().enumerate() {
+        for (i, x) in c.iter().enumerate() {
+            r[i * d + j] = *x as f32;
+        }
+    }
+    r
+}
+
+/// `x` [d] times `r` [d x b, row-major]: `y_j = sum_i x_i r_ij`.
 fn rotate(x: &[f32], r: &[f32]) -> Vec<f32> {
     let d = x.len();
-    let mut y = vec![0.0f32; d];
+    let b = r.len() / d;
+    let mut y = vec![0.0f32; b];
     for (i, xi) in x.iter().enumerate() {
-        for (yj, rij) in y.iter_mut().zip(&r[i * d..(i + 1) * d]) {
+        for (yj, rij) in y.iter_mut().zip(&r[i * b..(i + 1) * b]) {
             *yj += xi * rij;
         }
     }
@@ -197,17 +300,44 @@ pub fn code_center(embeddings: &[Vec<f32>]) -> Vec<f32> {
         .collect()
 }
 
+/// The version of an encoder card whose codes are as `card` now says (centre, rotation,
+/// code bits): its version without an earlier code mark, then, when the codes are not the
+/// plain signs, `-c` and 8 hex digits that change with any of them (new codes, a new
+/// version, so libraries indexed before are re-indexed).
+pub fn code_version(card: &crate::model::weights::ModelCard) -> String {
+    let mut marked: Vec<f32> = card
+        .code_center
+        .iter()
+        .chain(card.code_rotation.iter())
+        .flatten()
+        .copied()
+        .collect();
+    if let Some(b) = card.code_bits {
+        // Written apart from the floats so that no centre could give the same mark.
+        marked.extend([f32::NAN, b.bits as f32, b.seed as f32]);
+    }
+    if marked.is_empty() {
+        return unmarked(&card.version).to_string();
+    }
+    centred_version(&card.version, &marked)
+}
+
+/// `version` without its code mark.
+fn unmarked(version: &str) -> &str {
+    match version.rsplit_once("-c") {
+        Some((base, mark)) if mark.len() == 8 && mark.chars().all(|c| c.is_ascii_hexdigit()) => {
+            base
+        }
+        _ => version,
+    }
+}
+
 /// The version of an encoder given `center` (and the rotation's values after it, when there
 /// is one): its version without an earlier centre's mark, then `-c` and the first 8 hex
 /// digits of their SHA-256 (a new centre or rotation, a new version).
 pub fn centred_version(version: &str, center: &[f32]) -> String {
     use sha2::{Digest, Sha256};
-    let base = match version.rsplit_once("-c") {
-        Some((base, mark)) if mark.len() == 8 && mark.chars().all(|c| c.is_ascii_hexdigit()) => {
-            base
-        }
-        _ => version,
-    };
+    let base = unmarked(version);
     let bytes: Vec<u8> = center.iter().flat_map(|x| x.to_le_bytes()).collect();
     let digest = Sha256::digest(&bytes);
     let mark: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
@@ -268,6 +398,73 @@ mod tests {
         let codes: std::collections::BTreeSet<Vec<u64>> =
             points.iter().map(|p| coder.code(p)).collect();
         assert_eq!(codes.len(), 4);
+    }
+
+    #[test]
+    fn longer_codes_score_a_float_query_nearer_its_cosine() {
+        let dim = 64;
+        let mut rng = crate::plumbing::Rng::new(9);
+        let unit = |rng: &mut crate::plumbing::Rng| {
+            let mut v: Vec<f32> = (0..dim).map(|_| rng.normal()).collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= n);
+            v
+        };
+        // Pairs of every closeness, from near twins to strangers.
+        let pairs: Vec<(Vec<f32>, Vec<f32>)> = (0..300)
+            .map(|k| {
+                let a = unit(&mut rng);
+                let noise = unit(&mut rng);
+                let w = k as f32 / 300.0;
+                let mut b: Vec<f32> = a
+                    .iter()
+                    .zip(&noise)
+                    .map(|(x, n)| (1.0 - w) * x + w * n)
+                    .collect();
+                let n = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+                b.iter_mut().for_each(|x| *x /= n);
+                (a, b)
+            })
+            .collect();
+        // How well the scores order the pairs as their cosines do (Spearman-like: share of
+        // pairs of pairs ordered alike).
+        let agreement = |coder: &Coder| -> f64 {
+            let truth: Vec<f32> = pairs
+                .iter()
+                .map(|(a, b)| crate::tracklets::grouping::cosine(a, b))
+                .collect();
+            let score: Vec<f32> = pairs
+                .iter()
+                .map(|(a, b)| coder.asymmetric(a, &coder.code(b)))
+                .collect();
+            let (mut same, mut all) = (0usize, 0usize);
+            for i in 0..pairs.len() {
+                for j in i + 1..pairs.len() {
+                    all += 1;
+                    same += ((truth[i] > truth[j]) == (score[i] > score[j])) as usize;
+                }
+            }
+            same as f64 / all as f64
+        };
+        let bits = |b: usize| crate::model::weights::CodeBits { bits: b, seed: 1 };
+        let plain = agreement(&Coder::default());
+        let four = agreement(&Coder::for_encoder(dim, None, None, Some(bits(256))));
+        let sixteen = agreement(&Coder::for_encoder(dim, None, None, Some(bits(1024))));
+        assert!(
+            plain < four && four < sixteen,
+            "64 bits {plain}, 256 {four}, 1024 {sixteen}"
+        );
+        // The first 64 bits of a longer code are the plain signs.
+        let coder = Coder::for_encoder(dim, None, None, Some(bits(256)));
+        assert_eq!(coder.bits(dim), 256);
+        assert_eq!(coder.code(&pairs[0].0)[0], pack_signs(&pairs[0].0)[0]);
+        // The further blocks are rotations: the projection keeps lengths.
+        let turned = coder.centred(&pairs[0].0);
+        let norm: f32 = turned.iter().map(|x| x * x).sum();
+        assert!(
+            (norm - 4.0).abs() < 1e-3,
+            "four unit-length blocks, squared norm {norm}"
+        );
     }
 
     #[test]

@@ -221,7 +221,7 @@ impl TwinIndex {
         let by_id: HashMap<i64, PolypRow> =
             store.polyps()?.into_iter().map(|p| (p.id, p)).collect();
         let dim = rows[0].vector.len();
-        let words = dim.div_ceil(64);
+        let words = models.coder.bits(dim).div_ceil(64);
         let mut polyps = Vec::new();
         let mut views = Vec::new();
         let mut vectors = Vec::new();
@@ -297,10 +297,11 @@ impl TwinIndex {
                 .map(|h| h.index)
                 .collect(),
             Search::Asymmetric => {
+                let query = self.coder.query(embedding);
                 let mut scored: Vec<(f32, u32)> = (0..self.polyps.len())
                     .map(|i| {
                         let code = self.codes.codes().get(i);
-                        (self.coder.asymmetric(embedding, code), i as u32)
+                        (query.score(code), i as u32)
                     })
                     .collect();
                 scored.sort_by(|a, b| b.0.total_cmp(&a.0));

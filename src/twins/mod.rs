@@ -44,6 +44,9 @@ pub enum TwinError {
     BadInput { card: String, reason: String },
 }
 
+/// The longest codes a card may ask for, in embedding widths (16 x 256 = 4096 bits).
+pub const MAX_CODE_BLOCKS: usize = 16;
+
 /// The loaded encoders and their cards.
 pub struct TwinModels {
     pub image: Vit,
@@ -112,6 +115,19 @@ impl TwinModels {
                 })
             });
             let reason = reason.or_else(|| {
+                let b = image_card.code_bits?;
+                let dim = image_config.output_dim();
+                (!b.bits.is_multiple_of(dim) || b.bits < dim || b.bits > MAX_CODE_BLOCKS * dim)
+                    .then(|| {
+                        format!(
+                            "its codes have {} bits; they need a multiple of the encoder's {dim} \
+                         dimensions, at most {}",
+                            b.bits,
+                            MAX_CODE_BLOCKS * dim
+                        )
+                    })
+            });
+            let reason = reason.or_else(|| {
                 let c = image_card.code_center.as_ref()?;
                 let dim = image_config.output_dim();
                 (c.len() != dim || !c.iter().all(|x| x.is_finite())).then(|| {
@@ -138,9 +154,11 @@ impl TwinModels {
         };
         Ok(TwinModels {
             image,
-            coder: Coder::rotated(
+            coder: Coder::for_encoder(
+                image_config.output_dim(),
                 image_card.code_center.clone(),
                 image_card.code_rotation.clone(),
+                image_card.code_bits,
             ),
             image_card,
             image_config,
@@ -157,6 +175,7 @@ impl TwinModels {
         image_card.version = format!("{}-untrained", image_card.version);
         image_card.code_center = None;
         image_card.code_rotation = None;
+        image_card.code_bits = None;
         TwinModels {
             image: self.image_config.init(&self.device),
             image_card,
@@ -176,8 +195,14 @@ impl TwinModels {
         }
     }
 
-    pub fn code_bits(&self) -> usize {
+    /// The embedding's dimensions.
+    pub fn dim(&self) -> usize {
         self.image_config.output_dim()
+    }
+
+    /// Bits of a polyp's binary code.
+    pub fn code_bits(&self) -> usize {
+        self.coder.bits(self.dim())
     }
 
     /// How these models cut their input: the card's recipe, or the whole frame for cards
