@@ -47,6 +47,14 @@ fn exact_and_multi_index_search_return_the_sorted_neighbours_ties_included() {
                 flip: 0.15,
             },
         ),
+        // 4096 bits: past the tables' limit, scanned (the shipped twin codes' length).
+        (
+            64,
+            Layout::Twins {
+                size: 8,
+                flip: 0.15,
+            },
+        ),
         // Only 2 distinct centres per 500: masses of ties at equal distance.
         (
             4,

@@ -419,6 +419,16 @@ pub fn run(
     device.seed(seed);
     let random = untrained.init(device);
     let random_twins = twins.map(|t| t.untrained(seed));
+    // From the features the heads read when attached (the same frames, encoded once).
+    let pooled = |store: &crate::store::Store,
+                  set: &TrackletSet,
+                  twins: &crate::twins::TwinModels,
+                  pooling: Pooling| {
+        match crate::tracklets::twin::twin_embeddings_from_features(set, twins, pooling) {
+            Some(e) => Ok(e),
+            None => twin_embeddings(store, set, twins, pooling, &progress),
+        }
+    };
     let methods_on = |store: &crate::store::Store,
                       set: &TrackletSet|
      -> Result<Vec<Method>, crate::tracklets::dataset::TrackletDataError> {
@@ -437,7 +447,7 @@ pub fn run(
                     "twin image + scene encoder {}, frozen: scene over each fragment's frames",
                     twins.version()
                 ),
-                embeddings: twin_embeddings(store, set, twins, Pooling::Scene, &progress)?,
+                embeddings: pooled(store, set, twins, Pooling::Scene)?,
             });
         }
         if set.feature_dim().is_some() {
@@ -452,7 +462,7 @@ pub fn run(
                     "twin image encoder {}, frozen (mean over frames)",
                     twins.version()
                 ),
-                embeddings: twin_embeddings(store, set, twins, Pooling::Mean, &progress)?,
+                embeddings: pooled(store, set, twins, Pooling::Mean)?,
             });
         }
         methods.push(Method {

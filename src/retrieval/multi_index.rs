@@ -5,13 +5,19 @@
 //! `j + 1` substrings, or to within `s - 1` on a later one; probing the tables in that order
 //! and stopping once the k-th best distance is within that bound returns exactly what the
 //! linear scan returns, ties included. Fast when neighbours are near (twins of a polyp);
-//! no faster than the scan when every code is far from the query.
+//! no faster than the scan when every code is far from the query. Codes longer than
+//! [`MAX_TABLE_BITS`] are scanned.
 
 use super::exact::{Codes, Hit, TopK};
 use crate::model::hash::hamming;
 use std::sync::OnceLock;
 
 const SUB_BITS: usize = 16;
+
+/// Longer codes get no tables and are scanned: a table costs 256 KiB of offsets per 16 bits
+/// (64 MiB at 4096 bits), and at that length a query's twins sit hundreds of bits away,
+/// where probing every table's near buckets costs more than the scan (`bench retrieve`).
+pub const MAX_TABLE_BITS: usize = 1024;
 const BUCKETS: usize = 1 << SUB_BITS;
 
 pub struct MultiIndex {
@@ -34,7 +40,11 @@ pub struct Scratch {
 
 impl MultiIndex {
     pub fn build(codes: Codes) -> MultiIndex {
-        let substrings = codes.bits() / SUB_BITS;
+        let substrings = if codes.bits() <= MAX_TABLE_BITS {
+            codes.bits() / SUB_BITS
+        } else {
+            0
+        };
         let n = codes.len();
         let tables = (0..substrings)
             .map(|j| {
@@ -76,6 +86,9 @@ impl MultiIndex {
 
     pub fn knn_with(&self, query: &[u64], k: usize, scratch: &mut Scratch) -> Vec<Hit> {
         assert_eq!(query.len(), self.codes.words, "query code length");
+        if self.tables.is_empty() {
+            return super::exact::hamming_knn(&self.codes, query, k);
+        }
         let n = self.codes.len();
         let mut top = TopK::new(k.min(n));
         if top.hits.capacity() == 0 || n == 0 || k == 0 {

@@ -215,6 +215,13 @@ impl TrackletSet {
         self.features.as_ref().map(|f| f.0)
     }
 
+    /// The attached feature of frame `k` (0..FRAGMENT_FRAMES) of fragment `fragment`, if any.
+    pub fn feature(&self, fragment: usize, k: usize) -> Option<&[f32]> {
+        let (dim, all) = self.features.as_ref()?;
+        let at = (fragment * super::fragments::FRAGMENT_FRAMES + k) * dim;
+        all.get(at..at + dim)
+    }
+
     /// The attached features of `fragments`: [fragments.len(), FRAGMENT_FRAMES, dim]. Panics
     /// when none are attached.
     pub fn feature_batch(&self, fragments: &[usize], device: &Device) -> Tensor<3> {

@@ -283,15 +283,44 @@ pub fn twin_embeddings_cached(
     };
     per_tracklet_cached(store, set, progress, cache, stage, |reader, video, mine| {
         let frames = fragment_frame_embeddings(reader, video, mine, twins)?;
-        Ok(match pooling {
-            Pooling::Mean => unit_mean(frames.iter().map(Vec::as_slice)),
-            Pooling::Scene => {
-                let combined: Vec<Vec<f32>> = frames
-                    .chunks(FRAMES_PER_FRAGMENT.len())
-                    .map(|fragment| twins.combine(fragment))
-                    .collect();
-                unit_mean(combined.iter().map(Vec::as_slice))
-            }
-        })
+        Ok(pool(&frames, twins, pooling))
     })
+}
+
+/// A tracklet's frame embeddings ([`FRAMES_PER_FRAGMENT`] per fragment, fragment by
+/// fragment) pooled into one.
+fn pool(frames: &[Vec<f32>], twins: &TwinModels, pooling: Pooling) -> Vec<f32> {
+    match pooling {
+        Pooling::Mean => unit_mean(frames.iter().map(Vec::as_slice)),
+        Pooling::Scene => {
+            let combined: Vec<Vec<f32>> = frames
+                .chunks(FRAMES_PER_FRAGMENT.len())
+                .map(|fragment| twins.combine(fragment))
+                .collect();
+            unit_mean(combined.iter().map(Vec::as_slice))
+        }
+    }
+}
+
+/// [`twin_embeddings`] from the twin features already attached to `set`
+/// ([`fragment_features`] by `twins`: every frame of every fragment), without encoding a frame
+/// again; `None` when `set` has none.
+pub fn twin_embeddings_from_features(
+    set: &TrackletSet,
+    twins: &TwinModels,
+    pooling: Pooling,
+) -> Option<Vec<Vec<f32>>> {
+    set.feature_dim()?;
+    set.tracklets
+        .iter()
+        .map(|t| {
+            let frames = t
+                .fragments
+                .clone()
+                .flat_map(|f| FRAMES_PER_FRAGMENT.iter().map(move |&k| (f, k)))
+                .map(|(f, k)| set.feature(f, k).map(<[f32]>::to_vec))
+                .collect::<Option<Vec<_>>>()?;
+            Some(pool(&frames, twins, pooling))
+        })
+        .collect()
 }
