@@ -371,15 +371,46 @@ fn tiny_library_and_encoder(
     (lib, models, path)
 }
 
+/// The card at `path` with `key` set by hand to what `edit` makes of it: loading the models
+/// folder is refused, naming the card.
+fn hand_edit_is_refused(
+    models: &std::path::Path,
+    path: &std::path::Path,
+    key: &str,
+    edit: impl FnOnce(&serde_json::Value) -> serde_json::Value,
+) {
+    let mut text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    text[key] = edit(&text[key]);
+    std::fs::write(path, text.to_string()).unwrap();
+    let err = TwinModels::load(models, &Device::flex())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("twin-image.json"), "{err}");
+}
+
+/// [`tiny_library_and_encoder`] with the library indexed by the encoder as saved: (library,
+/// models folder, card, the models loaded).
+fn indexed_tiny_library(
+    device: &Device,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    TwinModels,
+) {
+    let (lib, models, path) = tiny_library_and_encoder(device);
+    let before = TwinModels::load(models.path(), device).unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    index_library(&mut store, &before, &Progress::new()).unwrap();
+    (lib, models, path, before)
+}
+
 #[test]
 fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_follows() {
     let device = Device::flex();
-    let (lib, models, path) = tiny_library_and_encoder(&device);
-    let before = TwinModels::load(models.path(), &device).unwrap();
-    {
-        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
-        index_library(&mut store, &before, &Progress::new()).unwrap();
-    }
+    let (lib, models, path, before) = indexed_tiny_library(&device);
     let mut c = crate::common::endotwin(lib.path());
     c.args(["model", "code-center"]).arg(&path);
     let ran = crate::common::run(c);
@@ -418,15 +449,9 @@ fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_
         "a polyp's own code is at distance 0"
     );
     // A centre of the wrong length (a hand edit) is refused by name.
-    let mut text: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    text["code_center"] = serde_json::json!([0.0, 1.0]);
-    std::fs::write(&path, text.to_string()).unwrap();
-    let err = TwinModels::load(models.path(), &device)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("twin-image.json"), "{err}");
+    hand_edit_is_refused(models.path(), &path, "code_center", |_| {
+        serde_json::json!([0.0, 1.0])
+    });
 }
 
 #[test]
@@ -469,27 +494,16 @@ fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() 
     );
     drop(store);
     // A rotation cut short (a hand edit) is refused by name.
-    let mut text: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let hex = text["code_rotation"].as_str().unwrap().to_string();
-    text["code_rotation"] = serde_json::json!(hex[..hex.len() - 8].to_string());
-    std::fs::write(&path, text.to_string()).unwrap();
-    let err = TwinModels::load(models.path(), &device)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("twin-image.json"), "{err}");
+    hand_edit_is_refused(models.path(), &path, "code_rotation", |hex| {
+        let hex = hex.as_str().unwrap();
+        serde_json::json!(hex[..hex.len() - 8].to_string())
+    });
 }
 
 #[test]
 fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refused() {
     let device = Device::flex();
-    let (lib, models, path) = tiny_library_and_encoder(&device);
-    let before = TwinModels::load(models.path(), &device).unwrap();
-    {
-        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
-        index_library(&mut store, &before, &Progress::new()).unwrap();
-    }
+    let (lib, models, path, before) = indexed_tiny_library(&device);
     // Not a multiple of the encoder's 64 dimensions: refused, the card untouched.
     let card_before = std::fs::read(&path).unwrap();
     let mut c = crate::common::endotwin(lib.path());
@@ -549,13 +563,10 @@ fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refu
     assert_eq!(again.image_card.version, before.image_card.version);
     assert_eq!(again.code_bits(), 64);
     // A length edited by hand is refused by name.
-    let mut text: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    text["code_bits"] = serde_json::json!({"bits": 96, "seed": 1});
-    std::fs::write(&path, text.to_string()).unwrap();
-    let err = TwinModels::load(models.path(), &device)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("twin-image.json"), "{err}");
+    hand_edit_is_refused(
+        models.path(),
+        &path,
+        "code_bits",
+        |_| serde_json::json!({"bits": 96, "seed": 1}),
+    );
 }
