@@ -407,10 +407,28 @@ fn indexed_tiny_library(
     (lib, models, path, before)
 }
 
+/// The library in `store`, indexed before the card's codes changed, is stale for `after`; it
+/// is indexed again: (the library, its index).
+fn stale_then_reindexed(
+    store: Store,
+    lib: &std::path::Path,
+    after: &TwinModels,
+) -> (Store, TwinIndex) {
+    assert!(matches!(
+        TwinIndex::load(&store, after),
+        Err(TwinError::StaleIndex { .. })
+    ));
+    drop(store);
+    let mut store = Store::open(lib, OpenMode::Existing).unwrap();
+    index_library(&mut store, after, &Progress::new()).unwrap();
+    let index = TwinIndex::load(&store, after).unwrap();
+    (store, index)
+}
+
 #[test]
 fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_follows() {
     let device = Device::flex();
-    let (lib, models, path, before) = indexed_tiny_library(&device);
+    let (lib, models, path, _) = indexed_tiny_library(&device);
     let mut c = crate::common::endotwin(lib.path());
     c.args(["model", "code-center"]).arg(&path);
     let ran = crate::common::run(c);
@@ -434,15 +452,7 @@ fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_
         let mean = embeddings.iter().map(|e| e[d]).sum::<f32>() / embeddings.len() as f32;
         assert!((mean - center[d]).abs() < 1e-5);
     }
-    // The library indexed with the old codes is stale for the new version, then re-indexed.
-    assert!(matches!(
-        TwinIndex::load(&store, &after),
-        Err(TwinError::StaleIndex { .. })
-    ));
-    drop(store);
-    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
-    index_library(&mut store, &after, &Progress::new()).unwrap();
-    let index = TwinIndex::load(&store, &after).unwrap();
+    let (_store, index) = stale_then_reindexed(store, lib.path(), &after);
     let result = index.query(index.vector(0), 2, Search::Hamming, &[]);
     assert_eq!(
         result.twins[0].hamming, 0,
@@ -533,16 +543,8 @@ fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refu
     let (long, short) = (after.coder.code(&e[0]), before.coder.code(&e[0]));
     assert_eq!(long.len(), 4);
     assert_eq!(long[0], short[0]);
-    // Indexed with the old codes: stale for the new version; re-indexed, every search mode
-    // finds each polyp itself first, over 256-bit codes.
-    assert!(matches!(
-        TwinIndex::load(&store, &after),
-        Err(TwinError::StaleIndex { .. })
-    ));
-    drop(store);
-    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
-    index_library(&mut store, &after, &Progress::new()).unwrap();
-    let index = TwinIndex::load(&store, &after).unwrap();
+    // Re-indexed, every search mode finds each polyp itself first, over 256-bit codes.
+    let (store, index) = stale_then_reindexed(store, lib.path(), &after);
     for search in [Search::Hamming, Search::Asymmetric, Search::Cosine] {
         for i in 0..index.len() {
             let result = index.query(index.vector(i), 1, search, &[]);
