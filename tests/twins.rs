@@ -572,3 +572,51 @@ fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refu
         |_| serde_json::json!({"bits": 96, "seed": 1}),
     );
 }
+
+#[test]
+fn a_tighter_crop_rides_in_the_card_as_a_new_version_and_the_index_follows() {
+    let device = Device::flex();
+    let (lib, models, path, before) = indexed_tiny_library(&device);
+    // Not a positive number of times: refused, the card untouched.
+    let card_before = std::fs::read(&path).unwrap();
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "crop-context", "--context", "0"])
+        .arg(&path);
+    let ran = crate::common::run(c);
+    assert!(!ran.ok());
+    assert!(ran.says("positive number"), "{}", ran.text());
+    assert_eq!(std::fs::read(&path).unwrap(), card_before);
+
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "crop-context", "--context", "1.25"])
+        .arg(&path);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("polyp crops of 1.25 x the box"), "{}", ran.text());
+    let after = TwinModels::load(models.path(), &device).unwrap();
+    assert_eq!(after.input().context, 1.25);
+    assert_eq!(after.image_card.version, "v1-ctx1.25");
+    // The same view, cut tighter, is another embedding; the tracklet crops keep theirs.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap()[0].id;
+    let view = store.polyp_views(polyp).unwrap().remove(0);
+    let image = [endotwin::twins::load_view(&store, &view).unwrap()];
+    assert_ne!(after.encode_views(&image), before.encode_views(&image));
+    assert_eq!(
+        after.encode_views_at(before.input().context, &image),
+        before.encode_views(&image)
+    );
+    // Indexed with the old crops: stale, then re-indexed; each polyp finds itself first.
+    let (_store, index) = stale_then_reindexed(store, lib.path(), &after);
+    for i in 0..index.len() {
+        let result = index.query(index.vector(i), 1, Search::Cosine, &[]);
+        assert_eq!(result.twins[0].polyp.id, index.polyps()[i].id);
+    }
+    // Twice in a row: one context mark, not two.
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "crop-context", "--context", "2"])
+        .arg(&path);
+    assert!(crate::common::run(c).ok());
+    let again = TwinModels::load(models.path(), &device).unwrap();
+    assert_eq!(again.image_card.version, "v1-ctx2");
+}

@@ -48,6 +48,16 @@ pub enum ModelWhat {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Give a twin image encoder another crop: the polyp's box enlarged CONTEXT times (its
+    /// card's `input.context`) at indexing and query time. Choose it on validation polyps
+    /// (`eval twins --held-out <validation split>`); the card gets a new version, so libraries
+    /// indexed before are re-indexed. Tracklet comparisons keep their own crop.
+    CropContext {
+        /// The image encoder's card (rewritten in place).
+        card: PathBuf,
+        #[arg(long)]
+        context: f32,
+    },
     /// Give a twin image encoder longer binary codes: BITS (a multiple of its embedding's
     /// d) instead of d, the further bits the signs of the embedding turned by seeded random
     /// rotations. No data needed; the card gets a new version, so libraries indexed before
@@ -137,6 +147,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             seed,
         } => code_center(library, pref, &card, itq.then_some((itq_iterations, seed))),
         ModelWhat::CodeBits { card, bits, seed } => code_bits(pref, &card, bits, seed),
+        ModelWhat::CropContext { card, context } => crop_context(pref, &card, context),
         ModelWhat::Demote { name } => {
             promote::demote(library, &name)?;
             println!("{name}: the model before the last promotion is back");
@@ -243,6 +254,24 @@ fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) 
         "{}: {bits}-bit codes ({} bytes a polyp); version {version}",
         card.display(),
         bits / 8
+    );
+    Ok(())
+}
+
+fn crop_context(pref: BackendPref, card: &std::path::Path, context: f32) -> Result<()> {
+    use anyhow::Context;
+    if !(context.is_finite() && context > 0.0) {
+        anyhow::bail!("--context {context}: the box is enlarged by a positive number of times");
+    }
+    let compute = endotwin::compute::select(pref)?;
+    let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
+        .with_context(|| format!("{}", card.display()))?;
+    let before = models.input().context;
+    let version = endotwin::twins::codes::context_version(&models.image_card, context);
+    endotwin::model::weights::set_input_context(card, context, &version)?;
+    println!(
+        "{}: polyp crops of {context} x the box (were {before}); version {version}",
+        card.display()
     );
     Ok(())
 }

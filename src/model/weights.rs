@@ -374,6 +374,25 @@ pub fn set_code_bits(
     })
 }
 
+/// Gives the image encoder card at `path` another crop context (its `input.context`: the
+/// polyp's box enlarged that many times) and a new version (embeddings change, so libraries
+/// indexed before are re-indexed), checked and re-summed as [`set_code_center`] does.
+pub fn set_input_context(path: &Path, context: f32, version: &str) -> Result<(), WeightsError> {
+    let card = read_card(path)?;
+    if card.input.is_none() {
+        return Err(WeightsError::Mismatch {
+            path: path.to_path_buf(),
+            reason: "it has no input recipe (a whole-frame encoder): nothing to crop".into(),
+        });
+    }
+    change_codes(path, |card| {
+        if let Some(input) = card.input.as_mut() {
+            input.context = context;
+        }
+        card.version = version.to_string();
+    })
+}
+
 /// Rewrites the card at `path` after `change`, its config checksum checked before and made
 /// anew after (a card edited by hand stays refused).
 fn change_codes(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), WeightsError> {

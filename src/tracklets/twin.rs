@@ -1,7 +1,7 @@
 //! Tracklet similarity from the digital-twin image encoder, frozen: each tracklet is the
 //! normalised mean of the twin embeddings of its frames, every frame cut around its box the
-//! way the twin recipe cuts a view (the box enlarged 2.5 times, on-screen display blacked
-//! out). No tracklet training: the twin encoder already learned to tell polyps apart across
+//! way the twin recipe cuts a view (the box enlarged [`TRACKLET_CONTEXT`] times, on-screen
+//! display blacked out). No tracklet training: the twin encoder already learned to tell polyps apart across
 //! viewpoints, which is what re-identification asks. Compared in `eval tracklets` beside the
 //! tracklet encoder and the baselines.
 
@@ -13,6 +13,12 @@ use crate::store::{BoxRow, MediaRow, Store};
 use crate::twins::TwinModels;
 use image::DynamicImage;
 use std::collections::BTreeMap;
+
+/// How much of a frame around a tracklet's box the twin encoder sees: the box enlarged 2.5
+/// times, whatever the twin card's own context. The tracklet head was trained on, and every
+/// tracklet figure measured with, these crops; the card's tighter crop was chosen on polyp
+/// views, and on tracklets less context did not help (README, "Tracklet re-identification").
+pub const TRACKLET_CONTEXT: f32 = 2.5;
 
 /// Frames per fragment used (the fragment's first, middle and last of its 8).
 const FRAMES_PER_FRAGMENT: [usize; 3] = [0, 4, 7];
@@ -95,7 +101,7 @@ pub fn fragment_features(
                 .iter()
                 .map(|&p| reader.view(&set.videos[t.video], &mine[p]))
                 .collect::<Result<Vec<_>, _>>()?;
-            for e in twins.encode_views(&images) {
+            for e in twins.encode_views_at(TRACKLET_CONTEXT, &images) {
                 dim = e.len();
                 out.extend(e);
             }
@@ -202,7 +208,7 @@ pub fn head_embeddings_cached(
                     images.push(reader.view(video, &mine[p])?);
                 }
             }
-            let features = twins.encode_views(&images);
+            let features = twins.encode_views_at(TRACKLET_CONTEXT, &images);
             let dim = features.first().map_or(0, Vec::len);
             if fragments.is_empty() || dim == 0 {
                 return Ok(Vec::new());
@@ -236,7 +242,7 @@ fn fragment_frame_embeddings(
             images.push(reader.view(video, &mine[fragment.positions[k]])?);
         }
     }
-    Ok(twins.encode_views(&images))
+    Ok(twins.encode_views_at(TRACKLET_CONTEXT, &images))
 }
 
 /// How a tracklet's frame embeddings become one.

@@ -322,6 +322,17 @@ pub fn code_version(card: &crate::model::weights::ModelCard) -> String {
     centred_version(&card.version, &marked)
 }
 
+/// The version of an encoder card once its crop context is `context`: `-ctx<context>` after
+/// its version without an earlier context's or code's mark, then its code mark again (see
+/// [`code_version`]).
+pub fn context_version(card: &crate::model::weights::ModelCard, context: f32) -> String {
+    let base = unmarked(&card.version);
+    let base = base.rsplit_once("-ctx").map_or(base, |(b, _)| b);
+    let mut after = card.clone();
+    after.version = format!("{base}-ctx{context}");
+    code_version(&after)
+}
+
 /// `version` without its code mark.
 fn unmarked(version: &str) -> &str {
     match version.rsplit_once("-c") {

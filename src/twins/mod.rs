@@ -219,6 +219,14 @@ impl TwinModels {
         encode(&self.image, self.input(), &self.device, images)
     }
 
+    /// [`TwinModels::encode_views`] with the polyp's box enlarged `context` times instead of
+    /// the card's (the tracklet comparisons keep the crop they were measured with).
+    pub fn encode_views_at(&self, context: f32, images: &[(DynamicImage, Focus)]) -> Vec<Vec<f32>> {
+        let mut input = self.input();
+        input.context = context;
+        encode(&self.image, input, &self.device, images)
+    }
+
     /// One unit embedding for a set of views: the scene encoder's when loaded, else the
     /// normalised mean of the view embeddings.
     pub fn combine(&self, views: &[Vec<f32>]) -> Vec<f32> {
