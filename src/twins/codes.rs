@@ -233,9 +233,48 @@ pub fn itq_rotation(
         let b = v.clone().matmul(r.clone()).sign();
         r = polar(v.clone().transpose().matmul(b), d);
     }
+    let values = orthonormal_columns(
+        &r.into_data().try_to_vec::<f32>().expect("f32 rotation"),
+        d,
+        seed,
+    );
+    let r = Tensor::<2>::from_data(TensorData::new(values.clone(), [d, d]), device);
     let after = error(&r);
-    let values = r.into_data().try_to_vec::<f32>().expect("f32 rotation");
     (values, before, after)
+}
+
+/// `m` (d x d, row-major) with its columns made orthonormal by Gram-Schmidt in f64: the polar
+/// step leaves the directions the training embeddings do not span (fewer views than d, or
+/// nearly so) short of unit length; those are completed by seeded random directions, so the
+/// rotation stays a rotation.
+fn orthonormal_columns(m: &[f32], d: usize, seed: u64) -> Vec<f32> {
+    let mut rng = crate::plumbing::Rng::new(seed).fork(0x0b7e);
+    let mut cols: Vec<Vec<f64>> = Vec::with_capacity(d);
+    for j in 0..d {
+        let mut v: Vec<f64> = (0..d).map(|i| m[i * d + j] as f64).collect();
+        loop {
+            for _ in 0..2 {
+                for c in &cols {
+                    let dot: f64 = v.iter().zip(c).map(|(a, b)| a * b).sum();
+                    v.iter_mut().zip(c).for_each(|(a, b)| *a -= dot * b);
+                }
+            }
+            let norm = v.iter().map(|a| a * a).sum::<f64>().sqrt();
+            if norm > 0.5 {
+                v.iter_mut().for_each(|a| *a /= norm);
+                break;
+            }
+            v = (0..d).map(|_| rng.normal() as f64).collect();
+        }
+        cols.push(v);
+    }
+    let mut r = vec![0.0f32; d * d];
+    for (j, c) in cols.iter().enumerate() {
+        for (i, x) in c.iter().enumerate() {
+            r[i * d + j] = *x as f32;
+        }
+    }
+    r
 }
 
 /// The orthogonal polar factor of the square matrix `m` (the `U W'` of its SVD `U S W'`):
