@@ -33,6 +33,7 @@ mod store;
 mod tracklet_pipeline;
 mod tracklets;
 mod train;
+mod twin_codes;
 mod twins;
 mod video;
 mod vocabulary;
