@@ -376,6 +376,13 @@ impl Recipe for ImageEncoderRecipe {
                 Some("160"),
                 "Input side in pixels (patch 16)",
             ),
+            RecipeOption::new(
+                "context",
+                Number,
+                Some("2.5"),
+                "The crop around the polyp: its mask box enlarged this many times (the \
+                 card keeps it, so indexing and queries cut images the same way)",
+            ),
             RecipeOption::new("weight-decay", Number, Some("0.05"), "AdamW weight decay"),
             RecipeOption::new(
                 "quantization",
@@ -438,7 +445,14 @@ impl Recipe for ImageEncoderRecipe {
                 encoder.image_size, encoder.patch_size
             )));
         }
+        let context = settings.number(&o, "context")? as f32;
+        if !(context.is_finite() && context > 0.0) {
+            return Err(RecipeError::Setting(format!(
+                "--context {context} is not a positive number"
+            )));
+        }
         let config = ImageEncoderTrainingConfig::new(encoder)
+            .with_context(context)
             .with_weight_decay(settings.number(&o, "weight-decay")?)
             .with_ignore_siblings(!settings.flag(&o, "siblings-negative"))
             .with_masked_contrastive(!settings.flag(&o, "unmasked-contrastive"))
