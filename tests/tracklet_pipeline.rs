@@ -171,6 +171,28 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     let (shipped, _) = endotwin::tracklets::shipped_head(&models, &twins)
         .unwrap()
         .expect("models/ ships a tracklet head");
+    // A head beside another twin image encoder than the one it learned over is refused by
+    // name (a promoted fine-tune would otherwise feed it features it never saw).
+    let other = tempfile::tempdir().unwrap();
+    for f in ["twin-image.json", "twin-image.bpk", "tracklet-head.bpk"] {
+        std::fs::copy(models.join(f), other.path().join(f)).unwrap();
+    }
+    let mut card: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(models.join("tracklet-head.json")).unwrap())
+            .unwrap();
+    card["reads"]["sha256"] = serde_json::json!("0".repeat(64));
+    std::fs::write(
+        other.path().join("tracklet-head.json"),
+        serde_json::to_string(&card).unwrap(),
+    )
+    .unwrap();
+    let refused = endotwin::tracklets::shipped_head(other.path(), &twins)
+        .err()
+        .expect("a head over other weights is refused");
+    assert!(
+        refused.contains("trained over the twin image encoder") && refused.contains("000000000000"),
+        "{refused}"
+    );
     let by_timeline = endotwin::tracklets::twin::head_embeddings_cached(
         &store,
         &set,

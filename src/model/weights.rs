@@ -155,6 +155,21 @@ pub struct ModelCard {
     /// random rotations (one per further d bits). Absent: d bits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_bits: Option<CodeBits>,
+    /// The frozen model whose outputs this one was trained on (a tracklet head's twin image
+    /// encoder), by its weights' checksum: another model's features mean nothing to it.
+    /// Absent in older cards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<Reads>,
+}
+
+/// The frozen model a card was trained over ([`ModelCard::reads`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reads {
+    pub name: String,
+    pub version: String,
+    /// Its weights' SHA-256 (the card's `sha256`): unchanged by a new crop or code length,
+    /// which leave the weights alone.
+    pub sha256: String,
 }
 
 /// How many bits an image encoder's binary codes have beyond its embedding's d, and the seed
@@ -185,6 +200,7 @@ impl ModelCard {
             code_center: None,
             code_rotation: None,
             code_bits: None,
+            reads: None,
             sha256: String::new(),
             config_sha256: None,
             promoted_from: None,

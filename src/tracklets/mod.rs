@@ -108,6 +108,21 @@ pub fn shipped_head(
         return Ok(None);
     }
     let (head, card) = load_head(&path, &twins.device).map_err(|e| e.to_string())?;
+    if let Some(reads) = &card.reads
+        && reads.sha256 != twins.image_card.sha256
+    {
+        return Err(format!(
+            "{}: the head was trained over the twin image encoder {} (weights {}), but the \
+             one beside it is {} (weights {}); its features mean nothing to the head: train \
+             the head again over it (`endotwin train tracklets --backbone twin --residual`) \
+             or put back that encoder",
+            path.display(),
+            reads.version,
+            short(&reads.sha256),
+            twins.image_card.version,
+            short(&twins.image_card.sha256)
+        ));
+    }
     let wants = head.input.weight.val().dims()[0];
     if wants != twins.dim() {
         return Err(format!(
@@ -117,6 +132,11 @@ pub fn shipped_head(
         ));
     }
     Ok(Some((head, card)))
+}
+
+/// The first 12 hex digits of a checksum, for messages.
+fn short(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
 }
 
 /// Scales `v` to unit length (left as is when it is zero).

@@ -212,7 +212,7 @@ impl Recipe for TrackletRecipe {
                     &config,
                     settings.flag(&o, "residual"),
                     &set,
-                    &twins.version(),
+                    &twins,
                     &name,
                     &out,
                     seed,
@@ -305,7 +305,7 @@ fn train_head(
     config: &TrackletTrainingConfig,
     residual: bool,
     set: &TrackletSet,
-    twin_version: &str,
+    twins: &crate::twins::TwinModels,
     name: &str,
     out: &std::path::Path,
     seed: u64,
@@ -313,6 +313,7 @@ fn train_head(
     ctx: &mut RecipeContext<'_>,
     start: super::recipe::Start,
 ) -> Result<Trained, RecipeError> {
+    let twin_version = twins.version();
     let dim = set.feature_dim().expect("features attached");
     let head = crate::model::tracklet::TrackletEncoderConfig::new(dim).with_residual(residual);
     let device = ctx.device.clone().autodiff();
@@ -354,6 +355,11 @@ fn train_head(
         ),
         &head,
     );
+    card.reads = Some(crate::model::weights::Reads {
+        name: twins.image_card.name.clone(),
+        version: twins.image_card.version.clone(),
+        sha256: twins.image_card.sha256.clone(),
+    });
     card.training = Some(Training {
         command: ctx.command_line.clone(),
         seed,
