@@ -25,14 +25,14 @@ pub const HISTOGRAM_THRESHOLD: f32 = 0.675;
 pub const MODEL_THRESHOLD: f32 = 0.75;
 
 /// The grouping threshold chosen for the frozen twin image encoder (mean over frames).
-pub const TWIN_THRESHOLD: f32 = 0.50;
+pub const TWIN_THRESHOLD: f32 = 0.55;
 
 /// The grouping threshold chosen for the shipped tracklet head (residual, over the frozen
 /// twin encoder).
-pub const HEAD_THRESHOLD: f32 = 0.80;
+pub const HEAD_THRESHOLD: f32 = 0.60;
 
 /// The grouping threshold chosen for the twin encoder with its scene encoder, frozen.
-pub const SCENE_THRESHOLD: f32 = 0.50;
+pub const SCENE_THRESHOLD: f32 = 0.575;
 
 /// How the timeline compares two tracklets. [`Comparison::Best`] takes the first one the
 /// models folder allows, in the order of [`Comparison::ALL`]: a model the researcher trained
