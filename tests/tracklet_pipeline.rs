@@ -187,8 +187,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     )
     .unwrap();
     let refused = endotwin::tracklets::shipped_head(other.path(), &twins)
-        .err()
-        .expect("a head over other weights is refused");
+        .expect_err("a head over other weights is refused");
     assert!(
         refused.contains("trained over the twin image encoder") && refused.contains("000000000000"),
         "{refused}"
