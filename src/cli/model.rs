@@ -260,7 +260,7 @@ fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) 
 
 fn crop_context(pref: BackendPref, card: &std::path::Path, context: f32) -> Result<()> {
     use anyhow::Context;
-    if !(context.is_finite() && context > 0.0) {
+    if !endotwin::model::preprocess::TwinInput::valid_context(context) {
         anyhow::bail!("--context {context}: the box is enlarged by a positive number of times");
     }
     let compute = endotwin::compute::select(pref)?;

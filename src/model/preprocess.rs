@@ -220,6 +220,12 @@ pub fn mask_box(mask: &image::GrayImage) -> Option<[f32; 4]> {
 }
 
 impl TwinInput {
+    /// Whether `context` can enlarge a polyp's box: a positive, finite number of times (the
+    /// one rule for the card, the training recipe and `model crop-context`).
+    pub fn valid_context(context: f32) -> bool {
+        context.is_finite() && context > 0.0
+    }
+
     pub fn new(size: u32) -> TwinInput {
         TwinInput {
             size,

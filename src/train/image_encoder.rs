@@ -446,7 +446,7 @@ impl Recipe for ImageEncoderRecipe {
             )));
         }
         let context = settings.number(&o, "context")? as f32;
-        if !(context.is_finite() && context > 0.0) {
+        if !TwinInput::valid_context(context) {
             return Err(RecipeError::Setting(format!(
                 "--context {context} is not a positive number"
             )));

@@ -91,7 +91,7 @@ impl TwinModels {
                     "size {} but the encoder takes {} px",
                     input.size, image_config.image_size
                 ))
-            } else if !(input.context.is_finite() && input.context > 0.0) {
+            } else if !crate::model::preprocess::TwinInput::valid_context(input.context) {
                 Some(format!(
                     "context {} is not a positive number",
                     input.context
