@@ -1,5 +1,5 @@
 //! What a twin image encoder's card says about its codes and crops (code centre, ITQ rotation,
-//! longer codes, crop context): each rides in the card as a new version, the index follows,
+//! longer codes, crop context, quarter turns): each rides in the card as a new version, the index follows,
 //! and a hand edit is refused by name.
 
 use burn::tensor::Device;
@@ -258,7 +258,7 @@ fn a_tighter_crop_rides_in_the_card_as_a_new_version_and_the_index_follows() {
     let image = [endotwin::twins::load_view(&store, &view).unwrap()];
     assert_ne!(after.encode_views(&image), before.encode_views(&image));
     assert_eq!(
-        after.encode_views_at(before.input().context, &image),
+        after.encode_views_at(before.input().context, 1, &image),
         before.encode_views(&image)
     );
     // Indexed with the old crops: stale, then re-indexed; each polyp finds itself first.
@@ -274,4 +274,65 @@ fn a_tighter_crop_rides_in_the_card_as_a_new_version_and_the_index_follows() {
     assert!(crate::common::run(c).ok());
     let again = TwinModels::load(models.path(), &device).unwrap();
     assert_eq!(again.image_card.version, "v1-ctx2");
+}
+
+#[test]
+fn turned_crops_ride_in_the_card_and_a_rolled_view_keeps_its_embedding() {
+    let device = Device::flex();
+    let (lib, models, path, before) = indexed_tiny_library(&device);
+    // Not 1, 2 or 4 quarter turns: refused, the card untouched.
+    let card_before = std::fs::read(&path).unwrap();
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "turns", "--turns", "3"]).arg(&path);
+    let ran = crate::common::run(c);
+    assert!(!ran.ok());
+    assert!(ran.says("1, 2 or 4 quarter turns"), "{}", ran.text());
+    assert_eq!(std::fs::read(&path).unwrap(), card_before);
+
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["model", "turns", "--turns", "4"]).arg(&path);
+    let ran = crate::common::run(c);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("4 quarter turn(s)"), "{}", ran.text());
+    let after = TwinModels::load(models.path(), &device).unwrap();
+    assert_eq!(after.input().turns, 4);
+    assert_eq!(after.image_card.version, "v1-rot4");
+
+    // A view and the same view with the endoscope rolled a quarter turn (image and mask
+    // turned): one embedding once crops are turned, two before.
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap()[0].id;
+    let view = store.polyp_views(polyp).unwrap().remove(0);
+    let (image, focus) = endotwin::twins::load_view(&store, &view).unwrap();
+    let endotwin::model::preprocess::Focus::Box([bx, by, bw, bh]) = focus else {
+        panic!("the phantom view has a mask");
+    };
+    let rolled = (
+        image::DynamicImage::ImageRgb8(image::imageops::rotate90(&image.to_rgb8())),
+        endotwin::model::preprocess::Focus::Box([image.height() as f32 - by - bh, bx, bh, bw]),
+    );
+    let cosine = |m: &TwinModels| {
+        let e = m.encode_views(&[(image.clone(), focus), rolled.clone()]);
+        e[0].iter().zip(&e[1]).map(|(a, b)| a * b).sum::<f32>()
+    };
+    assert!(cosine(&after) > 0.999, "{}", cosine(&after));
+    assert!(cosine(&before) < cosine(&after), "{}", cosine(&before));
+
+    // Indexed as it was: stale, then re-indexed; each polyp finds itself first.
+    let (_store, index) = stale_then_reindexed(store, lib.path(), &after);
+    for i in 0..index.len() {
+        let result = index.query(index.vector(i), 1, Search::Cosine, &[]);
+        assert_eq!(result.twins[0].polyp.id, index.polyps()[i].id);
+    }
+    // A new crop keeps the turns' mark; one turn takes it off again.
+    for (args, version) in [
+        (["crop-context", "--context", "2"], "v1-ctx2-rot4"),
+        (["turns", "--turns", "1"], "v1-ctx2"),
+    ] {
+        let mut c = crate::common::endotwin(lib.path());
+        c.arg("model").args(args).arg(&path);
+        assert!(crate::common::run(c).ok());
+        let again = TwinModels::load(models.path(), &device).unwrap();
+        assert_eq!(again.image_card.version, version);
+    }
 }

@@ -58,6 +58,17 @@ pub enum ModelWhat {
         #[arg(long)]
         context: f32,
     },
+    /// Encode a twin image encoder's crops at TURNS quarter turns (1, 2 or 4; its card's
+    /// `input.turns`) and average their embeddings, so a view's twins do not depend on how the
+    /// endoscope was rolled. Choose it on validation polyps (`eval twins --held-out <validation
+    /// split>`); the card gets a new version, so libraries indexed before are re-indexed.
+    /// Tracklet comparisons keep their own input.
+    Turns {
+        /// The image encoder's card (rewritten in place).
+        card: PathBuf,
+        #[arg(long)]
+        turns: u32,
+    },
     /// Give a twin image encoder longer binary codes: BITS (a multiple of its embedding's
     /// d) instead of d, the further bits the signs of the embedding turned by seeded random
     /// rotations. No data needed; the card gets a new version, so libraries indexed before
@@ -148,6 +159,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
         } => code_center(library, pref, &card, itq.then_some((itq_iterations, seed))),
         ModelWhat::CodeBits { card, bits, seed } => code_bits(pref, &card, bits, seed),
         ModelWhat::CropContext { card, context } => crop_context(pref, &card, context),
+        ModelWhat::Turns { card, turns } => set_turns(pref, &card, turns),
         ModelWhat::Demote { name } => {
             promote::demote(library, &name)?;
             println!("{name}: the model before the last promotion is back");
@@ -271,6 +283,24 @@ fn crop_context(pref: BackendPref, card: &std::path::Path, context: f32) -> Resu
     endotwin::model::weights::set_input_context(card, context, &version)?;
     println!(
         "{}: polyp crops of {context} x the box (were {before}); version {version}",
+        card.display()
+    );
+    Ok(())
+}
+
+fn set_turns(pref: BackendPref, card: &std::path::Path, turns: u32) -> Result<()> {
+    use anyhow::Context;
+    if !endotwin::model::preprocess::TwinInput::valid_turns(turns) {
+        anyhow::bail!("--turns {turns}: a crop is encoded at 1, 2 or 4 quarter turns");
+    }
+    let compute = endotwin::compute::select(pref)?;
+    let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
+        .with_context(|| format!("{}", card.display()))?;
+    let before = models.input().turns;
+    let version = endotwin::twins::codes::turns_version(&models.image_card, turns);
+    endotwin::model::weights::set_input_turns(card, turns, &version)?;
+    println!(
+        "{}: crops encoded at {turns} quarter turn(s), embeddings averaged (were {before}); version {version}",
         card.display()
     );
     Ok(())

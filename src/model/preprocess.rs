@@ -179,6 +179,19 @@ pub struct TwinInput {
     pub min_fraction: f32,
     /// Black out the on-screen display outside the field stop (off: ablation).
     pub blackout: bool,
+    /// Quarter turns the crop is encoded at (1, 2 or 4), their unit embeddings averaged: a
+    /// view's roll around the optical axis is arbitrary, so its twins should not depend on it.
+    /// Cards written before the field read 1.
+    #[serde(default = "one_turn", skip_serializing_if = "is_one_turn")]
+    pub turns: u32,
+}
+
+fn one_turn() -> u32 {
+    1
+}
+
+fn is_one_turn(turns: &u32) -> bool {
+    *turns == 1
 }
 
 /// Where the polyp is in an image, which decides the crop.
@@ -226,6 +239,12 @@ impl TwinInput {
         context.is_finite() && context > 0.0
     }
 
+    /// Whether a crop can be encoded at `turns` quarter turns: 1 (as it is), 2 (and upside
+    /// down) or 4 (every quarter turn).
+    pub fn valid_turns(turns: u32) -> bool {
+        matches!(turns, 1 | 2 | 4)
+    }
+
     pub fn new(size: u32) -> TwinInput {
         TwinInput {
             size,
@@ -233,6 +252,7 @@ impl TwinInput {
             context: 2.5,
             min_fraction: 0.3,
             blackout: true,
+            turns: 1,
         }
     }
 

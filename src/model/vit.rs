@@ -181,6 +181,31 @@ impl Vit {
         self.pool(self.forward_tokens(images))
     }
 
+    /// `images` [batch, 3, size, size] -> unit embeddings [batch, output_dim], each the
+    /// normalised mean of the unit embeddings of the image turned by 0, 1/turns, 2/turns ...
+    /// of a full turn (`turns` 1, 2 or 4): the same for an image and its quarter turn when
+    /// `turns` is 4.
+    pub fn forward_turned(&self, images: Tensor<4>, turns: u32) -> Tensor<2> {
+        let unit = |x: Tensor<4>| super::clip::l2_normalize(self.forward(x));
+        match turns {
+            2 => {
+                let half = images.clone().flip([2, 3]);
+                super::clip::l2_normalize(unit(images) + unit(half))
+            }
+            4 => {
+                let mut sum = unit(images.clone());
+                let mut turned = images;
+                for _ in 0..3 {
+                    // A quarter turn: transpose the pixel grid, then mirror its columns.
+                    turned = turned.swap_dims(2, 3).flip([3]);
+                    sum = sum + unit(turned.clone());
+                }
+                super::clip::l2_normalize(sum)
+            }
+            _ => unit(images),
+        }
+    }
+
     /// The embedding of tokens [batch, tokens, width] (CLS first): the normalised CLS,
     /// projected -> [batch, output_dim] (not normalised).
     pub fn pool(&self, tokens: Tensor<3>) -> Tensor<2> {
@@ -240,5 +265,48 @@ impl crate::model::weights::CheckConfig for VitConfig {
             check_size("projection", p, 8192)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::Distribution;
+
+    fn cosines(a: Tensor<2>, b: Tensor<2>) -> Vec<f32> {
+        (a * b).sum_dim(1).into_data().try_to_vec::<f32>().unwrap()
+    }
+
+    #[test]
+    fn a_turned_embedding_does_not_depend_on_the_images_roll() {
+        let device = Device::flex();
+        device.seed(5);
+        let vit = VitConfig::new(16, 4, 32, 1, 2)
+            .with_projection(Some(24))
+            .init(&device);
+        let x = Tensor::<4>::random([3, 3, 16, 16], Distribution::Normal(0.0, 1.0), &device);
+        let quarter = x.clone().swap_dims(2, 3).flip([3]);
+        let half = x.clone().flip([2, 3]);
+        // As it is, a turned image is another embedding (the encoder is not invariant)...
+        let plain = cosines(
+            vit.forward_turned(x.clone(), 1),
+            vit.forward_turned(quarter.clone(), 1),
+        );
+        assert!(plain.iter().all(|&c| c < 0.9995), "{plain:?}");
+        // ...averaged over every quarter turn it is the same one, and over half turns the
+        // same for an image upside down.
+        let four = cosines(
+            vit.forward_turned(x.clone(), 4),
+            vit.forward_turned(quarter, 4),
+        );
+        assert!(four.iter().all(|&c| c > 0.99999), "{four:?}");
+        let two = cosines(
+            vit.forward_turned(x.clone(), 2),
+            vit.forward_turned(half, 2),
+        );
+        assert!(two.iter().all(|&c| c > 0.99999), "{two:?}");
+        // Unit length, as every twin embedding.
+        let norms = cosines(vit.forward_turned(x.clone(), 4), vit.forward_turned(x, 4));
+        assert!(norms.iter().all(|&n| (n - 1.0).abs() < 1e-5), "{norms:?}");
     }
 }

@@ -409,6 +409,24 @@ pub fn set_input_context(path: &Path, context: f32, version: &str) -> Result<(),
     })
 }
 
+/// Sets the twin image encoder card at `path` to encode its crops at `turns` quarter turns
+/// (its `input.turns`) under `version`.
+pub fn set_input_turns(path: &Path, turns: u32, version: &str) -> Result<(), WeightsError> {
+    let card = read_card(path)?;
+    if card.input.is_none() {
+        return Err(WeightsError::Mismatch {
+            path: path.to_path_buf(),
+            reason: "it has no input recipe (a whole-frame encoder): nothing to turn".into(),
+        });
+    }
+    change_codes(path, |card| {
+        if let Some(input) = card.input.as_mut() {
+            input.turns = turns;
+        }
+        card.version = version.to_string();
+    })
+}
+
 /// Rewrites the card at `path` after `change`, its config checksum checked before and made
 /// anew after (a card edited by hand stays refused).
 fn change_codes(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), WeightsError> {

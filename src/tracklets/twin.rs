@@ -20,6 +20,10 @@ use std::collections::BTreeMap;
 /// views, and on tracklets less context did not help (README, "Tracklet re-identification").
 pub const TRACKLET_CONTEXT: f32 = 2.5;
 
+/// Quarter turns a tracklet frame is encoded at: 1 (as it is), whatever the twin card's own
+/// `turns`. The tracklet head learned over these features.
+pub const TRACKLET_TURNS: u32 = 1;
+
 /// Frames per fragment used (the fragment's first, middle and last of its 8).
 const FRAMES_PER_FRAGMENT: [usize; 3] = [0, 4, 7];
 
@@ -101,7 +105,7 @@ pub fn fragment_features(
                 .iter()
                 .map(|&p| reader.view(&set.videos[t.video], &mine[p]))
                 .collect::<Result<Vec<_>, _>>()?;
-            for e in twins.encode_views_at(TRACKLET_CONTEXT, &images) {
+            for e in twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images) {
                 dim = e.len();
                 out.extend(e);
             }
@@ -208,7 +212,7 @@ pub fn head_embeddings_cached(
                     images.push(reader.view(video, &mine[p])?);
                 }
             }
-            let features = twins.encode_views_at(TRACKLET_CONTEXT, &images);
+            let features = twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images);
             let dim = features.first().map_or(0, Vec::len);
             if fragments.is_empty() || dim == 0 {
                 return Ok(Vec::new());
@@ -242,7 +246,7 @@ fn fragment_frame_embeddings(
             images.push(reader.view(video, &mine[fragment.positions[k]])?);
         }
     }
-    Ok(twins.encode_views_at(TRACKLET_CONTEXT, &images))
+    Ok(twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images))
 }
 
 /// How a tracklet's frame embeddings become one.

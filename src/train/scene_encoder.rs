@@ -15,7 +15,6 @@ use super::recipe::{
     checkpoint_dir, recorded, resume_from,
 };
 use super::{Checkpoint, TrainError, TrainEvents};
-use crate::model::clip::l2_normalize;
 use crate::model::preprocess::TwinInput;
 use crate::model::reconstruction::{
     ReconstructionDecoder, ReconstructionDecoderConfig, masked_mse, patchify,
@@ -66,6 +65,10 @@ pub struct SceneEncoderTrainingConfig {
     /// (each view in turn is the target, the others the scene).
     #[config(default = true)]
     pub subsets: bool,
+    /// Quarter turns each copy is encoded at, as the frozen encoder's card says (its
+    /// `input.turns`): the scene encoder learns over the embeddings it will combine.
+    #[config(default = 1)]
+    pub turns: u32,
 }
 
 impl SceneEncoderTrainingConfig {
@@ -197,7 +200,7 @@ impl ViewFeatures {
                     TensorData::new(keeps.clone(), [n, visible]),
                     device,
                 );
-                let emb = l2_normalize(encoder.forward(x.clone()));
+                let emb = encoder.forward_turned(x.clone(), config.turns);
                 dim = emb.dims()[1];
                 let tokens = encoder.forward_visible(x.clone(), keep);
                 width = tokens.dims()[2];
@@ -466,6 +469,7 @@ impl Recipe for SceneEncoderRecipe {
         let input = image_card
             .input
             .unwrap_or_else(|| TwinInput::whole_frame(image.image_size as u32));
+        let config = config.with_turns(input.turns);
         let (samples, polyps) = super::data::polyp_view_samples(&store, &input)?;
         let distinct = polyps
             .iter()

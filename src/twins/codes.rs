@@ -365,11 +365,36 @@ pub fn code_version(card: &crate::model::weights::ModelCard) -> String {
 /// its version without an earlier context's or code's mark, then its code mark again (see
 /// [`code_version`]).
 pub fn context_version(card: &crate::model::weights::ModelCard, context: f32) -> String {
-    let base = unmarked(&card.version);
+    let (base, turns) = without_turns(unmarked(&card.version));
     let base = base.rsplit_once("-ctx").map_or(base, |(b, _)| b);
     let mut after = card.clone();
-    after.version = format!("{base}-ctx{context}");
+    after.version = format!("{base}-ctx{context}{turns}");
     code_version(&after)
+}
+
+/// The version of an encoder card once its crops are encoded at `turns` quarter turns:
+/// `-rot<turns>` (none for 1) after its version without an earlier turns' or code's mark,
+/// then its code mark again (see [`code_version`]).
+pub fn turns_version(card: &crate::model::weights::ModelCard, turns: u32) -> String {
+    let (base, _) = without_turns(unmarked(&card.version));
+    let mut after = card.clone();
+    after.version = match turns {
+        1 => base.to_string(),
+        t => format!("{base}-rot{t}"),
+    };
+    code_version(&after)
+}
+
+/// `version` split before its turns' mark (`-rot` and digits at its end), and that mark.
+fn without_turns(version: &str) -> (&str, &str) {
+    match version.rfind("-rot") {
+        Some(at)
+            if version.len() > at + 4 && version[at + 4..].chars().all(|c| c.is_ascii_digit()) =>
+        {
+            version.split_at(at)
+        }
+        _ => (version, ""),
+    }
 }
 
 /// `version` without its code mark.

@@ -10,7 +10,6 @@ pub mod review;
 pub use codes::Coder;
 pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
 
-use crate::model::clip::l2_normalize;
 use crate::model::preprocess::{Focus, TwinInput};
 use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
 use crate::model::vit::{Vit, VitConfig};
@@ -95,6 +94,11 @@ impl TwinModels {
                 Some(format!(
                     "context {} is not a positive number",
                     input.context
+                ))
+            } else if !crate::model::preprocess::TwinInput::valid_turns(input.turns) {
+                Some(format!(
+                    "turns {} is not 1, 2 or 4 quarter turns",
+                    input.turns
                 ))
             } else if !(input.min_fraction.is_finite() && input.min_fraction > 0.0) {
                 Some(format!(
@@ -219,11 +223,20 @@ impl TwinModels {
         encode(&self.image, self.input(), &self.device, images)
     }
 
-    /// [`TwinModels::encode_views`] with the polyp's box enlarged `context` times instead of
-    /// the card's (the tracklet comparisons keep the crop they were measured with).
-    pub fn encode_views_at(&self, context: f32, images: &[(DynamicImage, Focus)]) -> Vec<Vec<f32>> {
-        let mut input = self.input();
-        input.context = context;
+    /// [`TwinModels::encode_views`] with the polyp's box enlarged `context` times and encoded
+    /// at `turns` quarter turns instead of the card's (the tracklet comparisons keep the input
+    /// they were measured with).
+    pub fn encode_views_at(
+        &self,
+        context: f32,
+        turns: u32,
+        images: &[(DynamicImage, Focus)],
+    ) -> Vec<Vec<f32>> {
+        let input = TwinInput {
+            context,
+            turns,
+            ..self.input()
+        };
         encode(&self.image, input, &self.device, images)
     }
 
@@ -244,7 +257,7 @@ pub fn encode(
     let mut out = Vec::with_capacity(images.len());
     for chunk in images.chunks(32) {
         let x = input.batch(chunk, device);
-        let z = l2_normalize(encoder.forward(x));
+        let z = encoder.forward_turned(x, input.turns);
         let dim = z.dims()[1];
         let values = z.into_data().try_to_vec::<f32>().expect("f32 embeddings");
         out.extend(values.chunks_exact(dim).map(|c| c.to_vec()));
