@@ -194,6 +194,46 @@ fn the_sample_library_opens_with_its_cases() {
     shows_part(&h, "examinations ·");
 }
 
+/// The sample library ships indexed by the shipped twin models: a polyp's twins and their
+/// vote show on first start, without indexing anything.
+#[test]
+fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
+    use endotwin::app::Tab;
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&sample, dir.path());
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let polyp = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == "S7-E004-P1")
+        .unwrap();
+    let indexed = store.polyps().unwrap().len();
+    drop(store);
+    let shipped = endotwin::twins::TwinModels::load(
+        &endotwin::default_models_dir(),
+        &burn::tensor::Device::flex(),
+    )
+    .unwrap();
+    let mut h = harness(dir.path());
+    h.set_size(egui::vec2(1400.0, 1100.0));
+    settle(&mut h);
+    h.state_mut()
+        .send(Command::Select(Selection::Polyp(polyp.id)));
+    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    wait_until(&mut h, "the twins", |a| {
+        a.state.twins.running.is_none() && a.state.twins.answer.is_some()
+    });
+    let answer = h.state().state.twins.answer.as_ref().unwrap();
+    assert_eq!(answer.version, shipped.version());
+    assert!(answer.result.twins.iter().all(|t| t.polyp.id != polyp.id));
+    shows_part(&h, &format!("of {indexed} indexed polyps"));
+    shows_part(&h, "Diagnosis vote:");
+    shows_part(&h, "read at 4 quarter turns");
+    screenshot(&mut h, "twins");
+}
+
 pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -111,6 +111,8 @@ pub struct TwinAnswer {
     pub result: TwinResult,
     pub version: String,
     pub indexed: usize,
+    /// Quarter turns each view was read at (the image encoder card's `input.turns`).
+    pub turns: u32,
     /// Every indexed polyp on the 2-D map: (polyp id, histology, x, y).
     pub map: Vec<(i64, String, [f32; 2])>,
     /// The query on the same map.
@@ -436,6 +438,7 @@ fn twins(
             result,
             version: c.index.version.clone(),
             indexed: c.index.len(),
+            turns: c.models.input().turns,
             map: c.map.clone(),
             query_point: c.pca.project(&embedding),
             millis: started.elapsed().as_secs_f64() * 1000.0,

@@ -62,9 +62,9 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
             }
             _ => query_views(ui, &answer.query, textures),
         }
-        // Say how the encoder cut the query: around the polyp, or the whole field of view.
-        ui.label(
-            RichText::new(match &answer.query {
+        // Say how the encoder cut the query: around the polyp, or the whole field of view,
+        // and whether each cut was read at several quarter turns.
+        let cut = match &answer.query {
                 TwinQuery::Media { .. } => {
                     "Each view is cut around its polyp mask (the centred field of view when a \
                      view has none)."
@@ -77,10 +77,15 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
                      view: open it in the viewer and Shift+drag a box around the polyp (on \
                      the command line, --box x,y,w,h)."
                 }
-            })
-            .small()
-            .weak(),
-        );
+            };
+        let turned = match answer.turns {
+            1 => String::new(),
+            t => format!(
+                " Each cut is read at {t} quarter turns, embeddings averaged: the \
+                 endoscope's roll does not change the twins."
+            ),
+        };
+        ui.label(RichText::new(format!("{cut}{turned}")).small().weak());
         ui.add_space(6.0);
         let vote = if panel.weighted {
             &answer.result.weighted_vote
