@@ -206,6 +206,55 @@ fn three_stages_on_tiny_records_score_polyp_frames_above_background_frames() {
     );
 }
 
+/// The supervised ceiling pairs each frame with what its ground truth says: on the frames it
+/// learned from, the polyp prompt ranks polyp frames above the background frames of their
+/// examination (a swapped or ignored label would leave it at chance).
+#[test]
+fn the_supervised_ceiling_learns_polyp_frames_from_their_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = records_library(dir.path(), 30);
+    let records = Records::load(&store, 32, &Progress::new()).unwrap();
+    let truth = frame_truth(&store).unwrap();
+    let labelled: Vec<Vec<usize>> = records
+        .exams
+        .iter()
+        .map(|x| {
+            (0..x.frames.len())
+                .filter(|&f| truth.contains_key(&x.frames[f].media_id))
+                .collect()
+        })
+        .collect();
+    let config = tiny_config(&records);
+    let model = stage(
+        &config,
+        &records,
+        PromptStage::Supervised,
+        25,
+        Some(&labelled),
+        None,
+    )
+    .valid();
+    let cpu = Device::flex();
+    let texts = detection_texts(&model, &config, &cpu);
+    let (mut above, mut pairs) = (0usize, 0usize);
+    for (e, exam) in records.exams.iter().enumerate() {
+        let which: Vec<(usize, usize)> = (0..exam.frames.len()).map(|f| (e, f)).collect();
+        let v = model.encode_images(records.batch(&which, &[], &cpu));
+        let p = polyp_probability(&model, v, texts.clone());
+        for &i in &labelled[e] {
+            for j in (0..exam.frames.len()).filter(|j| !labelled[e].contains(j)) {
+                pairs += 1;
+                above += usize::from(p[i] > p[j]);
+            }
+        }
+    }
+    let share = above as f64 / pairs as f64;
+    assert!(
+        share > 0.7,
+        "polyp frame above a background frame of its examination in {share:.2} of {pairs} pairs"
+    );
+}
+
 #[test]
 fn the_prompt_towers_agree_on_wgpu_and_the_cpu() {
     use endotwin::compute::{self, BackendPref};
@@ -287,6 +336,25 @@ fn eval_prompts_scores_models_of_different_input_sizes_in_one_table() {
     let store = records_library(lib.path(), 16);
     tiny_models(&store, models.path());
     drop(store);
+    // The supervised ceiling through the CLI: it reads frame labels and its card says so.
+    let mut c = crate::common::endotwin(lib.path());
+    c.args([
+        "train",
+        "prompts",
+        "--stage",
+        "supervised",
+        "--name",
+        "ceiling",
+    ])
+    .args(["--epochs", "1", "--batch", "4", "--size", "32", "--out"])
+    .arg(models.path());
+    let ran = crate::common::run(c);
+    assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
+    let ceiling = models.path().join("ceiling-supervised.json");
+    let card: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ceiling).unwrap()).unwrap();
+    let data = card["training"]["data"].as_str().unwrap();
+    assert!(data.contains("frame labels read"), "{data}");
     let json = lib.path().join("eval.json");
     let shipped = endotwin::default_models_dir().join("prompts.json");
     let mut c = crate::common::endotwin(lib.path());
@@ -296,6 +364,8 @@ fn eval_prompts_scores_models_of_different_input_sizes_in_one_table() {
         .arg(models.path())
         .arg("--plain")
         .arg(&shipped)
+        .arg("--supervised")
+        .arg(&ceiling)
         .args(["--seed", "3", "--json"])
         .arg(&json);
     let ran = crate::common::run(c);
@@ -304,6 +374,7 @@ fn eval_prompts_scores_models_of_different_input_sizes_in_one_table() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for auroc in [
         &figures["detection"]["round2"]["auroc"],
+        &figures["detection"]["supervised_ceiling"]["auroc"],
         &figures["pathology"]["zero_shot"]["auroc"],
         &figures["pathology"]["plain_clip"]["auroc"],
     ] {

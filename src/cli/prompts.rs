@@ -143,6 +143,10 @@ pub struct EvalArgs {
     /// The plain-CLIP comparison's card (`train prompts --stage plain`).
     #[arg(long)]
     pub plain: Option<PathBuf>,
+    /// The supervised ceiling's card (`train prompts --stage supervised`: frames paired by
+    /// their ground truth): scored for detection as how far the architecture can go.
+    #[arg(long)]
+    pub supervised: Option<PathBuf>,
     /// Ablation models, LABEL=CARD (e.g. a stage-3 model trained with `--targets onehot` or
     /// `--pool mean`): their zero-shot benign-vs-neoplastic AUROC joins the ablation list.
     #[arg(long = "ablation", value_name = "LABEL=CARD")]
@@ -174,6 +178,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let stage3 = model::load(&card(""), &device).ok();
     let stage2 = model::load(&card("-stage2"), &device).ok();
     let plain = a.plain.clone().map(get).transpose()?;
+    let supervised = a.supervised.clone().map(get).transpose()?;
     let mut ablations = Vec::new();
     for c in &a.ablations {
         let (label, path) = super::compare_arg(c)?;
@@ -197,6 +202,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     .into_iter()
     .flatten()
     .chain(plain.as_ref())
+    .chain(supervised.as_ref())
     .chain(ablations.iter().map(|(_, m)| m))
     .map(|m| m.config.image_size())
     .max()
@@ -260,6 +266,10 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         let n = Named::of("plain CLIP", p);
         detection.push(("plain_clip", items.detection(&n, &device)));
         pathology.push(("plain_clip", items.pathology(&n, &device)));
+    }
+    if let Some(m) = &supervised {
+        let n = Named::of("supervised ceiling", m);
+        detection.push(("supervised_ceiling", items.detection(&n, &device)));
     }
     let mut ablation_rows: Vec<(String, Curves)> = vec![
         ("stage 1: round 1 (detection)".into(), detection[0].1),

@@ -57,7 +57,7 @@ impl Recipe for PromptRecipe {
                 "stage",
                 Text,
                 Some("all"),
-                "1, 2, 3, all (1 then 2 then 3), or plain (the plain-CLIP comparison)",
+                "1, 2, 3, all (1 then 2 then 3), plain (the plain-CLIP comparison), or supervised (the ceiling: frames paired by their ground truth; reads frame labels, never shipped)",
             ),
             RecipeOption::new(
                 "epochs",
@@ -135,9 +135,10 @@ impl Recipe for PromptRecipe {
                 PromptStage::Unify,
             ],
             "plain" => vec![PromptStage::PlainClip],
+            "supervised" => vec![PromptStage::Supervised],
             other => {
                 return Err(RecipeError::Setting(format!(
-                    "--stage: `{other}` is not 1, 2, 3, all or plain"
+                    "--stage: `{other}` is not 1, 2, 3, all, plain or supervised"
                 )));
             }
         };
@@ -244,6 +245,11 @@ impl Recipe for PromptRecipe {
             }
             let kept = match stage {
                 PromptStage::Round1 | PromptStage::PlainClip => None,
+                PromptStage::Supervised => {
+                    ctx.observer
+                        .message("reading which frames show a polyp (the supervised ceiling)");
+                    Some(truth_frames(&store, &records)?)
+                }
                 _ => {
                     let detector = match stage {
                         PromptStage::Round2 => run.card_name(PromptStage::Round1),
@@ -311,7 +317,9 @@ impl StageRun {
     /// has its card), else `from`'s.
     fn previous(&self, stage: PromptStage) -> Option<String> {
         let before = match stage {
-            PromptStage::Round1 | PromptStage::PlainClip => return None,
+            PromptStage::Round1 | PromptStage::PlainClip | PromptStage::Supervised => {
+                return None;
+            }
             PromptStage::Round2 => PromptStage::Round1,
             PromptStage::Attune => PromptStage::Round2,
             PromptStage::Unify => PromptStage::Attune,
@@ -408,10 +416,14 @@ impl StageRun {
             command: ctx.command_line.clone(),
             seed: config.seed,
             data: format!(
-                "{} examination records of {} ({positives} positive reports, {} frames; no frame labels)",
+                "{} examination records of {} ({positives} positive reports, {} frames; {})",
                 records.exams.len(),
                 ctx.library.display(),
                 records.frame_count(),
+                match stage {
+                    PromptStage::Supervised => "frame labels read: a ceiling, not Endo-CLIP",
+                    _ => "no frame labels",
+                },
             ),
             epochs: config.epochs,
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
@@ -451,6 +463,11 @@ fn describe(stage: PromptStage, config: &PromptTrainingConfig, from: Option<&str
             "the plain-CLIP comparison: a random frame and the whole report, symmetric InfoNCE"
                 .to_string()
         }
+        PromptStage::Supervised => {
+            "the supervised ceiling: a random frame with the sentence its ground truth says, \
+             symmetric InfoNCE (reads frame labels; a reference, never shipped)"
+                .to_string()
+        }
     };
     let from = from.map_or(String::new(), |f| format!(", continued from `{f}`"));
     format!(
@@ -468,7 +485,23 @@ pub fn card_of(name: &str, stage: PromptStage) -> String {
         PromptStage::Round2 => format!("{name}-detect"),
         PromptStage::Attune => format!("{name}-stage2"),
         PromptStage::Unify | PromptStage::PlainClip => name.to_string(),
+        PromptStage::Supervised => format!("{name}-supervised"),
     }
+}
+
+/// Per examination, the frames that show a polyp by the library's ground truth (the polyp
+/// views among its frames): only the supervised ceiling reads them.
+fn truth_frames(store: &Store, records: &Records) -> Result<Vec<Vec<usize>>, RecipeError> {
+    let truth = crate::prompts::records::frame_truth(store)?;
+    Ok(records
+        .exams
+        .iter()
+        .map(|exam| {
+            (0..exam.frames.len())
+                .filter(|&f| truth.contains_key(&exam.frames[f].media_id))
+                .collect()
+        })
+        .collect())
 }
 
 /// The model card of stage `stage` of `name` in `out`.

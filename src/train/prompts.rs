@@ -31,6 +31,10 @@ pub enum PromptStage {
     Unify,
     /// The comparison: a random frame and the whole report, symmetric InfoNCE.
     PlainClip,
+    /// The ceiling, never shipped: a random frame with the sentence its ground truth says
+    /// (polyp or background), symmetric InfoNCE. Reads frame labels, which Endo-CLIP never
+    /// does; it tells how far the architecture can go on these frames.
+    Supervised,
 }
 
 impl PromptStage {
@@ -41,6 +45,7 @@ impl PromptStage {
             PromptStage::Attune => "stage 2 (attunement)",
             PromptStage::Unify => "stage 3 (unification)",
             PromptStage::PlainClip => "plain CLIP (random frame + full report)",
+            PromptStage::Supervised => "supervised ceiling (frame labels, not shipped)",
         }
     }
 }
@@ -142,14 +147,14 @@ pub fn train(
 ) -> Result<PromptModel, TrainError> {
     let needs_kept = matches!(
         config.stage,
-        PromptStage::Round2 | PromptStage::Attune | PromptStage::Unify
+        PromptStage::Round2 | PromptStage::Attune | PromptStage::Unify | PromptStage::Supervised
     );
     let empty: Vec<Vec<usize>> = Vec::new();
     let kept = match (needs_kept, kept) {
         (true, Some(k)) => k,
         (true, None) => {
             return Err(TrainError::NotEnoughData(format!(
-                "{} needs the frames stage 1 kept",
+                "{} needs the frames stage 1 kept (the supervised ceiling: the frames that show a polyp)",
                 config.stage.name()
             )));
         }
@@ -228,9 +233,10 @@ impl Steps<PromptModel> for PromptSteps<'_> {
 fn units(stage: PromptStage, records: &Records, kept: &[Vec<usize>]) -> Vec<(usize, usize)> {
     let exams = records.exams.iter().enumerate();
     match stage {
-        PromptStage::Round1 | PromptStage::Round2 | PromptStage::PlainClip => {
-            exams.map(|(e, _)| (e, usize::MAX)).collect()
-        }
+        PromptStage::Round1
+        | PromptStage::Round2
+        | PromptStage::PlainClip
+        | PromptStage::Supervised => exams.map(|(e, _)| (e, usize::MAX)).collect(),
         PromptStage::Attune => exams
             .filter(|(_, x)| x.positive && x.described_polyps == 1)
             .filter(|(_, x)| !x.finding_sentences().is_empty())
@@ -259,7 +265,10 @@ fn step_loss(
         .collect();
     let scale = model.clip.scale();
     match config.stage {
-        PromptStage::Round1 | PromptStage::Round2 | PromptStage::PlainClip => {
+        PromptStage::Round1
+        | PromptStage::Round2
+        | PromptStage::PlainClip
+        | PromptStage::Supervised => {
             let mut frames = Vec::new();
             let mut texts: Vec<String> = Vec::new();
             for &(e, _) in chunk {
@@ -273,6 +282,9 @@ fn step_loss(
                 frames.push((e, f));
                 texts.push(match config.stage {
                     PromptStage::PlainClip => exam.report(),
+                    // `kept` holds the frames ground truth says show a polyp.
+                    PromptStage::Supervised if kept[e].contains(&f) => POLYP_SENTENCE.into(),
+                    PromptStage::Supervised => BACKGROUND_SENTENCE.into(),
                     _ if exam.positive => POLYP_SENTENCE.into(),
                     _ => BACKGROUND_SENTENCE.into(),
                 });
