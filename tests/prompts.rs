@@ -100,6 +100,32 @@ fn stage(
     .unwrap()
 }
 
+/// Within each examination, the share of (polyp frame, background frame) pairs, by
+/// `is_polyp(examination, frame)`, in which `model`'s polyp prompt scores the polyp frame
+/// higher; and the number of pairs.
+fn polyp_above_background(
+    model: &PromptModel,
+    config: &PromptModelConfig,
+    records: &Records,
+    is_polyp: impl Fn(usize, usize) -> bool,
+) -> (f64, usize) {
+    let cpu = Device::flex();
+    let texts = detection_texts(model, config, &cpu);
+    let (mut above, mut pairs) = (0usize, 0usize);
+    for (e, exam) in records.exams.iter().enumerate() {
+        let which: Vec<(usize, usize)> = (0..exam.frames.len()).map(|f| (e, f)).collect();
+        let v = model.encode_images(records.batch(&which, &[], &cpu));
+        let p = polyp_probability(model, v, texts.clone());
+        for i in (0..p.len()).filter(|&i| is_polyp(e, i)) {
+            for j in (0..p.len()).filter(|&j| !is_polyp(e, j)) {
+                pairs += 1;
+                above += usize::from(p[i] > p[j]);
+            }
+        }
+    }
+    (above as f64 / pairs as f64, pairs)
+}
+
 #[test]
 fn phantom_records_have_their_frames_and_a_report_that_says_whether_polyps_were_found() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,27 +205,9 @@ fn three_stages_on_tiny_records_score_polyp_frames_above_background_frames() {
         Some(&kept),
         Some(attuned),
     );
-    let round2 = round2.valid();
-    // Within each positive examination: polyp frames against its background frames.
-    let texts = detection_texts(&round2, &config, &cpu);
-    let (mut above, mut pairs) = (0usize, 0usize);
-    for (e, exam) in records.exams.iter().enumerate() {
-        if !exam.positive {
-            continue;
-        }
-        let which: Vec<(usize, usize)> = (0..exam.frames.len()).map(|f| (e, f)).collect();
-        let v = round2.encode_images(records.batch(&which, &[], &cpu));
-        let p = polyp_probability(&round2, v, texts.clone());
-        for (i, fi) in exam.frames.iter().enumerate() {
-            for (j, fj) in exam.frames.iter().enumerate() {
-                if truth.contains_key(&fi.media_id) && !truth.contains_key(&fj.media_id) {
-                    pairs += 1;
-                    above += usize::from(p[i] > p[j]);
-                }
-            }
-        }
-    }
-    let share = above as f64 / pairs as f64;
+    let (share, pairs) = polyp_above_background(&round2.valid(), &config, &records, |e, f| {
+        truth.contains_key(&records.exams[e].frames[f].media_id)
+    });
     assert!(
         share > 0.6,
         "the polyp prompt ranks a polyp frame above a background frame of its examination in {share:.2} of {pairs} pairs"
@@ -234,21 +242,8 @@ fn the_supervised_ceiling_learns_polyp_frames_from_their_labels() {
         None,
     )
     .valid();
-    let cpu = Device::flex();
-    let texts = detection_texts(&model, &config, &cpu);
-    let (mut above, mut pairs) = (0usize, 0usize);
-    for (e, exam) in records.exams.iter().enumerate() {
-        let which: Vec<(usize, usize)> = (0..exam.frames.len()).map(|f| (e, f)).collect();
-        let v = model.encode_images(records.batch(&which, &[], &cpu));
-        let p = polyp_probability(&model, v, texts.clone());
-        for &i in &labelled[e] {
-            for j in (0..exam.frames.len()).filter(|j| !labelled[e].contains(j)) {
-                pairs += 1;
-                above += usize::from(p[i] > p[j]);
-            }
-        }
-    }
-    let share = above as f64 / pairs as f64;
+    let (share, pairs) =
+        polyp_above_background(&model, &config, &records, |e, f| labelled[e].contains(&f));
     assert!(
         share > 0.7,
         "polyp frame above a background frame of its examination in {share:.2} of {pairs} pairs"

@@ -280,7 +280,7 @@ fn crop_context(pref: BackendPref, card: &std::path::Path, context: f32) -> Resu
         .with_context(|| format!("{}", card.display()))?;
     let before = models.input().context;
     let version = endotwin::twins::codes::context_version(&models.image_card, context);
-    endotwin::model::weights::set_input_context(card, context, &version)?;
+    endotwin::model::weights::set_input(card, "crop", |i| i.context = context, &version)?;
     println!(
         "{}: polyp crops of {context} x the box (were {before}); version {version}",
         card.display()
@@ -298,7 +298,7 @@ fn set_turns(pref: BackendPref, card: &std::path::Path, turns: u32) -> Result<()
         .with_context(|| format!("{}", card.display()))?;
     let before = models.input().turns;
     let version = endotwin::twins::codes::turns_version(&models.image_card, turns);
-    endotwin::model::weights::set_input_turns(card, turns, &version)?;
+    endotwin::model::weights::set_input(card, "turn", |i| i.turns = turns, &version)?;
     println!(
         "{}: crops encoded at {turns} quarter turn(s), embeddings averaged (were {before}); version {version}",
         card.display()

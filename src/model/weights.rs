@@ -390,38 +390,26 @@ pub fn set_code_bits(
     })
 }
 
-/// Gives the image encoder card at `path` another crop context (its `input.context`: the
-/// polyp's box enlarged that many times) and a new version (embeddings change, so libraries
-/// indexed before are re-indexed), checked and re-summed as [`set_code_center`] does.
-pub fn set_input_context(path: &Path, context: f32, version: &str) -> Result<(), WeightsError> {
+/// Changes the twin image encoder card at `path`'s input recipe (its crop context, its quarter
+/// turns) with `change` under a new `version` (embeddings change, so libraries indexed before
+/// are re-indexed), checked and re-summed as [`set_code_center`] does. A card without an input
+/// recipe (a whole-frame encoder) is refused: there is nothing `what` ("crop", "turn") applies to.
+pub fn set_input(
+    path: &Path,
+    what: &str,
+    change: impl FnOnce(&mut crate::model::preprocess::TwinInput),
+    version: &str,
+) -> Result<(), WeightsError> {
     let card = read_card(path)?;
     if card.input.is_none() {
         return Err(WeightsError::Mismatch {
             path: path.to_path_buf(),
-            reason: "it has no input recipe (a whole-frame encoder): nothing to crop".into(),
+            reason: format!("it has no input recipe (a whole-frame encoder): nothing to {what}"),
         });
     }
     change_codes(path, |card| {
         if let Some(input) = card.input.as_mut() {
-            input.context = context;
-        }
-        card.version = version.to_string();
-    })
-}
-
-/// Sets the twin image encoder card at `path` to encode its crops at `turns` quarter turns
-/// (its `input.turns`) under `version`.
-pub fn set_input_turns(path: &Path, turns: u32, version: &str) -> Result<(), WeightsError> {
-    let card = read_card(path)?;
-    if card.input.is_none() {
-        return Err(WeightsError::Mismatch {
-            path: path.to_path_buf(),
-            reason: "it has no input recipe (a whole-frame encoder): nothing to turn".into(),
-        });
-    }
-    change_codes(path, |card| {
-        if let Some(input) = card.input.as_mut() {
-            input.turns = turns;
+            change(input);
         }
         card.version = version.to_string();
     })
