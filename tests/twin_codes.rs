@@ -335,4 +335,10 @@ fn turned_crops_ride_in_the_card_and_a_rolled_view_keeps_its_embedding() {
         let again = TwinModels::load(models.path(), &device).unwrap();
         assert_eq!(again.image_card.version, version);
     }
+    // Turns edited by hand (3 is not a whole symmetry of the square crop): refused by name.
+    hand_edit_is_refused(models.path(), &path, "input", |input| {
+        let mut input = input.clone();
+        input["turns"] = serde_json::json!(3);
+        input
+    });
 }

@@ -362,8 +362,8 @@ pub fn code_version(card: &crate::model::weights::ModelCard) -> String {
 }
 
 /// The version of an encoder card once its crop context is `context`: `-ctx<context>` after
-/// its version without an earlier context's or code's mark, then its code mark again (see
-/// [`code_version`]).
+/// its version without an earlier context's or code's mark (a turns' mark stays after it),
+/// then its code mark again (see [`code_version`]).
 pub fn context_version(card: &crate::model::weights::ModelCard, context: f32) -> String {
     let (base, turns) = without_turns(unmarked(&card.version));
     let base = base.rsplit_once("-ctx").map_or(base, |(b, _)| b);
