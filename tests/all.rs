@@ -26,6 +26,7 @@ mod manifest_props;
 mod models;
 mod phantom;
 mod preprocess;
+mod prompt_rounds;
 mod prompts;
 mod recipes;
 mod retrieval;

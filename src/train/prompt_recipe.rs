@@ -1,7 +1,8 @@
 //! The `prompts` recipe: `endotwin train prompts --stage 1|2|3|all|plain` (and the training
 //! panel). Each stage is its own recorded run with its own checkpoints and card, named after
 //! `--name` (default `prompts`):
-//! stage 1 writes `<name>-round1` and `<name>-detect` (round 2: the detector), stage 2
+//! stage 1 writes `<name>-round1` and `<name>-detect` (the last cleansing round: the detector;
+//! with `--rounds N` above 2 the rounds between are `<name>-round2` .. `<name>-round<N-1>`), stage 2
 //! `<name>-stage2`, stage 3 `<name>` (benign vs neoplastic, text search). Stage 2 continues
 //! from `<name>-detect`, stage 3 from `<name>-stage2`; both train on the frames `<name>-detect`
 //! keeps. `plain` trains the plain-CLIP comparison as `<name>` from scratch.
@@ -58,6 +59,12 @@ impl Recipe for PromptRecipe {
                 Text,
                 Some("all"),
                 "1, 2, 3, all (1 then 2 then 3), plain (the plain-CLIP comparison), or supervised (the ceiling: frames paired by their ground truth; reads frame labels, never shipped)",
+            ),
+            RecipeOption::new(
+                "rounds",
+                Count,
+                Some("2"),
+                "Cleansing rounds in stage 1 (2 = the paper); each round after the first starts from the one before and keeps the frames it ranks highest",
             ),
             RecipeOption::new(
                 "epochs",
@@ -124,18 +131,22 @@ impl Recipe for PromptRecipe {
         let out = settings
             .path(&o, "out")
             .unwrap_or_else(|| ctx.models.clone());
-        let stages: Vec<PromptStage> = match settings.text(&o, "stage")?.as_str() {
-            "1" => vec![PromptStage::Round1, PromptStage::Round2],
-            "2" => vec![PromptStage::Attune],
-            "3" => vec![PromptStage::Unify],
-            "all" => vec![
-                PromptStage::Round1,
-                PromptStage::Round2,
-                PromptStage::Attune,
-                PromptStage::Unify,
-            ],
-            "plain" => vec![PromptStage::PlainClip],
-            "supervised" => vec![PromptStage::Supervised],
+        let rounds = settings.count(&o, "rounds")?;
+        if rounds < 2 {
+            return Err(RecipeError::Setting(format!(
+                "--rounds {rounds}: stage 1 needs at least 2 rounds (round 2 makes the detector)"
+            )));
+        }
+        let cleansing = (1..=rounds).map(|r| Step::round(r));
+        let stages: Vec<Step> = match settings.text(&o, "stage")?.as_str() {
+            "1" => cleansing.collect(),
+            "2" => vec![Step::of(PromptStage::Attune)],
+            "3" => vec![Step::of(PromptStage::Unify)],
+            "all" => cleansing
+                .chain([Step::of(PromptStage::Attune), Step::of(PromptStage::Unify)])
+                .collect(),
+            "plain" => vec![Step::of(PromptStage::PlainClip)],
+            "supervised" => vec![Step::of(PromptStage::Supervised)],
             other => {
                 return Err(RecipeError::Setting(format!(
                     "--stage: `{other}` is not 1, 2, 3, all, plain or supervised"
@@ -177,6 +188,7 @@ impl Recipe for PromptRecipe {
             out: out.clone(),
             name: name.clone(),
             from,
+            rounds,
             epochs: settings.count(&o, "epochs")?,
             batch: settings.count(&o, "batch")?.max(2),
             lr: settings.number(&o, "lr")?,
@@ -206,7 +218,7 @@ impl Recipe for PromptRecipe {
         // Stages 1 and 2 take `batch` (frame, sentence) pairs a step, stage 3 a quarter as many
         // examinations of up to `max_images` frames and as many sentences.
         let small = PromptModelConfig::small(records.corpus()).with_image(size, patch);
-        let stage3 = run.config(PromptStage::Unify, small.clone());
+        let stage3 = run.config(Step::of(PromptStage::Unify), small.clone());
         let per_pair = super::memory::dual(&small.clip);
         let per_batch_item = per_pair * (stage3.max_images as f64 / 4.0).max(1.0);
         super::memory::check(
@@ -218,17 +230,18 @@ impl Recipe for PromptRecipe {
         )?;
         let device = ctx.device.clone().autodiff();
         let mut last = None;
-        for stage in stages {
-            let card_name = run.card_name(stage);
+        for step in stages {
+            let stage = step.stage;
+            let card_name = run.card_name(step);
             let card_path = out.join(format!("{card_name}.json"));
             if run.resume && card_path.exists() {
                 ctx.observer.message(&format!(
                     "{}: {card_name} exists, taken as done",
-                    stage.name()
+                    step.name()
                 ));
                 continue;
             }
-            let previous = run.previous(stage);
+            let previous = run.previous(step);
             let (config_model, start_model) = match &previous {
                 Some(prev) => {
                     let loaded = pm::load(&out.join(format!("{prev}.json")), &device)?;
@@ -252,7 +265,7 @@ impl Recipe for PromptRecipe {
                 }
                 _ => {
                     let detector = match stage {
-                        PromptStage::Round2 => run.card_name(PromptStage::Round1),
+                        PromptStage::Round2 => previous.clone().unwrap_or_default(),
                         _ => run.detector(),
                     };
                     let d = pm::load(&out.join(format!("{detector}.json")), &ctx.device)?;
@@ -269,9 +282,9 @@ impl Recipe for PromptRecipe {
                     ))
                 }
             };
-            let config = run.config(stage, config_model);
+            let config = run.config(step, config_model);
             let trained = run.train_stage(
-                stage,
+                step,
                 &config,
                 &records,
                 kept.as_deref(),
@@ -297,6 +310,8 @@ struct StageRun {
     name: String,
     /// The run whose earlier stages this one starts from.
     from: String,
+    /// Cleansing rounds in stage 1 (the paper's 2).
+    rounds: usize,
     epochs: usize,
     batch: usize,
     lr: f64,
@@ -308,27 +323,37 @@ struct StageRun {
 }
 
 impl StageRun {
-    /// The card a stage writes.
-    fn card_name(&self, stage: PromptStage) -> String {
-        card_of(&self.name, stage)
+    /// The card a step writes: the last cleansing round is `<name>-detect`, the rounds
+    /// between the first and the last `<name>-round<k>`.
+    fn card_name(&self, step: Step) -> String {
+        self.card_of(&self.name, step)
     }
 
-    /// The card a stage starts from: this run's previous stage when it trains that too (or
+    fn card_of(&self, name: &str, step: Step) -> String {
+        match step.stage {
+            PromptStage::Round2 if step.round < self.rounds => {
+                format!("{name}-round{}", step.round)
+            }
+            stage => card_of(name, stage),
+        }
+    }
+
+    /// The card a step starts from: this run's previous step when it trains that too (or
     /// has its card), else `from`'s.
-    fn previous(&self, stage: PromptStage) -> Option<String> {
-        let before = match stage {
+    fn previous(&self, step: Step) -> Option<String> {
+        let before = match step.stage {
             PromptStage::Round1 | PromptStage::PlainClip | PromptStage::Supervised => {
                 return None;
             }
-            PromptStage::Round2 => PromptStage::Round1,
-            PromptStage::Attune => PromptStage::Round2,
-            PromptStage::Unify => PromptStage::Attune,
+            PromptStage::Round2 => Step::round(step.round - 1),
+            PromptStage::Attune => Step::round(self.rounds),
+            PromptStage::Unify => Step::of(PromptStage::Attune),
         };
-        let own = card_of(&self.name, before);
+        let own = self.card_of(&self.name, before);
         if self.name == self.from || self.out.join(format!("{own}.json")).exists() {
             Some(own)
         } else {
-            Some(card_of(&self.from, before))
+            Some(self.card_of(&self.from, before))
         }
     }
 
@@ -342,8 +367,8 @@ impl StageRun {
         }
     }
 
-    fn config(&self, stage: PromptStage, model: PromptModelConfig) -> PromptTrainingConfig {
-        PromptTrainingConfig::new(model, stage)
+    fn config(&self, step: Step, model: PromptModelConfig) -> PromptTrainingConfig {
+        PromptTrainingConfig::new(model, step.stage)
             .with_epochs(self.epochs)
             .with_batch(self.batch)
             // The paper's 32 pairs in stages 1 and 2, 8 examinations in stage 3.
@@ -358,7 +383,7 @@ impl StageRun {
     #[allow(clippy::too_many_arguments)]
     fn train_stage(
         &self,
-        stage: PromptStage,
+        step: Step,
         config: &PromptTrainingConfig,
         records: &Records,
         kept: Option<&[Vec<usize>]>,
@@ -367,9 +392,10 @@ impl StageRun {
         store: &mut Store,
         ctx: &mut RecipeContext<'_>,
     ) -> Result<Trained, RecipeError> {
-        let card_name = self.card_name(stage);
+        let stage = step.stage;
+        let card_name = self.card_name(step);
         ctx.observer
-            .message(&format!("{}: training {card_name}", stage.name()));
+            .message(&format!("{}: training {card_name}", step.name()));
         let checkpoints = checkpoint_dir(&self.out, &card_name)?;
         let resume = self.resume && checkpoints.join("state.json").exists();
         let start = resume_from(
@@ -408,7 +434,7 @@ impl StageRun {
             &card_name,
             ModelKind::PromptModel,
             &super::recipe::version_of(run_id),
-            &describe(stage, config, self.previous(stage).as_deref()),
+            &describe(step, config, self.previous(step).as_deref()),
             &config.model,
         );
         let positives = records.exams.iter().filter(|e| e.positive).count();
@@ -438,12 +464,14 @@ impl StageRun {
     }
 }
 
-fn describe(stage: PromptStage, config: &PromptTrainingConfig, from: Option<&str>) -> String {
-    let what = match stage {
+fn describe(step: Step, config: &PromptTrainingConfig, from: Option<&str>) -> String {
+    let what = match step.stage {
         PromptStage::Round1 => "the polyp-vs-background detector after round 1".to_string(),
         PromptStage::Round2 => format!(
-            "the polyp-vs-background detector after round 2 (positive examinations' frames from the top {:.0} % by round 1)",
-            config.prevalence * 100.0
+            "the polyp-vs-background detector after round {} (positive examinations' frames from the top {:.0} % by round {})",
+            step.round,
+            config.prevalence * 100.0,
+            step.round - 1
         ),
         PromptStage::Attune => format!(
             "attuned on single-polyp examinations with {} targets",
@@ -473,12 +501,45 @@ fn describe(stage: PromptStage, config: &PromptTrainingConfig, from: Option<&str
     format!(
         "Text-prompt model (Endo-CLIP, METHODS §1), {}: a {s} px ViT and a word-level text encoder \
          in one 128-d space, {what}{from}.",
-        stage.name(),
+        step.name(),
         s = config.model.image_size()
     )
 }
 
-/// The card name stage `stage` of run `name` writes.
+/// One step of a run: a stage, and for a cleansing round after the first its number.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    stage: PromptStage,
+    /// The cleansing round (1, 2, ...); 0 outside stage 1.
+    round: usize,
+}
+
+impl Step {
+    fn of(stage: PromptStage) -> Self {
+        Step { stage, round: 0 }
+    }
+
+    /// Cleansing round `round` (1 is round 1; every later one is prevalence-guided).
+    fn round(round: usize) -> Self {
+        let stage = if round <= 1 {
+            PromptStage::Round1
+        } else {
+            PromptStage::Round2
+        };
+        Step { stage, round }
+    }
+
+    fn name(self) -> String {
+        match self.stage {
+            PromptStage::Round2 if self.round != 2 => {
+                format!("stage 1, round {} (prevalence-guided)", self.round)
+            }
+            stage => stage.name().to_string(),
+        }
+    }
+}
+
+/// The card name stage `stage` of run `name` writes (with the paper's two cleansing rounds).
 pub fn card_of(name: &str, stage: PromptStage) -> String {
     match stage {
         PromptStage::Round1 => format!("{name}-round1"),
