@@ -137,7 +137,7 @@ impl Recipe for PromptRecipe {
                 "--rounds {rounds}: stage 1 needs at least 2 rounds (round 2 makes the detector)"
             )));
         }
-        let cleansing = (1..=rounds).map(|r| Step::round(r));
+        let cleansing = (1..=rounds).map(Step::round);
         let stages: Vec<Step> = match settings.text(&o, "stage")?.as_str() {
             "1" => cleansing.collect(),
             "2" => vec![Step::of(PromptStage::Attune)],
