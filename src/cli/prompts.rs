@@ -140,7 +140,8 @@ pub struct EvalArgs {
     pub models: Option<PathBuf>,
     #[arg(long, default_value = "prompts")]
     pub name: String,
-    /// The plain-CLIP comparison's card (`train prompts --stage plain`).
+    /// The plain-CLIP comparison's card (`train prompts --stage plain`); default:
+    /// `<name>-plain` in the models folder when it is there (the shipped one is).
     #[arg(long)]
     pub plain: Option<PathBuf>,
     /// The supervised ceiling's card (`train prompts --stage supervised`: frames paired by
@@ -177,7 +178,12 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     // Stage 3 may not be trained yet: detection is still scored.
     let stage3 = model::load(&card(""), &device).ok();
     let stage2 = model::load(&card("-stage2"), &device).ok();
-    let plain = a.plain.clone().map(get).transpose()?;
+    let plain = a
+        .plain
+        .clone()
+        .or_else(|| Some(card("-plain")).filter(|p| p.exists()))
+        .map(get)
+        .transpose()?;
     let supervised = a.supervised.clone().map(get).transpose()?;
     let mut ablations = Vec::new();
     for c in &a.ablations {
