@@ -234,6 +234,77 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
     screenshot(&mut h, "twins");
 }
 
+/// The sample library ships encoded by both shipped prompt models: a text search answers
+/// without encoding anything, a polyp's prompt scores show, and a video's polyp strip comes
+/// from the shipped detector, all with the shipped models' versions.
+#[test]
+fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_start() {
+    use endotwin::app::{PromptCommand, Tab};
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&sample, dir.path());
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    let polyp = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == "S7-E004-P1")
+        .unwrap();
+    let video = store
+        .videos()
+        .unwrap()
+        .into_iter()
+        .find(|v| v.code == "S7-V01")
+        .unwrap();
+    drop(store);
+    let shipped = |name: &str| {
+        let path = endotwin::default_models_dir().join(format!("{name}.json"));
+        let card: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        format!("{name} ({})", card["version"].as_str().unwrap())
+    };
+    let mut h = harness(dir.path());
+    h.set_size(egui::vec2(1400.0, 1000.0));
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("prompts")));
+    h.state_mut().send(Command::Prompts(PromptCommand::Search(
+        "a large sessile polyp with an irregular surface, reddish".into(),
+    )));
+    wait_until(&mut h, "the search", |a| a.state.prompts.search.is_some());
+    let search = h.state().state.prompts.search.clone().unwrap();
+    assert_eq!(search.model, shipped("prompts"));
+    assert_eq!(
+        search.encoded, 0,
+        "sample_db is not encoded by the shipped model"
+    );
+    assert!(!search.hits.is_empty());
+    h.state_mut()
+        .send(Command::Select(Selection::Polyp(polyp.id)));
+    h.state_mut()
+        .send(Command::Prompts(PromptCommand::ChooseSet(1)));
+    wait_until(&mut h, "the scores of benign vs neoplastic", |a| {
+        a.state.prompts.running.is_none()
+            && a.state.prompts.scores.as_ref().is_some_and(|s| {
+                s.frames
+                    .first()
+                    .is_some_and(|f| f.1[0].prompt.contains("hyperplastic"))
+            })
+    });
+    screenshot(&mut h, "prompts");
+    shows_part(&h, "All 4 shown images together");
+    h.state_mut()
+        .send(Command::Select(Selection::Video(video.id)));
+    h.state_mut().send(Command::ShowTab(Tab("viewer")));
+    wait_until(&mut h, "the polyp strip", |a| {
+        a.state.prompts.strip.is_some()
+    });
+    let (strip_video, probabilities, model) = h.state().state.prompts.strip.clone().unwrap();
+    assert_eq!(strip_video, video.id);
+    assert_eq!(model, shipped("prompts-detect"));
+    assert_eq!(probabilities.len() as i64, video.frame_count);
+    screenshot(&mut h, "prompts-strip");
+}
+
 pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
