@@ -60,7 +60,7 @@ pub enum EvalWhat {
     /// macro-F1) against a colour histogram with the same linear classifier.
     Captions(super::captions::EvalArgs),
     /// Text prompts (Endo-CLIP) on held-out examination records: zero-shot polyp detection per
-    /// frame (rounds 1 and 2), zero-shot benign vs neoplastic per polyp, few-shot probes, the
+    /// frame (round 1 and the detector after its last cleansing round, JSON `round2`), zero-shot benign vs neoplastic per polyp, few-shot probes, the
     /// colour-histogram baseline, the untrained model, plain CLIP and the ablations.
     Prompts(super::prompts::EvalArgs),
 }

@@ -279,7 +279,10 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     }
     let mut ablation_rows: Vec<(String, Curves)> = vec![
         ("stage 1: round 1 (detection)".into(), detection[0].1),
-        ("stage 1: round 2 (detection)".into(), detection[1].1),
+        (
+            "stage 1: last cleansing round, the detector (detection)".into(),
+            detection[1].1,
+        ),
     ];
     if let Some((_, c)) = pathology.first() {
         ablation_rows.push((
