@@ -194,11 +194,9 @@ fn the_sample_library_opens_with_its_cases() {
     shows_part(&h, "examinations ·");
 }
 
-/// The sample library ships indexed by the shipped twin models: a polyp's twins and their
-/// vote show on first start, without indexing anything.
-#[test]
-fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
-    use endotwin::app::Tab;
+/// A copy of `sample_db/` (tests never write into the repository), its store open, and its
+/// polyp `code`.
+fn sample_copy_with_polyp(code: &str) -> (tempfile::TempDir, Store, endotwin::store::PolypRow) {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&sample, dir.path());
@@ -207,8 +205,17 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
         .polyps()
         .unwrap()
         .into_iter()
-        .find(|p| p.code == "S7-E004-P1")
+        .find(|p| p.code == code)
         .unwrap();
+    (dir, store, polyp)
+}
+
+/// The sample library ships indexed by the shipped twin models: a polyp's twins and their
+/// vote show on first start, without indexing anything.
+#[test]
+fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
+    use endotwin::app::Tab;
+    let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let indexed = store.polyps().unwrap().len();
     drop(store);
     let shipped = endotwin::twins::TwinModels::load(
@@ -240,16 +247,7 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
 #[test]
 fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_start() {
     use endotwin::app::{PromptCommand, Tab};
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&sample, dir.path());
-    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
-    let polyp = store
-        .polyps()
-        .unwrap()
-        .into_iter()
-        .find(|p| p.code == "S7-E004-P1")
-        .unwrap();
+    let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let video = store
         .videos()
         .unwrap()

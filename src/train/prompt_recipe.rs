@@ -338,8 +338,7 @@ impl StageRun {
         }
     }
 
-    /// The card a step starts from: this run's previous step when it trains that too (or
-    /// has its card), else `from`'s.
+    /// The card a step starts from: the step before it, this run's or `from`'s.
     fn previous(&self, step: Step) -> Option<String> {
         let before = match step.stage {
             PromptStage::Round1 | PromptStage::PlainClip | PromptStage::Supervised => {
@@ -349,21 +348,21 @@ impl StageRun {
             PromptStage::Attune => Step::round(self.rounds),
             PromptStage::Unify => Step::of(PromptStage::Attune),
         };
-        let own = self.card_of(&self.name, before);
-        if self.name == self.from || self.out.join(format!("{own}.json")).exists() {
-            Some(own)
-        } else {
-            Some(self.card_of(&self.from, before))
-        }
+        Some(self.own_or_from(before))
     }
 
-    /// The detector whose kept frames stages 2 and 3 train on.
+    /// The detector whose kept frames stages 2 and 3 train on: the last cleansing round.
     fn detector(&self) -> String {
-        let own = card_of(&self.name, PromptStage::Round2);
+        self.own_or_from(Step::round(self.rounds))
+    }
+
+    /// `step`'s card of this run when it trains that step too (or has its card), else `from`'s.
+    fn own_or_from(&self, step: Step) -> String {
+        let own = self.card_of(&self.name, step);
         if self.name == self.from || self.out.join(format!("{own}.json")).exists() {
             own
         } else {
-            card_of(&self.from, PromptStage::Round2)
+            self.card_of(&self.from, step)
         }
     }
 
