@@ -21,6 +21,10 @@ struct Cli {
     /// Also ENDOTWIN_BACKEND.
     #[arg(long, global = true, value_enum)]
     backend: Option<BackendPref>,
+    /// Replace an existing output file (`--out`, `--json`); the library's own files are
+    /// never written over.
+    #[arg(long, global = true)]
+    force: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -80,6 +84,12 @@ enum Command {
     },
     /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
     ContactSheet(cli::demo::ContactSheetArgs),
+    /// The library itself: `check` verifies the database, every media file's hash, missing
+    /// files and files no row names (exit 1 when anything is wrong).
+    Library {
+        #[command(subcommand)]
+        what: cli::library::LibraryWhat,
+    },
 }
 
 fn main() {
@@ -93,7 +103,23 @@ fn main() {
 
 fn run(parsed: Cli) -> anyhow::Result<()> {
     let pref = BackendPref::resolve(parsed.backend)?;
+    if parsed.library.is_none()
+        && std::env::var_os("ENDOTWIN_LIBRARY")
+            .is_some_and(|v| v.to_string_lossy().trim().is_empty())
+    {
+        anyhow::bail!(
+            "ENDOTWIN_LIBRARY is set but empty; name a library folder (or unset it for sample_db/)"
+        );
+    }
+    if parsed
+        .library
+        .as_ref()
+        .is_some_and(|l| l.as_os_str().to_string_lossy().trim().is_empty())
+    {
+        anyhow::bail!("--library is empty; name a library folder");
+    }
     let library = parsed.library.unwrap_or_else(endotwin::default_library);
+    cli::set_output_rules(&library, parsed.force);
     let command = parsed
         .command
         .unwrap_or(Command::Gui(cli::gui::GuiArgs::default()));
@@ -112,5 +138,6 @@ fn run(parsed: Cli) -> anyhow::Result<()> {
         Command::Labels { what } => cli::labels::run(&library, what),
         Command::Captions { what } => cli::captions::run(&library, pref, what),
         Command::Prompts { what } => cli::prompts::run(&library, pref, what),
+        Command::Library { what } => cli::library::run(&library, what),
     }
 }

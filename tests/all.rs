@@ -31,6 +31,7 @@ mod prompts;
 mod recipes;
 mod retrieval;
 mod store;
+mod store_safety;
 mod tracklet_pipeline;
 mod tracklets;
 mod train;

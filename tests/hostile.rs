@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// A library holding one multi-view polyp (`base-A`, adenoma, Vienna 3, 8 mm) and one
 /// captioned capsule image: something a bad import could damage.
-fn library_with_cases() -> (tempfile::TempDir, tempfile::TempDir) {
+pub(crate) fn library_with_cases() -> (tempfile::TempDir, tempfile::TempDir) {
     let lib = tempfile::tempdir().unwrap();
     let src = tempfile::tempdir().unwrap();
     let base = src.path().join("base");
@@ -594,17 +594,32 @@ fn an_import_waits_for_a_locked_library_and_a_timed_out_one_leaves_no_file() {
 }
 
 #[test]
-fn media_files_no_row_names_are_swept_by_the_next_import() {
+fn a_crashed_writes_files_are_swept_and_files_it_did_not_write_are_kept() {
     let (lib, src) = library_with_cases();
-    // What a kill -9 between writing a file and committing its row leaves behind.
-    let orphan = lib.path().join("media/ff/ff00orphan.png");
-    std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
-    std::fs::write(&orphan, b"left behind").unwrap();
-    std::fs::write(lib.path().join("media/ff/x.partial"), b"half").unwrap();
+    // What a kill -9 between writing a file and committing its row leaves behind: the file,
+    // its `.partial` copy, and the pending journal naming it (written before the file).
+    let hash = "ff".repeat(32);
+    let crashed = format!("media/ff/{hash}.png");
+    std::fs::create_dir_all(lib.path().join("media/ff")).unwrap();
+    std::fs::write(lib.path().join(&crashed), b"left behind").unwrap();
+    std::fs::write(lib.path().join(format!("media/ff/{hash}.partial")), b"half").unwrap();
+    std::fs::write(
+        lib.path().join(endotwin::store::PENDING_JOURNAL),
+        format!("{crashed}\n"),
+    )
+    .unwrap();
+    // A file no row names and no journal names (a restored backup's newer image, a file a
+    // person put there): EndoTwin did not write it in an unfinished write, so it stays.
+    let foreign = lib.path().join("media/ee/ee00someone-elses.png");
+    std::fs::create_dir_all(foreign.parent().unwrap()).unwrap();
+    std::fs::write(&foreign, b"not ours to delete").unwrap();
     png(&src.path().join("more/m.png"), 8, 8, 55);
     let r = import(lib.path(), "images", &src.path().join("more"), &[]);
     assert!(r.ok(), "{}", r.text());
-    assert!(!orphan.exists() && !lib.path().join("media/ff/x.partial").exists());
+    assert!(!lib.path().join(&crashed).exists());
+    assert!(!lib.path().join(format!("media/ff/{hash}.partial")).exists());
+    assert!(!lib.path().join(endotwin::store::PENDING_JOURNAL).exists());
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"not ours to delete");
     assert!(invalid_rows(lib.path()).is_empty());
 }
 

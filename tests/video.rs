@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// ffmpeg on PATH, or None (then the test says so and stops; CI installs it and must have it).
-fn ffmpeg() -> Option<PathBuf> {
+pub(crate) fn ffmpeg() -> Option<PathBuf> {
     match endotwin::data::import::video::find_ffmpeg() {
         Ok(tools) => Some(tools.ffmpeg),
         Err(e) if std::env::var_os("CI").is_some() => panic!("CI must have ffmpeg: {e}"),

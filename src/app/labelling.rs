@@ -30,6 +30,15 @@ impl App {
         if filter.limit == 0 {
             filter.limit = 200;
         }
+        // A date still being typed filters nothing yet (the store refuses a partial one).
+        for when in [&mut filter.since, &mut filter.until] {
+            if when
+                .as_deref()
+                .is_some_and(|w| crate::store::check_audit_time(w).is_err())
+            {
+                *when = None;
+            }
+        }
         let audit = lib.store.audit_log(&filter);
         match audit {
             Ok(rows) => self.state.labelling.audit = rows,

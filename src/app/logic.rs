@@ -32,11 +32,10 @@ impl App {
         for key in wanted {
             let source = match &key {
                 ImageKey::Media(id) => self.state.library.as_ref().and_then(|lib| {
-                    lib.store
-                        .media(*id)
-                        .ok()
-                        .flatten()
-                        .map(|m| Source::File(lib.store.media_path(&m)))
+                    lib.store.media(*id).ok().flatten().map(|m| Source::Media {
+                        path: lib.store.media_path(&m),
+                        hash: m.hash.clone(),
+                    })
                 }),
                 ImageKey::Thumbnail(id) => {
                     self.state.library.as_ref().map(|lib| Source::Thumbnail {

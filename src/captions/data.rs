@@ -66,7 +66,7 @@ impl CaptionSet {
             let Some(raw) = captions.get(&m.id) else {
                 continue;
             };
-            match images::decode_file(&store.media_path(&m)) {
+            match images::decode_media(store, &m) {
                 Ok(d) => frames.push(CaptionFrame {
                     media_id: m.id,
                     examination: exam,

@@ -272,7 +272,7 @@ pub fn search(
     let mut images = Vec::new();
     let mut kept = Vec::new();
     for (exam, m) in &rows {
-        if let Ok(d) = crate::data::images::decode_file(&store.media_path(m)) {
+        if let Ok(d) = crate::data::images::decode_media(store, m) {
             images.push(d.image);
             kept.push((m.id, *exam));
         }

@@ -31,9 +31,15 @@ pub enum CaptionsWhat {
 pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> {
     match what {
         CaptionsWhat::Refine { text } => {
-            let r = Refiner::shipped().refine(&text);
+            let refiner = Refiner::shipped();
+            let r = refiner.refine(&text);
             println!("{}", r.caption);
             println!("{}", r.category);
+            if !refiner.recognises(&text) {
+                eprintln!(
+                    "nothing recognised: no finding of the entity list in {text:?}; \"normal\" above is a default, not a reading"
+                );
+            }
             Ok(())
         }
         CaptionsWhat::Describe { images, model, top } => {
@@ -246,8 +252,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     print(&e, &test_lib.described, &train_lib.described);
     eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
     if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&e)?)
-            .with_context(|| format!("{}: cannot write", path.display()))?;
+        super::write_output(path, serde_json::to_string_pretty(&e)?.as_bytes())?;
         println!("wrote {}", path.display());
     }
     if let Some(path) = &a.confusion {

@@ -51,7 +51,63 @@ pub struct ContactSheetArgs {
     tile: u32,
 }
 
+/// The most a demo library may hold of each thing: far above any demo or test, far below
+/// what would fill a disk or memory before a frame is written.
+const DEMO_LIMITS: [(&str, usize); 8] = [
+    ("--polyps", 100_000),
+    ("--views", 32),
+    ("--videos", 1_000),
+    ("--frames-per-video", 20_000),
+    ("--capsule", 100_000),
+    ("--background", 1_000),
+    ("--frames-per-exam", 1_000),
+    ("--size", 2_048),
+];
+
+/// Refuses sizes no demo library can have, before anything is made.
+fn check_demo_size(args: &DemoArgs) -> Result<()> {
+    let given = [
+        args.polyps,
+        args.views,
+        args.videos,
+        args.frames_per_video,
+        args.capsule,
+        args.background,
+        args.frames_per_exam,
+        args.size as usize,
+    ];
+    for ((flag, max), value) in DEMO_LIMITS.iter().zip(given) {
+        if value > *max {
+            anyhow::bail!(
+                "{flag} {value}: a demo library takes at most {max}; nothing was written"
+            );
+        }
+    }
+    if args.size < 32 {
+        anyhow::bail!(
+            "--size {}: frames need at least 32 pixels a side; nothing was written",
+            args.size
+        );
+    }
+    // Every still frame and video frame at about half a byte a pixel (PNG of the phantom).
+    let frames = args.polyps * args.views.max(1)
+        + args.videos * args.frames_per_video
+        + args.capsule
+        + args.polyps * args.background;
+    let bytes = frames as f64 * (args.size as f64).powi(2) * 0.5;
+    if bytes > 200e9 {
+        anyhow::bail!(
+            "that demo library would take about {:.0} GB ({frames} frames of {}x{} pixels); nothing was written",
+            bytes / 1e9,
+            args.size,
+            args.size
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: DemoArgs) -> Result<()> {
+    check_demo_size(&args)?;
     let out = &args.out;
     let cfg = PhantomConfig {
         seed: args.seed,
@@ -101,9 +157,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
 pub fn contact_sheet(library: &Path, args: ContactSheetArgs) -> Result<()> {
     let store = Store::open(library, OpenMode::Existing)?;
     let sheet = endotwin::data::contact_sheet::contact_sheet(&store, args.columns, args.tile)?;
+    let mut png = std::io::Cursor::new(Vec::new());
     sheet
-        .save(&args.out)
-        .with_context(|| format!("{}: could not write PNG", args.out.display()))?;
+        .write_to(&mut png, image::ImageFormat::Png)
+        .context("could not encode the PNG")?;
+    super::write_output(&args.out, png.get_ref())?;
     println!("wrote {}", args.out.display());
     Ok(())
 }

@@ -114,8 +114,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             print_twins(&eval, &models, held.store.db_path());
             eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
             if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&eval)?)
-                    .with_context(|| format!("{}: cannot write", path.display()))?;
+                super::write_output(&path, serde_json::to_string_pretty(&eval)?.as_bytes())?;
                 println!("wrote {}", path.display());
             }
             if record {

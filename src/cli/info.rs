@@ -27,6 +27,15 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
             ""
         }
     );
+    let damage = store.integrity_problems(None)?;
+    if damage.is_empty() {
+        println!("integrity: ok");
+    } else {
+        println!(
+            "integrity: DAMAGED ({}); writes are refused: restore library.sqlite from a backup, `endotwin library check` lists the problems",
+            damage.join("; ")
+        );
+    }
     println!(
         "content: {} examinations, {} polyps, {} videos, {} media ({:.1} MB)",
         stats.examinations,

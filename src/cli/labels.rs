@@ -15,6 +15,8 @@ pub enum LabelsWhat {
         /// coco: video frames with their boxes, each box's tracklet and polyp, and frame labels).
         #[arg(long, value_enum, default_value_t = Format::Csv)]
         format: Format,
+        /// The file to write (a new file; the global `--force` replaces an existing one,
+        /// never the library's own files).
         #[arg(long)]
         out: PathBuf,
     },
@@ -59,6 +61,12 @@ pub enum Format {
 pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
     match what {
         LabelsWhat::History(a) => {
+            for (flag, when) in [("--since", &a.since), ("--until", &a.until)] {
+                if let Some(w) = when {
+                    endotwin::store::check_audit_time(w)
+                        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+                }
+            }
             let store = Store::open(library, OpenMode::Existing)?;
             let filter = endotwin::store::AuditFilter {
                 who: a.who,
@@ -72,14 +80,16 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             }
             for r in rows {
                 let e = &r.entry;
+                // Whatever a row holds, it prints as one line: nothing in it can start another.
+                let show = |v: Option<&str>| v.map_or("—".to_string(), one_line_text);
                 println!(
                     "{}  {}  {} {}: {} -> {}",
                     e.at,
-                    e.who,
-                    r.target_name,
-                    e.key,
-                    e.old_value.as_deref().unwrap_or("—"),
-                    e.new_value.as_deref().unwrap_or("—")
+                    one_line_text(&e.who),
+                    one_line_text(&r.target_name),
+                    one_line_text(&e.key),
+                    show(e.old_value.as_deref()),
+                    show(e.new_value.as_deref())
                 );
             }
             Ok(())
@@ -91,8 +101,7 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                 Format::Jsonl => endotwin::labels::export_jsonl(&store)?,
                 Format::Coco => endotwin::labels::coco::export(&store)?,
             };
-            std::fs::write(&out, &text)
-                .with_context(|| format!("{}: cannot write", out.display()))?;
+            super::write_output(&out, text.as_bytes())?;
             match format {
                 Format::Csv | Format::Jsonl => {
                     let polyps = match format {
@@ -115,8 +124,13 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             Ok(())
         }
         LabelsWhat::Import { file, apply, who } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("{}: cannot read", file.display()))?;
+            let who = who
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "labels import".into());
+            if apply {
+                endotwin::store::check_reviewer(&who)?;
+            }
+            let text = read_labels_file(&file)?;
             let mut store = Store::open(library, OpenMode::Existing)?;
             let (changes, problems) = endotwin::labels::diff_file(&store, &text)
                 .with_context(|| file.display().to_string())?;
@@ -144,12 +158,46 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                 );
                 return Ok(());
             }
-            let who = who
-                .or_else(|| std::env::var("USER").ok())
-                .unwrap_or_else(|| "labels import".into());
             let n = endotwin::labels::apply(&mut store, &who, &changes)?;
             println!("applied {n} changes, each audited as \"{who}\"");
             Ok(())
         }
     }
+}
+
+/// The largest labels file `labels import` reads.
+const MAX_LABELS_FILE: u64 = 64 << 20;
+
+/// A labels file's text: a regular file (not a FIFO or device) of at most 64 MiB.
+fn read_labels_file(file: &Path) -> Result<String> {
+    let meta =
+        std::fs::metadata(file).with_context(|| format!("{}: cannot read", file.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!(
+            "{}: not a regular file (a folder, FIFO or device)",
+            file.display()
+        );
+    }
+    if meta.len() > MAX_LABELS_FILE {
+        anyhow::bail!(
+            "{}: {} MB; a labels file may be at most {} MB",
+            file.display(),
+            meta.len() >> 20,
+            MAX_LABELS_FILE >> 20
+        );
+    }
+    std::fs::read_to_string(file).with_context(|| format!("{}: cannot read", file.display()))
+}
+
+/// `text` with every character that is not printable on one line written as `\u{..}`.
+fn one_line_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if endotwin::store::is_printable(c) {
+                c.to_string()
+            } else {
+                format!("\\u{{{:x}}}", c as u32)
+            }
+        })
+        .collect()
 }

@@ -9,6 +9,7 @@ pub mod gui;
 pub mod import;
 pub mod info;
 pub mod labels;
+pub mod library;
 pub mod model;
 pub mod prompts;
 pub mod tracklets;
@@ -18,6 +19,39 @@ pub mod twins;
 use endotwin::plumbing::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
+
+/// The library the command runs on and whether `--force` was given: what
+/// [`write_output`] needs to keep a command off the library's own files.
+static OUTPUT_RULES: std::sync::OnceLock<(std::path::PathBuf, bool)> = std::sync::OnceLock::new();
+
+/// Sets the rules [`write_output`] applies (once, from `main`).
+pub fn set_output_rules(library: &std::path::Path, force: bool) {
+    let _ = OUTPUT_RULES.set((library.to_path_buf(), force));
+}
+
+/// Writes a file the user asked for (`--out`, `--json`): never over the library's own files,
+/// never over an existing file without `--force`; written beside and renamed into place, so
+/// a failed write leaves what was there.
+pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let (library, force) = OUTPUT_RULES
+        .get()
+        .map(|(l, f)| (Some(l.as_path()), *f))
+        .unwrap_or((None, false));
+    endotwin::plumbing::output::check_output(path, library, force)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.partial"));
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            e
+        })
+        .with_context(|| format!("{}: cannot write", path.display()))
+}
 
 /// Joins an error chain into one line, dropping links already contained in the previous one.
 pub fn one_line(e: &anyhow::Error) -> String {

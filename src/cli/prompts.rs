@@ -365,8 +365,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
                 "name": name, "auroc": c.auroc, "auroc_ci": c.auroc_ci, "aupr": c.aupr,
             })).collect::<Vec<_>>(),
         });
-        std::fs::write(path, serde_json::to_string_pretty(&json)?)
-            .with_context(|| format!("{}: cannot write", path.display()))?;
+        super::write_output(path, serde_json::to_string_pretty(&json)?.as_bytes())?;
         println!("wrote {}", path.display());
     }
     Ok(())

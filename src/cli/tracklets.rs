@@ -182,8 +182,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     print(&e, &held.described);
     eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
     if let Some(path) = a.json {
-        std::fs::write(&path, serde_json::to_string_pretty(&e)?)
-            .with_context(|| format!("{}: cannot write", path.display()))?;
+        super::write_output(&path, serde_json::to_string_pretty(&e)?.as_bytes())?;
         println!("wrote {}", path.display());
     }
     Ok(())

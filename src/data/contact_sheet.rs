@@ -21,7 +21,7 @@ pub fn contact_sheet(store: &Store, columns: u32, tile: u32) -> Result<RgbImage,
     let rows = (media.len() as u32).div_ceil(columns).max(1);
     let mut sheet = RgbImage::from_pixel(columns * tile, rows * tile, image::Rgb([20, 20, 20]));
     for (i, m) in media.iter().enumerate() {
-        let Ok(d) = crate::data::images::decode_file(&store.media_path(m)) else {
+        let Ok(d) = crate::data::images::decode_media(store, m) else {
             continue;
         };
         let img = d

@@ -24,6 +24,12 @@ pub enum ImageError {
     FileTooLarge { bytes: u64, max_mib: u64 },
     #[error("could not read file: {0}")]
     Read(String),
+    #[error(
+        "unsupported JPEG coding ({0}); EndoTwin reads baseline and progressive Huffman JPEGs: convert it to PNG"
+    )]
+    UnsupportedJpeg(String),
+    #[error("{0}")]
+    NotARegularFile(String),
 }
 
 /// A decoded image together with the exact file bytes it came from.
@@ -53,18 +59,29 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
     ) {
         return Err(ImageError::NotAnImage);
     }
-    // The JPEG decoder fills in a truncated file rather than failing: check the end marker.
-    if format == ImageFormat::Jpeg && !has_jpeg_end(&bytes) {
-        return Err(ImageError::Corrupt {
-            format: "JPEG".into(),
-            detail: "file ends before the end-of-image marker".into(),
-        });
+    if format == ImageFormat::Jpeg {
+        let scan = jpeg_scan(&bytes);
+        if let Some(coding) = scan.unsupported {
+            return Err(ImageError::UnsupportedJpeg(coding.into()));
+        }
+        // The JPEG decoder fills in a truncated file rather than failing: check the end marker.
+        if !scan.has_end {
+            return Err(ImageError::Corrupt {
+                format: "JPEG".into(),
+                detail: "file ends before the end-of-image marker".into(),
+            });
+        }
     }
+    // CVC-ClinicDB's frames say "grey" (BlackIsZero) but hold three samples a pixel: RGB.
+    let patched = (format == ImageFormat::Tiff)
+        .then(|| tiff_three_sample_grey_as_rgb(&bytes))
+        .flatten();
+    let pixels: &[u8] = patched.as_deref().unwrap_or(&bytes);
     let corrupt = |e: image::ImageError| ImageError::Corrupt {
         format: format!("{format:?}").to_uppercase(),
         detail: e.to_string(),
     };
-    let reader = || image::ImageReader::with_format(std::io::Cursor::new(&bytes[..]), format);
+    let reader = || image::ImageReader::with_format(std::io::Cursor::new(pixels), format);
     let (width, height) = reader().into_dimensions().map_err(corrupt)?;
     let too_large = ImageError::TooLarge {
         width,
@@ -81,12 +98,19 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_DECODED_BYTES);
-    let mut decoder = reader();
-    decoder.limits(limits);
-    let image = decoder.decode().map_err(|e| match e {
-        image::ImageError::Limits(_) => too_large,
+    let mut reader = reader();
+    reader.limits(limits);
+    let limit_or_corrupt = |e: image::ImageError| match e {
+        image::ImageError::Limits(_) => too_large.clone(),
         e => corrupt(e),
-    })?;
+    };
+    let mut decoder = reader.into_decoder().map_err(limit_or_corrupt)?;
+    // A camera's EXIF orientation (3: upside down, 6 and 8: sideways) is how the frame is
+    // meant to be seen; the stored bytes stay as they came, every decode turns them.
+    let orientation = image::ImageDecoder::orientation(&mut decoder)
+        .unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut image = DynamicImage::from_decoder(decoder).map_err(limit_or_corrupt)?;
+    image.apply_orientation(orientation);
     if image.width() == 0 || image.height() == 0 {
         return Err(ImageError::Empty);
     }
@@ -97,11 +121,115 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
     })
 }
 
-/// Whether a JPEG file has its end-of-image marker (FF D9) near the end; some writers pad
-/// after it, so a little trailing data is allowed.
-fn has_jpeg_end(bytes: &[u8]) -> bool {
-    let tail = &bytes[bytes.len().saturating_sub(4096)..];
-    tail.windows(2).any(|w| w == [0xFF, 0xD9])
+/// What a walk over a JPEG's markers finds.
+struct JpegScan {
+    /// The end-of-image marker comes after the image data (trailing bytes after it are
+    /// allowed: some writers pad).
+    has_end: bool,
+    /// A coding the decoder does not read (arithmetic, lossless, hierarchical).
+    unsupported: Option<&'static str>,
+}
+
+/// Walks the JPEG's segments to its scans and through their entropy-coded data (where a
+/// 0xFF byte is always followed by 0x00 or a restart marker) to the end-of-image marker,
+/// so an EXIF thumbnail's own end marker is not taken for the image's.
+fn jpeg_scan(bytes: &[u8]) -> JpegScan {
+    let mut scan = JpegScan {
+        has_end: false,
+        unsupported: None,
+    };
+    let mut i = 2; // after SOI
+    while i + 2 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            return scan;
+        }
+        let marker = bytes[i + 1];
+        match marker {
+            0xFF => {
+                i += 1;
+                continue;
+            }
+            0xD9 => {
+                scan.has_end = true;
+                return scan;
+            }
+            0x01 | 0xD0..=0xD8 => {
+                i += 2;
+                continue;
+            }
+            0xC3 | 0xC7 | 0xCB | 0xCF => scan.unsupported = Some("lossless"),
+            0xC5 | 0xC6 | 0xCD | 0xCE => scan.unsupported = Some("hierarchical"),
+            0xC9 | 0xCA => scan.unsupported = Some("arithmetic"),
+            _ => {}
+        }
+        if scan.unsupported.is_some() || i + 4 > bytes.len() {
+            return scan;
+        }
+        let len = u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]) as usize;
+        i += 2 + len;
+        if marker == 0xDA {
+            // Entropy-coded data up to the next marker that is no restart marker.
+            while i + 1 < bytes.len() {
+                if bytes[i] == 0xFF
+                    && bytes[i + 1] != 0x00
+                    && !(0xD0..=0xD7).contains(&bytes[i + 1])
+                {
+                    break;
+                }
+                i += 1;
+            }
+        }
+    }
+    scan
+}
+
+/// A copy of a TIFF whose first image says BlackIsZero or WhiteIsZero (grey) but has three
+/// samples a pixel and no extra samples, with its photometric interpretation set to RGB;
+/// `None` for every other file.
+fn tiff_three_sample_grey_as_rgb(bytes: &[u8]) -> Option<Vec<u8>> {
+    let little = match bytes.get(..4)? {
+        [b'I', b'I', 42, 0] => true,
+        [b'M', b'M', 0, 42] => false,
+        _ => return None,
+    };
+    let u16_at = |at: usize| -> Option<u16> {
+        let b: [u8; 2] = bytes.get(at..at + 2)?.try_into().ok()?;
+        Some(if little {
+            u16::from_le_bytes(b)
+        } else {
+            u16::from_be_bytes(b)
+        })
+    };
+    let u32_at = |at: usize| -> Option<u32> {
+        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+        Some(if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
+    };
+    let ifd = u32_at(4)? as usize;
+    let entries = u16_at(ifd)? as usize;
+    let (mut photometric_at, mut samples, mut extra) = (None, 1u16, false);
+    for e in 0..entries {
+        let at = ifd + 2 + 12 * e;
+        let (tag, kind) = (u16_at(at)?, u16_at(at + 2)?);
+        match (tag, kind) {
+            (262, 3) if matches!(u16_at(at + 8)?, 0 | 1) => photometric_at = Some(at + 8),
+            (277, 3) => samples = u16_at(at + 8)?,
+            (338, _) => extra = true,
+            _ => {}
+        }
+    }
+    let at = photometric_at.filter(|_| samples == 3 && !extra)?;
+    let mut out = bytes.to_vec();
+    let rgb: [u8; 2] = if little {
+        2u16.to_le_bytes()
+    } else {
+        2u16.to_be_bytes()
+    };
+    out[at..at + 2].copy_from_slice(&rgb);
+    Some(out)
 }
 
 /// The longest image side EndoTwin decodes (pixels).
@@ -111,10 +239,29 @@ pub const MAX_DECODED_BYTES: u64 = 2 << 30;
 /// The largest image file EndoTwin reads.
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
+/// Decodes a media row's file, refused when its bytes no longer hash to the row's (a file
+/// swapped or damaged on disk).
+pub fn decode_media(
+    store: &crate::store::Store,
+    media: &crate::store::MediaRow,
+) -> Result<Decoded, ImageError> {
+    let bytes = store
+        .read_media(media)
+        .map_err(|e| ImageError::Read(e.to_string()))?;
+    decode_bytes(bytes)
+}
+
+/// Decodes an image file: a regular file (not a FIFO or a device, which could block or never
+/// end) of at most [`MAX_FILE_BYTES`].
 pub fn decode_file(path: &Path) -> Result<Decoded, ImageError> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| ImageError::Read(e.to_string()))?
-        .len();
+    let meta = std::fs::metadata(path).map_err(|e| ImageError::Read(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(ImageError::NotARegularFile(format!(
+            "{}: not a regular file (a folder, FIFO or device); EndoTwin reads images from files",
+            path.display()
+        )));
+    }
+    let len = meta.len();
     if len > MAX_FILE_BYTES {
         return Err(ImageError::FileTooLarge {
             bytes: len,

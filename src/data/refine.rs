@@ -97,8 +97,27 @@ impl Refiner {
             .collect()
     }
 
+    /// Whether `raw` says anything the list knows: an entity (present or ruled out), or a
+    /// plain normal finding. `false` for an empty finding, one in another language or one
+    /// of words the list has none of: its refinement "normal" is then a guess, not a reading.
+    pub fn recognises(&self, raw: &str) -> bool {
+        let lower = raw.to_lowercase();
+        !self.entities.describe(raw).is_empty()
+            || [
+                "normal",
+                "no finding",
+                "no abnormal",
+                "unremarkable",
+                "no lesion",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+    }
+
     pub fn refine(&self, raw: &str) -> Refined {
-        let found = self.entities.describe(raw);
+        // What a finding rules out ("bleeding: none", "no ulcer") is not in the image.
+        let kept = without_negated(raw);
+        let found = self.entities.describe(&kept);
         let category = found
             .first()
             .map(|(category, _)| category.clone())
@@ -124,5 +143,58 @@ impl Refiner {
             category,
             categories,
         }
+    }
+}
+
+/// `raw` without its negated clauses: a clause (between `,` `;` `.` or a line break) that
+/// starts with "no", "not", "without", "negative for", "absence of" or "free of", or ends
+/// with "none", "absent", "negative", "not seen", "not present" or "excluded".
+pub fn without_negated(raw: &str) -> String {
+    // ("absent vascular pattern" is a finding: "absent" only negates after its entity.)
+    const BEFORE: [&str; 6] = [
+        "no ",
+        "not ",
+        "without ",
+        "negative for ",
+        "absence of ",
+        "free of ",
+    ];
+    const AFTER: [&str; 7] = [
+        "none",
+        "absent",
+        "negative",
+        "not seen",
+        "not present",
+        "excluded",
+        "no",
+    ];
+    raw.split([',', ';', '.', '\n'])
+        .filter(|clause| {
+            let c = clause.trim().to_lowercase();
+            let c = c.trim_end_matches([' ', ':', '-']);
+            let negated = BEFORE.iter().any(|b| c.starts_with(b))
+                || AFTER.iter().any(|a| {
+                    c.strip_suffix(a)
+                        .is_some_and(|rest| rest.is_empty() || rest.ends_with([' ', ':', '-', '=']))
+                });
+            !negated
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod negation_tests {
+    use super::*;
+
+    #[test]
+    fn a_finding_that_rules_something_out_does_not_name_it() {
+        let r = Refiner::shipped();
+        assert_eq!(r.refine("bleeding: none").category, NORMAL);
+        assert_eq!(r.refine("no active bleeding").category, NORMAL);
+        assert!(r.recognises("bleeding: none"));
+        assert!(!r.recognises(""));
+        assert!(!r.recognises("Schleimhaut unauffällig, keine Blutung"));
+        assert!(r.recognises("normal mucosa"));
     }
 }

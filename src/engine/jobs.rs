@@ -475,7 +475,7 @@ fn thumbnails(store: &mut Store, progress: &Progress) -> crate::store::Result<Jo
         if progress.is_cancelled() {
             break;
         }
-        match images::decode_file(&store.media_path(m)) {
+        match images::decode_media(store, m) {
             Ok(d) => made.push((
                 m.id,
                 images::thumbnail_jpeg(&d.image, import::THUMBNAIL_SIDE),

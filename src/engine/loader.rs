@@ -19,8 +19,10 @@ pub enum ImageKey {
 /// Where the loader reads an image from.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// An image file (a library media file or one opened from disk).
+    /// An image file opened from disk.
     File(PathBuf),
+    /// A library media file, shown only while its bytes still hash to `hash`.
+    Media { path: PathBuf, hash: String },
     /// The stored thumbnail of media `id` in the library at `library`.
     Thumbnail { library: PathBuf, id: i64 },
 }
@@ -49,6 +51,18 @@ impl ImageLoader {
                         Source::File(path) => images::decode_file(&path)
                             .map(|d| d.image.to_rgba8())
                             .map_err(|e| format!("{}: {e}", path.display())),
+                        Source::Media { path, hash } => images::decode_file(&path)
+                            .map_err(|e| format!("{}: {e}", path.display()))
+                            .and_then(|d| {
+                                if crate::store::content_hash(&d.bytes) == hash {
+                                    Ok(d.image.to_rgba8())
+                                } else {
+                                    Err(format!(
+                                        "{}: no longer the image imported as it (its bytes changed on disk); `endotwin library check` lists such files",
+                                        path.display()
+                                    ))
+                                }
+                            }),
                         Source::Thumbnail { library: path, id } => {
                             if library.as_ref().is_none_or(|(p, _)| *p != path) {
                                 library = Store::open(&path, OpenMode::Existing)

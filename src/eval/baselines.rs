@@ -91,7 +91,7 @@ fn load(store: &Store) -> Result<Loaded, StoreError> {
         };
         classes.push(c);
         for m in store.polyp_views(p.id)? {
-            let Ok(d) = images::decode_file(&store.media_path(&m)) else {
+            let Ok(d) = images::decode_media(store, &m) else {
                 continue;
             };
             let (raw, hist) = features(&d.image);

@@ -129,6 +129,35 @@ impl std::fmt::Display for Change {
     }
 }
 
+/// A CSV cell as it is written out: a value a spreadsheet would run as a formula (it begins
+/// with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a leading `'` (OWASP's rule for
+/// CSV injection), and so does a value that already looks like such an escaped cell, so that
+/// [`csv_cell_in`] reads every cell back to exactly the value written.
+pub fn csv_cell_out(value: &str) -> std::borrow::Cow<'_, str> {
+    if needs_quote_mark(value) {
+        format!("'{value}").into()
+    } else {
+        value.into()
+    }
+}
+
+/// A CSV cell as it is read in: undoes [`csv_cell_out`]. A cell that no export escaped (a
+/// value beginning with `'` followed by anything else) is read as it is.
+pub fn csv_cell_in(cell: &str) -> &str {
+    match cell.strip_prefix('\'') {
+        Some(rest) if needs_quote_mark(rest) => rest,
+        _ => cell,
+    }
+}
+
+fn needs_quote_mark(value: &str) -> bool {
+    match value.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => true,
+        Some('\'') => needs_quote_mark(&value[1..]),
+        _ => false,
+    }
+}
+
 /// Every polyp's labels as CSV, polyps in code order.
 pub fn export_csv(store: &Store) -> Result<String, LabelsError> {
     export_csv_of(store, None)
@@ -144,13 +173,12 @@ pub fn export_csv_of(store: &Store, only: Option<&[i64]>) -> Result<String, Labe
     polyps.retain(|p| only.is_none_or(|ids| ids.contains(&p.id)));
     polyps.sort_by(|a, b| a.code.cmp(&b.code));
     for p in polyps {
-        let mut row = vec![p.code.clone()];
+        let mut row = vec![csv_cell_out(&p.code).into_owned()];
         for key in POLYP_KEYS {
-            row.push(
-                store
-                    .current_label(TargetKind::Polyp, p.id, key)?
-                    .unwrap_or_default(),
-            );
+            let value = store
+                .current_label(TargetKind::Polyp, p.id, key)?
+                .unwrap_or_default();
+            row.push(csv_cell_out(&value).into_owned());
         }
         out.write_record(&row).map_err(csv_error)?;
     }
@@ -169,6 +197,11 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
         .iter()
         .map(|h| h.trim().to_string())
         .collect();
+    if let Some(twice) = crate::store::duplicate_column(header.iter().map(String::as_str)) {
+        return Err(LabelsError::Format(format!(
+            "the column `{twice}` is given twice; which one holds the label is unclear, so nothing is imported"
+        )));
+    }
     if header.first().map(String::as_str) != Some("polyp") {
         return Err(LabelsError::Format(
             "the first column must be `polyp` (the polyp's code)".into(),
@@ -189,14 +222,14 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
         match record {
             Ok(r) => rows.push(Row {
                 line,
-                polyp: r.get(0).unwrap_or("").trim().to_string(),
+                polyp: csv_cell_in(r.get(0).unwrap_or("").trim()).to_string(),
                 cells: header[1..]
                     .iter()
                     .zip(r.iter().skip(1))
                     .map(|(k, c)| {
                         (
                             k.clone(),
-                            Some(c.trim().to_string()).filter(|v| !v.is_empty()),
+                            Some(csv_cell_in(c.trim()).to_string()).filter(|v| !v.is_empty()),
                         )
                     })
                     .collect(),
@@ -327,7 +360,19 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
                 let v = match v {
                     serde_json::Value::Null => None,
                     serde_json::Value::String(s) => Some(s.trim().to_string()),
-                    other => Some(other.to_string()),
+                    serde_json::Value::Number(n) => Some(n.to_string()),
+                    other => {
+                        problems.push(format!(
+                            "line {line}, polyp `{}`, {key}: {} is not a label value (text, a number or null); not used",
+                            polyp.trim(),
+                            match other {
+                                serde_json::Value::Object(_) => "a JSON object",
+                                serde_json::Value::Array(_) => "a JSON list",
+                                _ => "true or false",
+                            }
+                        ));
+                        continue;
+                    }
                 };
                 cells.push((key.clone(), v.filter(|s| !s.is_empty())));
             }
@@ -369,22 +414,16 @@ pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>)
     }
 }
 
-/// Why `value` cannot be label `key`, if it cannot (checked before anything is applied).
+/// Why `value` cannot be label `key`, if it cannot (checked before anything is applied):
+/// the store's rule for every label value ([`crate::store::check_label_value`]), and the
+/// tags' own.
 fn invalid(key: &str, value: &str) -> Option<String> {
-    match key {
-        "size_mm" => match value.parse::<f64>() {
-            Ok(mm) if mm > 0.0 && mm <= 300.0 => None,
-            _ => Some(format!("'{value}' is not a size in millimetres (0-300)")),
-        },
-        "vienna_class" => match value.parse::<i64>() {
-            Ok(1..=5) => None,
-            _ => Some(format!("'{value}' is not a Vienna class 1 to 5")),
-        },
+    crate::store::check_label_value(key, value).or_else(|| match key {
         tags::KEY => tags::parse(Some(value))
             .iter()
             .find_map(|t| tags::check(t).err()),
         _ => None,
-    }
+    })
 }
 
 /// Applies `changes` (from a diff, so already checked), each one audited transaction

@@ -269,11 +269,43 @@ pub fn save(
     Ok(card_path)
 }
 
-pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
-    let text = std::fs::read(path).map_err(|source| WeightsError::Read {
+/// The largest model card EndoTwin reads (cards are a few kilobytes).
+const MAX_CARD_BYTES: u64 = 16 << 20;
+/// The largest weights record EndoTwin reads (ViT-B/32 in f32 is about 350 MB).
+const MAX_RECORD_BYTES: u64 = 4 << 30;
+
+/// The bytes of a model file: a regular file (a FIFO, a device or a link to one would block
+/// or never end) of at most `max` bytes, checked before a byte is read.
+fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsError> {
+    let read_error = |source| WeightsError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    if !meta.is_file() {
+        return Err(read_error(std::io::Error::other(
+            "not a regular file (a folder, FIFO or device)",
+        )));
+    }
+    if meta.len() > max {
+        return Err(read_error(std::io::Error::other(format!(
+            "{} bytes, more than a model file of EndoTwin's can be ({max})",
+            meta.len()
+        ))));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    use std::io::Read;
+    std::fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    if bytes.len() as u64 > max {
+        return Err(read_error(std::io::Error::other("grew while being read")));
+    }
+    Ok(bytes)
+}
+
+pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
+    let text = read_model_file(path, MAX_CARD_BYTES)?;
     serde_json::from_slice(&text).map_err(|e| WeightsError::Card {
         path: path.to_path_buf(),
         reason: e.to_string(),
@@ -318,10 +350,7 @@ where
         .check()
         .map_err(|reason| refuse(format!("its config cannot build a model: {reason}")))?;
     let record = record_path(path);
-    let bytes = std::fs::read(&record).map_err(|source| WeightsError::Read {
-        path: record.clone(),
-        source,
-    })?;
+    let bytes = read_model_file(&record, MAX_RECORD_BYTES)?;
     let found = hex(&Sha256::digest(&bytes));
     if found != card.sha256 {
         return Err(WeightsError::Checksum {

@@ -4,6 +4,7 @@
 //! engine or the app above them.
 
 mod machine;
+pub mod output;
 mod progress;
 mod rng;
 

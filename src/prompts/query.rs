@@ -485,7 +485,7 @@ fn encode_and_cache(
         let mut decoded = Vec::new();
         let mut kept = Vec::new();
         for m in chunk {
-            if let Ok(d) = images::decode_file(&store.media_path(m)) {
+            if let Ok(d) = images::decode_media(store, m) {
                 decoded.push(d.image);
                 kept.push(*m);
             }

@@ -118,7 +118,7 @@ impl Records {
             Rng::new(exam.id as u64).fork(0xF4A3).shuffle(&mut media);
             let mut frames = Vec::new();
             for m in media {
-                match images::decode_file(&store.media_path(&m)) {
+                match images::decode_media(store, &m) {
                     Ok(d) => frames.push(RecordFrame {
                         media_id: m.id,
                         image: pre.resize(&d.image),

@@ -1,7 +1,37 @@
 //! Whole-library checks: a change counter, a textual snapshot of every row (to prove that a
 //! refused import changed nothing), and the rows that break the library's rules.
 
+use super::media::{MEDIA_COLUMNS, media_from_row};
+use super::media::{PENDING_JOURNAL, content_hash};
 use super::{BoxRow, Result, Store};
+
+/// What `endotwin library check` found: each list names its problems, one line each.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LibraryCheck {
+    /// What SQLite's full integrity check reports.
+    pub integrity: Vec<String>,
+    /// Media rows whose file no longer hashes to the row's hash (swapped, edited, damaged).
+    pub changed: Vec<String>,
+    /// Media rows whose file is gone (or is no regular file).
+    pub missing: Vec<String>,
+    /// Files under `media/` that no row names (a restored backup's newer files, a crash's
+    /// leftovers): reported, never deleted.
+    pub unnamed: Vec<String>,
+    /// Rows that break the library's rules ([`Store::invalid_rows`]).
+    pub invalid: Vec<String>,
+    /// How many media files were hashed.
+    pub media_checked: usize,
+}
+
+impl LibraryCheck {
+    pub fn is_healthy(&self) -> bool {
+        self.integrity.is_empty()
+            && self.changed.is_empty()
+            && self.missing.is_empty()
+            && self.unnamed.is_empty()
+            && self.invalid.is_empty()
+    }
+}
 
 /// The tables a snapshot covers, in order, with the columns that identify a row's content.
 const TABLES: &[&str] = &[
@@ -24,6 +54,73 @@ const TABLES: &[&str] = &[
 ];
 
 impl Store {
+    /// Checks the whole library: the database's integrity, every media file's hash, files
+    /// missing and files no row names, and the rows that break its rules. Reads only.
+    /// `progress(done, total)` is told after each media file.
+    pub fn library_check(&self, progress: &dyn Fn(usize, usize)) -> Result<LibraryCheck> {
+        let mut out = LibraryCheck {
+            integrity: self.integrity_problems(Some(true))?,
+            ..LibraryCheck::default()
+        };
+        if !out.integrity.is_empty() {
+            // Rows of a damaged database cannot be trusted to name files.
+            return Ok(out);
+        }
+        let mut stmt = self
+            .conn()
+            .prepare(&format!("SELECT {MEDIA_COLUMNS} FROM media ORDER BY id"))?;
+        let rows: Vec<super::MediaRow> = stmt
+            .query_map([], media_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut named = std::collections::HashSet::new();
+        for (i, m) in rows.iter().enumerate() {
+            named.insert(m.rel_path.clone());
+            let path = self.media_path(m);
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => {
+                    let same = meta.len() == m.bytes
+                        && std::fs::read(&path).is_ok_and(|b| content_hash(&b) == m.hash);
+                    if !same {
+                        out.changed.push(format!(
+                            "media {} ({}): its bytes no longer match the image imported as it (from {})",
+                            m.id, m.rel_path, m.source_path
+                        ));
+                    }
+                    out.media_checked += 1;
+                }
+                _ => out.missing.push(format!(
+                    "media {} ({}): the file is missing (imported from {})",
+                    m.id, m.rel_path, m.source_path
+                )),
+            }
+            progress(i + 1, rows.len());
+        }
+        let mut files = Vec::new();
+        list_files(&self.media_dir(), &mut files);
+        files.sort();
+        for f in files {
+            let rel = f
+                .strip_prefix(self.root())
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if !named.contains(&rel) {
+                out.unnamed.push(format!("{rel}: no row names this file"));
+            }
+        }
+        if self.root().join(PENDING_JOURNAL).exists() {
+            out.unnamed.push(format!(
+                "{PENDING_JOURNAL}: a write did not finish; the next import removes the files it names that no row names"
+            ));
+        }
+        out.invalid = self
+            .invalid_rows()?
+            .into_iter()
+            .filter(|r| !r.contains("is missing"))
+            .collect();
+        Ok(out)
+    }
+
     /// The number of rows in every clinical table together: equal before and after means
     /// the write added, removed and audited nothing.
     pub fn row_total(&self) -> Result<i64> {
@@ -156,4 +253,18 @@ fn box_is_valid(b: &BoxRow, width: u32, height: u32) -> bool {
         && b.y >= 0.0
         && b.x + b.w <= width as f64 + 1e-6
         && b.y + b.h <= height as f64 + 1e-6
+}
+
+/// Every file (not folder) below `dir`, links not followed.
+fn list_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => list_files(&e.path(), out),
+            Ok(_) => out.push(e.path()),
+            Err(_) => {}
+        }
+    }
 }

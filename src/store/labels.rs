@@ -112,14 +112,16 @@ impl Store {
         key: &str,
         value: Option<&str>,
     ) -> Result<Option<String>> {
-        if who.trim().is_empty() {
-            return Err(StoreError::Invalid(
-                "a label change needs the name of who makes it".into(),
-            ));
-        }
+        check_reviewer(who)?;
         let old = self.current_label(target, target_id, key)?;
         if old.as_deref() == value {
             return Ok(old);
+        }
+        if let Some(v) = value
+            && key != VIEW_BOX_KEY
+            && let Some(why) = super::values::check_label_value(key, v)
+        {
+            return Err(StoreError::Invalid(format!("{key}: {why}")));
         }
         if target == TargetKind::Media
             && key == VIEW_BOX_KEY
@@ -296,11 +298,7 @@ impl Store {
         media_id: i64,
         caption: Option<(&str, Option<(&str, &str)>)>,
     ) -> Result<Option<String>> {
-        if who.trim().is_empty() {
-            return Err(StoreError::Invalid(
-                "a caption correction needs the name of who makes it".into(),
-            ));
-        }
+        check_reviewer(who)?;
         if let Some((text, _)) = caption
             && text.trim().is_empty()
         {
@@ -372,6 +370,9 @@ impl Store {
 impl Store {
     /// Every audited change of the library that `filter` lets through, newest first.
     pub fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<LibraryAudit>> {
+        for when in [&filter.since, &filter.until].into_iter().flatten() {
+            check_audit_time(when).map_err(StoreError::Invalid)?;
+        }
         // A bare date as `until` means up to the end of that day.
         let until = filter.until.as_ref().map(|u| {
             if u.len() == 10 {
@@ -424,6 +425,101 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+/// Checks a date or time filter of the audit log: a UTC date `2026-11-25` or a UTC time
+/// `2026-11-25T10:00:00Z` (minutes or seconds may be left off); anything else (`yesterday`,
+/// `25/11/2026`) is refused rather than compared as text and silently matching nothing.
+pub fn check_audit_time(text: &str) -> std::result::Result<(), String> {
+    let refuse = || {
+        Err(format!(
+            "'{text}' is not a UTC date or time (write 2026-11-25 or 2026-11-25T10:00:00Z)"
+        ))
+    };
+    let b = text.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let num = |r: std::ops::Range<usize>| text[r].parse::<u32>().unwrap_or(99);
+    if b.len() < 10
+        || !digits(0..4)
+        || b[4] != b'-'
+        || !digits(5..7)
+        || b[7] != b'-'
+        || !digits(8..10)
+    {
+        return refuse();
+    }
+    if !(1..=12).contains(&num(5..7)) || !(1..=31).contains(&num(8..10)) {
+        return refuse();
+    }
+    let rest = &text[10..];
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let time = rest
+        .strip_prefix('T')
+        .map(|t| t.strip_suffix('Z').unwrap_or(t));
+    let ok = time.is_some_and(|t| {
+        let parts: Vec<&str> = t.split(':').collect();
+        let limits = [23, 59, 59];
+        (1..=3).contains(&parts.len())
+            && parts.iter().zip(limits).all(|(p, max)| {
+                p.len() == 2
+                    && p.bytes().all(|c| c.is_ascii_digit())
+                    && p.parse::<u32>().is_ok_and(|v| v <= max)
+            })
+    });
+    if ok { Ok(()) } else { refuse() }
+}
+
+/// The most characters a reviewer's name may have.
+pub const MAX_REVIEWER_CHARS: usize = 64;
+
+/// The prefix that marks an importer's audit rows; no person signs with it.
+pub const IMPORTER_PREFIX: &str = "import:";
+
+/// Refuses a reviewer name that could forge the audit trail: it must be one line of
+/// printable text (no control, line-breaking or bidirectional-override characters), at most
+/// [`MAX_REVIEWER_CHARS`] characters, not blank, and not start with the importers' prefix.
+pub fn check_reviewer(who: &str) -> Result<()> {
+    let refuse = |why: &str| {
+        Err(StoreError::Invalid(format!(
+            "reviewer name {who:?}: {why}; a reviewer signs with one line of printable text"
+        )))
+    };
+    if who.trim().is_empty() {
+        return Err(StoreError::Invalid(
+            "a label change needs the name of who makes it".into(),
+        ));
+    }
+    if let Some(c) = who.chars().find(|&c| !is_printable(c)) {
+        return refuse(&format!("it holds the character U+{:04X}", c as u32));
+    }
+    if who.chars().count() > MAX_REVIEWER_CHARS {
+        return refuse(&format!("longer than {MAX_REVIEWER_CHARS} characters"));
+    }
+    if who.trim_start().to_lowercase().starts_with(IMPORTER_PREFIX) {
+        return refuse(&format!(
+            "`{IMPORTER_PREFIX}` marks the importers' own audit rows"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `c` shows as itself on one line: no control characters (line breaks, tabs,
+/// escapes), no line or paragraph separators, no invisible formatting or bidirectional
+/// overrides that would make a line read differently from what it holds.
+pub fn is_printable(c: char) -> bool {
+    !(c.is_control()
+        || matches!(c,
+            '\u{2028}' | '\u{2029}' // line and paragraph separators
+            | '\u{200B}'..='\u{200F}' // zero-width spaces and joiners, LRM, RLM
+            | '\u{202A}'..='\u{202E}' // bidirectional embeddings and overrides
+            | '\u{2060}'..='\u{2069}' // word joiner, invisible operators, isolates
+            | '\u{061C}' // Arabic letter mark
+            | '\u{FEFF}' // byte order mark
+            | '\u{FFF9}'..='\u{FFFB}' // interlinear annotation
+        ))
 }
 
 /// Writes a label that arrives with imported data, and its audit row (old value none), inside

@@ -84,12 +84,20 @@ pub fn media_rel_path(hash: &str, extension: &str) -> String {
     format!("{}/{}/{}.{}", super::MEDIA_DIR, &hash[..2], hash, extension)
 }
 
+/// File (in the library folder, beside `media/`) naming the media files an unfinished write
+/// is creating, one path relative to the library a line. Each name is written (and synced)
+/// before its file, and the journal goes once the write commits or is undone. After a crash,
+/// it is the only list of files the next write may remove: nothing else in `media/` is ever
+/// deleted by EndoTwin.
+pub const PENDING_JOURNAL: &str = "media-pending.journal";
+
 /// Media files written during one write transaction ([`Store::write_media`]): the ones it
 /// created are removed again when the transaction does not commit.
 #[derive(Debug)]
 pub struct MediaFiles {
     root: PathBuf,
     created: Vec<PathBuf>,
+    journal: Option<std::fs::File>,
 }
 
 impl MediaFiles {
@@ -97,16 +105,19 @@ impl MediaFiles {
         MediaFiles {
             root: root.to_path_buf(),
             created: Vec::new(),
+            journal: None,
         }
     }
 
     /// Writes the file under its content hash (if not already there) and returns the hash
-    /// and the path relative to the library root.
+    /// and the path relative to the library root. Its name reaches the pending journal
+    /// before its bytes reach `media/`.
     pub fn put(&mut self, bytes: &[u8], extension: &str) -> Result<(String, String)> {
         let hash = content_hash(bytes);
         let rel = media_rel_path(&hash, extension);
         let full = self.root.join(&rel);
         if !full.exists() {
+            self.journal_line(&rel)?;
             let dir = full.parent().expect("media path has a parent");
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
@@ -127,47 +138,153 @@ impl MediaFiles {
         Ok((hash, rel))
     }
 
-    /// Removes the files this write created (its transaction did not commit).
+    /// Appends `rel` to the pending journal and syncs it.
+    fn journal_line(&mut self, rel: &str) -> Result<()> {
+        use std::io::Write;
+        let path = self.root.join(PENDING_JOURNAL);
+        let io = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        if self.journal.is_none() {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(io)?;
+            self.journal = Some(file);
+        }
+        let file = self.journal.as_mut().expect("opened above");
+        file.write_all(format!("{rel}\n").as_bytes())
+            .and_then(|_| file.sync_data())
+            .map_err(io)
+    }
+
+    /// The write committed: its files are named by rows, the journal is done.
+    pub(super) fn committed(self) {
+        if self.journal.is_some() {
+            let _ = std::fs::remove_file(self.root.join(PENDING_JOURNAL));
+        }
+    }
+
+    /// Removes the files this write created (its transaction did not commit), then the
+    /// journal that named them.
     pub(super) fn discard(self) {
         for f in &self.created {
             let _ = std::fs::remove_file(f);
         }
+        if self.journal.is_some() {
+            let _ = std::fs::remove_file(self.root.join(PENDING_JOURNAL));
+        }
     }
 }
 
-/// Removes media files no row names (left by a process killed between writing its files
-/// and committing) and `.partial` leftovers. Runs under the write lock, so no other
-/// process is between those two steps. Returns how many files went.
-pub(super) fn sweep_orphans(tx: &Transaction<'_>, root: &Path) -> Result<usize> {
-    let media = root.join(super::MEDIA_DIR);
-    let Ok(dirs) = std::fs::read_dir(&media) else {
-        return Ok(0);
+/// Finishes what a write killed between writing its files and committing left behind: the
+/// files its pending journal names that no row names (and their `.partial` copies) are
+/// removed, then the journal. Files the journal does not name are never touched (a restored
+/// backup's newer files, anything a person put there). Runs under the write lock, so no
+/// other process is between those two steps. Returns how many files went.
+pub(super) fn sweep_pending(tx: &Transaction<'_>, root: &Path) -> Result<usize> {
+    let journal = root.join(PENDING_JOURNAL);
+    let text = match std::fs::read_to_string(&journal) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => {
+            return Err(StoreError::Io {
+                path: journal,
+                source,
+            });
+        }
     };
-    let mut stmt = tx.prepare("SELECT rel_path FROM media")?;
-    let known: std::collections::HashSet<String> = stmt
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<_>>()?;
     let mut removed = 0;
-    for dir in dirs.filter_map(|d| d.ok()) {
-        let Ok(files) = std::fs::read_dir(dir.path()) else {
+    for rel in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        // Only names this program writes: media/<2 hex>/<64 hex>.<ext>, nothing else.
+        if !is_media_rel_path(rel) {
             continue;
-        };
-        let prefix = dir.file_name().to_string_lossy().into_owned();
-        for file in files.filter_map(|f| f.ok()) {
-            let name = file.file_name().to_string_lossy().into_owned();
-            let rel = format!("{}/{prefix}/{name}", super::MEDIA_DIR);
-            if !known.contains(&rel)
-                && file.file_type().is_ok_and(|t| t.is_file())
-                && std::fs::remove_file(file.path()).is_ok()
-            {
-                removed += 1;
-            }
+        }
+        let named: bool = tx
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM media WHERE rel_path = ?1)",
+                [rel],
+                |r| r.get(0),
+            )
+            .unwrap_or(true);
+        let full = root.join(rel);
+        let _ = std::fs::remove_file(full.with_extension("partial"));
+        if !named && std::fs::remove_file(&full).is_ok() {
+            removed += 1;
         }
     }
+    std::fs::remove_file(&journal).map_err(|source| StoreError::Io {
+        path: journal,
+        source,
+    })?;
     Ok(removed)
 }
 
+/// Whether `rel` has the shape of a path [`media_rel_path`] makes.
+pub(crate) fn is_media_rel_path(rel: &str) -> bool {
+    let mut parts = rel.split('/');
+    let (Some(dir), Some(prefix), Some(name), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let Some((hash, ext)) = name.split_once('.') else {
+        return false;
+    };
+    let hex = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    };
+    dir == super::MEDIA_DIR
+        && prefix.len() == 2
+        && hash.len() == 64
+        && hex(hash)
+        && hash.starts_with(prefix)
+        && !ext.is_empty()
+        && ext.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// Whether the library's `media/` folder holds any file at all.
+pub(crate) fn media_dir_has_files(root: &Path) -> bool {
+    let Ok(dirs) = std::fs::read_dir(root.join(super::MEDIA_DIR)) else {
+        return false;
+    };
+    dirs.filter_map(|d| d.ok()).any(|d| {
+        d.file_type().is_ok_and(|t| t.is_file())
+            || std::fs::read_dir(d.path()).is_ok_and(|mut f| f.next().is_some())
+    })
+}
+
 impl Store {
+    /// The bytes of a media row's file, read only when it is a regular file of the size the
+    /// row records, and returned only when they still hash to the row's content hash: a file
+    /// swapped or damaged on disk is refused by name, never encoded or shown as the polyp.
+    pub fn read_media(&self, media: &MediaRow) -> Result<Vec<u8>> {
+        let path = self.media_path(media);
+        let changed = || StoreError::MediaChanged {
+            path: self.root().to_path_buf(),
+            id: media.id,
+            file: media.rel_path.clone(),
+        };
+        let meta = std::fs::metadata(&path).map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if !meta.is_file() || meta.len() != media.bytes {
+            return Err(changed());
+        }
+        let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if content_hash(&bytes) != media.hash {
+            return Err(changed());
+        }
+        Ok(bytes)
+    }
+
     /// Absolute path of a media row's file.
     pub fn media_path(&self, media: &MediaRow) -> PathBuf {
         self.root().join(&media.rel_path)

@@ -11,16 +11,19 @@ mod merge;
 mod models;
 mod schema;
 mod tracklet_edits;
+mod values;
 mod videos;
 
 pub use cases::*;
+pub use check::LibraryCheck;
 pub use labels::{
-    AuditEntry, AuditFilter, Label, LibraryAudit, TargetKind, VIEW_BOX_KEY, format_view_box,
-    import_label, parse_view_box,
+    AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LibraryAudit, MAX_REVIEWER_CHARS, TargetKind,
+    VIEW_BOX_KEY, check_audit_time, check_reviewer, format_view_box, import_label, is_printable,
+    parse_view_box,
 };
 pub use media::{
-    MediaFiles, MediaKind, MediaRow, NewMedia, content_hash, insert_media, path_within, set_mask,
-    set_thumbnail,
+    MediaFiles, MediaKind, MediaRow, NewMedia, PENDING_JOURNAL, content_hash, insert_media,
+    path_within, set_mask, set_thumbnail,
 };
 pub use merge::{
     LabelChange, LabelPolicy, Merge, merge_caption, merge_media_label, merge_polyp,
@@ -32,6 +35,10 @@ pub use models::{
 };
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;
+pub use values::{
+    HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, check_label_value,
+    duplicate_column,
+};
 pub use videos::*;
 
 use rusqlite::{Connection, OpenFlags, Transaction};
@@ -82,9 +89,29 @@ pub enum StoreError {
         "{path}: library schema version {found} is not one EndoTwin ever wrote; refusing to open it"
     )]
     UnknownSchema { path: PathBuf, found: i64 },
+    #[error(
+        "{path}: {DB_FILE} is missing or empty, but {MEDIA_DIR}/ beside it holds a library's images; refusing to start a new library over them (restore {DB_FILE} from a backup, or name a new folder)"
+    )]
+    MediaWithoutDatabase { path: PathBuf },
+    #[error(
+        "{path}: the library database is damaged ({problem}); nothing was written. Restore {DB_FILE} from a backup; `endotwin library check` lists what is wrong"
+    )]
+    Damaged { path: PathBuf, problem: String },
+    #[error(
+        "{path}: media {id} ({file}) no longer holds the image imported as it: its bytes changed on disk; `endotwin library check` lists every such file"
+    )]
+    MediaChanged {
+        path: PathBuf,
+        id: i64,
+        file: String,
+    },
     #[error("{0}")]
     Invalid(String),
 }
+
+/// Databases up to this size get SQLite's full integrity check before the first write
+/// (indexes against their tables); larger ones the quick check.
+pub const FULL_CHECK_BYTES: u64 = 512 * 1024 * 1024;
 
 /// How long a write waits for another process holding the library's write lock.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -110,6 +137,8 @@ pub struct Store {
     root: PathBuf,
     read_only: bool,
     wait_notice: Option<WaitNotice>,
+    /// Whether the database passed its integrity check (done once, before the first write).
+    checked: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -142,7 +171,19 @@ impl Store {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
+        if db_path.parent().is_none() || db_path.as_os_str().is_empty() || root == Path::new("/") {
+            return Err(StoreError::NotALibrary {
+                path: path.to_path_buf(),
+                reason: "the filesystem's root is no library folder; name a folder of its own"
+                    .into(),
+            });
+        }
         let exists = db_path.exists();
+        let empty =
+            !exists || std::fs::metadata(&db_path).is_ok_and(|m| m.is_file() && m.len() == 0);
+        if empty && mode == OpenMode::CreateIfMissing && media::media_dir_has_files(&root) {
+            return Err(StoreError::MediaWithoutDatabase { path: root });
+        }
         if !exists {
             if mode == OpenMode::Existing {
                 return Err(StoreError::Missing {
@@ -179,6 +220,7 @@ impl Store {
             root,
             read_only,
             wait_notice: None,
+            checked: false,
         };
         store.check_and_migrate(mode)?;
         if !store.read_only {
@@ -197,6 +239,7 @@ impl Store {
             root: root.to_path_buf(),
             read_only: false,
             wait_notice: None,
+            checked: true,
         };
         store.check_and_migrate(OpenMode::CreateIfMissing)?;
         Ok(store)
@@ -271,6 +314,7 @@ impl Store {
             }
             .into());
         }
+        self.ensure_intact().map_err(E::from)?;
         self.wait_for_lock().map_err(E::from)?;
         let locked = |e: rusqlite::Error, db: &Path| match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
@@ -288,7 +332,7 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| E::from(locked(e, &db)))?;
         if sweep && self.db_path != Path::new(":memory:") {
-            media::sweep_orphans(&tx, &self.root).map_err(E::from)?;
+            media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
         let value = match f(&tx, &mut files) {
             Ok(v) => v,
@@ -302,7 +346,49 @@ impl Store {
             files.discard();
             return Err(E::from(locked(e, &db)));
         }
+        files.committed();
         Ok(value)
+    }
+
+    /// Refuses to write to a damaged database: SQLite's integrity check (the quick one on
+    /// databases over [`FULL_CHECK_BYTES`]) runs once per open, before the first write.
+    fn ensure_intact(&mut self) -> Result<()> {
+        if self.checked {
+            return Ok(());
+        }
+        let problems = self.integrity_problems(None)?;
+        if let Some(first) = problems.first() {
+            return Err(StoreError::Damaged {
+                path: self.db_path.clone(),
+                problem: if problems.len() > 1 {
+                    format!("{first}; and {} more", problems.len() - 1)
+                } else {
+                    first.clone()
+                },
+            });
+        }
+        self.checked = true;
+        Ok(())
+    }
+
+    /// What SQLite's integrity check finds wrong (empty when the database is intact).
+    /// `full`: the whole check (`None`: full below [`FULL_CHECK_BYTES`], quick above).
+    pub fn integrity_problems(&self, full: Option<bool>) -> Result<Vec<String>> {
+        let size = std::fs::metadata(&self.db_path).map_or(0, |m| m.len());
+        let full = full.unwrap_or(size <= FULL_CHECK_BYTES);
+        let pragma = if full {
+            "PRAGMA integrity_check(20)"
+        } else {
+            "PRAGMA quick_check(20)"
+        };
+        let rows: rusqlite::Result<Vec<String>> = self
+            .conn
+            .prepare(pragma)
+            .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect());
+        Ok(match rows {
+            Ok(rows) => rows.into_iter().filter(|r| r != "ok").collect(),
+            Err(e) => vec![e.to_string()],
+        })
     }
 
     /// Tells the wait notice when another process holds the write lock right now.
@@ -368,6 +454,14 @@ impl Store {
             return Err(StoreError::NotALibrary {
                 path: self.db_path.clone(),
                 reason: "an empty file or database".into(),
+            });
+        }
+        if found == 0
+            && self.db_path != Path::new(":memory:")
+            && media::media_dir_has_files(&self.root)
+        {
+            return Err(StoreError::MediaWithoutDatabase {
+                path: self.root.clone(),
             });
         }
         if self.read_only {

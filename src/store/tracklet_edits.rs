@@ -50,12 +50,7 @@ fn link_key(other: i64) -> String {
 }
 
 fn check_who(who: &str) -> Result<()> {
-    if who.trim().is_empty() {
-        return Err(StoreError::Invalid(
-            "a tracklet edit needs the name of who makes it".into(),
-        ));
-    }
-    Ok(())
+    super::labels::check_reviewer(who)
 }
 
 fn polyp_text(tx: &Transaction<'_>, polyp: Option<i64>) -> Result<Option<String>> {

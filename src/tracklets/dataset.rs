@@ -5,7 +5,6 @@
 
 use super::bags::FragmentTime;
 use super::fragments::{FRAGMENT_FRAMES, fragments};
-use crate::data::images::decode_file;
 use crate::model::preprocess::{Preprocess, blackout_outside_field_stop, tracklet_crop};
 use crate::plumbing::Progress;
 use crate::store::{BoxRow, Store, StoreError};
@@ -39,7 +38,7 @@ pub fn frame_image(
             frame: index,
         })?;
     let path = store.media_path(media);
-    decode_file(&path)
+    crate::data::images::decode_media(store, media)
         .map(|d| d.image)
         .map_err(|e| TrackletDataError::Image {
             path: path.display().to_string(),

@@ -6,7 +6,6 @@
 //! reviewer draws again from there). Box size is kept: a short-range follower, not a detector.
 
 use super::dataset::TrackletDataError;
-use crate::data::images::decode_file;
 use crate::plumbing::Progress;
 use crate::store::Store;
 use image::{GrayImage, imageops};
@@ -137,7 +136,7 @@ pub fn follow_in_video(
         }
         let media = frames.get(&i)?;
         let path = store.media_path(media);
-        match decode_file(&path) {
+        match crate::data::images::decode_media(store, media) {
             Ok(d) => {
                 progress.inc();
                 Some(d.image.to_luma8())

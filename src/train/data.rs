@@ -1,7 +1,6 @@
 //! Training data from a library: every polyp view, with its mask when it has one, cut around
 //! the polyp exactly as inference cuts it.
 
-use crate::data::images::decode_file;
 use crate::model::preprocess::{Focus, TwinInput};
 use crate::store::Store;
 use image::{GrayImage, RgbImage};
@@ -35,18 +34,18 @@ pub fn polyp_view_samples(
     let mut polyps = Vec::new();
     for polyp in store.polyps()? {
         for view in store.polyp_views(polyp.id)? {
-            let decode = |path: std::path::PathBuf| {
-                decode_file(&path).map_err(|e| DataError::Image {
-                    path: path.display().to_string(),
+            let decode = |m: &crate::store::MediaRow| {
+                crate::data::images::decode_media(store, m).map_err(|e| DataError::Image {
+                    path: store.media_path(m).display().to_string(),
                     reason: e.to_string(),
                 })
             };
-            let image = decode(store.media_path(&view))?.image;
+            let image = decode(&view)?.image;
             let mask = match view
                 .mask_media_id
                 .and_then(|id| store.media(id).transpose())
             {
-                Some(m) => Some(decode(store.media_path(&m?))?.image.to_luma8()),
+                Some(m) => Some(decode(&m?)?.image.to_luma8()),
                 None => None,
             };
             let focus = Focus::of_mask(mask.as_ref());

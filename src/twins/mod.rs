@@ -319,15 +319,14 @@ pub fn load_view(
     store: &crate::store::Store,
     view: &crate::store::MediaRow,
 ) -> Result<(DynamicImage, Focus), TwinError> {
-    use crate::data::images::decode_file;
-    let image = decode_file(&store.media_path(view))
+    let image = crate::data::images::decode_media(store, view)
         .map_err(|e| TwinError::Image(format!("{}: {e}", view.source_path)))?
         .image;
     if let Some(drawn) = store.view_box(view.id)? {
         return Ok((image, Focus::Box(drawn)));
     }
     let mask = match view.mask_media_id.map(|id| store.media(id)).transpose()? {
-        Some(Some(m)) => decode_file(&store.media_path(&m))
+        Some(Some(m)) => crate::data::images::decode_media(store, &m)
             .map(|d| d.image.to_luma8())
             .ok(),
         _ => None,

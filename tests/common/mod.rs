@@ -145,3 +145,22 @@ pub fn phantom_library(dir: &Path, cfg: &endotwin::data::phantom::PhantomConfig)
         endotwin::store::Store::open(dir, endotwin::store::OpenMode::CreateIfMissing).unwrap();
     endotwin::data::phantom::generate(&mut store, cfg, &endotwin::engine::Progress::new()).unwrap();
 }
+
+/// `../shared/realdata/<sub>` when it is there. A user's clone has no `../shared`: outside CI
+/// the test says so and is skipped (returns `None`); under CI (`CI` set) it must be there.
+pub fn realdata(sub: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/realdata")
+        .join(sub);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI must have {}", path.display());
+    }
+    eprintln!(
+        "skipped: {} is not here (real frames live beside the repository, not in it)",
+        path.display()
+    );
+    None
+}

@@ -90,6 +90,12 @@ fn read_pathology_csv(path: &Path, problems: &mut Problems) -> Result<PathologyR
         .headers()
         .map_err(|e| ImportError::source_error(path, format!("malformed CSV header: {e}")))?
         .clone();
+    if let Some(twice) = crate::store::duplicate_column(headers.iter()) {
+        return Err(ImportError::source_error(
+            path,
+            format!("the column `{twice}` is given twice; which one holds the value is unclear"),
+        ));
+    }
     let col = |name: &str| {
         headers
             .iter()

@@ -178,6 +178,8 @@ impl SourceRoot {
                 self.walk(&path, seen, out, problems, keep)?;
             } else if real.is_file() && keep(&path) {
                 out.push(path);
+            } else if !real.is_file() {
+                problems.push(&path, NOT_REGULAR.to_string());
             }
         }
         Ok(())
@@ -243,11 +245,12 @@ impl SourceRoot {
             .filter_map(|e| e.ok())
         {
             let path = entry.path();
-            if self
-                .entry_target(&path, problems)
-                .is_some_and(|real| keep(&path, &real))
-            {
-                out.push(path);
+            match self.entry_target(&path, problems) {
+                Some(real) if keep(&path, &real) => out.push(path),
+                Some(real) if !real.is_file() && !real.is_dir() => {
+                    problems.push(&path, NOT_REGULAR.to_string())
+                }
+                _ => {}
             }
         }
         out.sort();
@@ -255,10 +258,18 @@ impl SourceRoot {
     }
 }
 
+/// Why a folder entry that is neither a file nor a folder is skipped (reading a FIFO would
+/// wait forever, a device would never end).
+const NOT_REGULAR: &str = "not a regular file (a FIFO, socket or device); skipped";
+
 /// Reads a manifest as text, refusing files larger than [`MAX_MANIFEST_BYTES`] and text that
 /// is not UTF-8 (a leading byte-order mark is dropped).
 pub fn read_manifest(path: &Path) -> Result<String, String> {
-    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(NOT_REGULAR.replace("; skipped", "").to_string());
+    }
+    let len = meta.len();
     if len > MAX_MANIFEST_BYTES {
         return Err(format!(
             "manifest is {} MiB, more than the {} MiB a manifest may be",

@@ -25,6 +25,67 @@ use std::process::{Child, Command, Stdio};
 /// Environment variable naming the ffmpeg executable when it is not on PATH.
 pub const FFMPEG_ENV: &str = "ENDOTWIN_FFMPEG";
 
+/// Environment variable: how many seconds ffprobe may take, and ffmpeg may go without
+/// giving a frame, before it is stopped (default [`DEFAULT_TOOL_TIMEOUT_S`]).
+pub const TOOL_TIMEOUT_ENV: &str = "ENDOTWIN_TOOL_TIMEOUT_S";
+/// Two minutes: far longer than any healthy decoder pauses between frames.
+pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 120;
+
+fn tool_timeout() -> std::time::Duration {
+    let s = std::env::var(TOOL_TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(DEFAULT_TOOL_TIMEOUT_S);
+    std::time::Duration::from_secs(s)
+}
+
+/// Runs `cmd` to its end, or stops it once `timeout` has passed.
+fn output_within(
+    mut cmd: Command,
+    timeout: std::time::Duration,
+) -> Result<std::process::Output, String> {
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run {name}: {e}"))?;
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let start = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() < timeout => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{name} did not answer within {} s and was stopped ({TOOL_TIMEOUT_ENV} sets the limit)",
+                    timeout.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("waiting for {name}: {e}")),
+        }
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 /// File extensions taken for video files (the GUI's file dialog and drops).
 pub const VIDEO_EXTENSIONS: &[&str] = &[
     "mp4", "m4v", "mov", "mkv", "avi", "webm", "mpg", "mpeg", "ts", "mts",
@@ -56,6 +117,8 @@ pub struct VideoInfo {
     pub fps: f64,
     /// The frame count the container's index lists, when it lists one.
     pub frames: Option<u64>,
+    /// Duration times frame rate, for progress when the index lists no count.
+    pub estimated_frames: Option<u64>,
 }
 
 fn executable_on_path(name: &str) -> Option<PathBuf> {
@@ -133,14 +196,12 @@ fn rational(text: &str) -> Option<f64> {
 
 /// Reads the first video stream's codec, size, frame rate and frame count.
 pub fn probe(tools: &Ffmpeg, path: &Path) -> Result<VideoInfo, String> {
-    let out = Command::new(&tools.ffprobe)
-        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
-        .arg("stream=codec_name,width,height,avg_frame_rate,r_frame_rate,nb_frames")
+    let mut cmd = Command::new(&tools.ffprobe);
+    cmd.args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
+        .arg("stream=codec_name,width,height,avg_frame_rate,r_frame_rate,nb_frames,duration:stream_tags=rotate:stream_side_data=rotation:format=duration")
         .args(["-of", "json"])
-        .arg(path)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("could not run {}: {e}", tools.ffprobe.display()))?;
+        .arg(path);
+    let out = output_within(cmd, tool_timeout())?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(format!("not a readable video ({})", tail(&stderr)));
@@ -159,6 +220,29 @@ pub fn probe(tools: &Ffmpeg, path: &Path) -> Result<VideoInfo, String> {
         .find_map(|k| stream[*k].as_str().and_then(rational))
         .filter(|f| *f <= 1000.0)
         .unwrap_or(25.0);
+    // A display matrix (phone and some recorder files) turns the picture; ffmpeg applies it
+    // when decoding, so a quarter turn swaps the frame's sides.
+    let rotation = stream["side_data_list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|d| {
+            d["rotation"]
+                .as_f64()
+                .or_else(|| d["rotation"].as_str()?.parse().ok())
+        })
+        .or_else(|| stream["tags"]["rotate"].as_str()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let quarter_turn = (rotation.round() as i64).rem_euclid(180) == 90;
+    let (width, height) = if quarter_turn {
+        (height, width)
+    } else {
+        (width, height)
+    };
+    let duration = [&stream["duration"], &json["format"]["duration"]]
+        .iter()
+        .find_map(|d| d.as_str()?.parse::<f64>().ok())
+        .filter(|d| d.is_finite() && *d > 0.0);
     Ok(VideoInfo {
         codec: stream["codec_name"].as_str().unwrap_or("?").to_string(),
         width: width as u32,
@@ -168,6 +252,7 @@ pub fn probe(tools: &Ffmpeg, path: &Path) -> Result<VideoInfo, String> {
             .as_str()
             .and_then(|s| s.parse().ok())
             .filter(|&n| n > 0),
+        estimated_frames: duration.map(|d| (d * fps).round() as u64),
     })
 }
 
@@ -191,12 +276,76 @@ fn file_tag(path: &Path) -> std::io::Result<String> {
 }
 
 /// Kills the decoder when the import stops early (cancel, error).
-struct Decoder(Child);
+struct Decoder(std::sync::Arc<std::sync::Mutex<Child>>);
 
 impl Drop for Decoder {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if let Ok(mut child) = self.0.lock() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Stops a decoder that has given nothing for `timeout` (a hung or never-answering ffmpeg).
+struct Watchdog {
+    last: std::sync::Arc<std::sync::Mutex<std::time::Instant>>,
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    timeout: std::time::Duration,
+}
+
+impl Watchdog {
+    fn start(
+        child: std::sync::Arc<std::sync::Mutex<Child>>,
+        timeout: std::time::Duration,
+    ) -> Watchdog {
+        use std::sync::atomic::Ordering;
+        let dog = Watchdog {
+            last: std::sync::Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
+            fired: Default::default(),
+            done: Default::default(),
+            timeout,
+        };
+        let (last, fired, done) = (dog.last.clone(), dog.fired.clone(), dog.done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let quiet = last.lock().map(|t| t.elapsed()).unwrap_or_default();
+                if quiet > timeout && !done.load(Ordering::Relaxed) {
+                    fired.store(true, Ordering::Relaxed);
+                    if let Ok(mut c) = child.lock() {
+                        let _ = c.kill();
+                    }
+                    return;
+                }
+            }
+        });
+        dog
+    }
+
+    /// A frame came.
+    fn alive(&self) {
+        if let Ok(mut t) = self.last.lock() {
+            *t = std::time::Instant::now();
+        }
+    }
+
+    /// How long it was silent when it stopped the decoder, if it did.
+    fn fired(&self) -> Option<std::time::Duration> {
+        self.fired
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then_some(self.timeout)
+    }
+
+    fn stop(&self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -232,10 +381,13 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "video".into());
     let code = format!("{stem}-{tag}");
-    progress.stage("decoding frames", info.frames.unwrap_or(0));
+    progress.stage(
+        "decoding frames",
+        info.frames.or(info.estimated_frames).unwrap_or(0),
+    );
 
     let mut child = Command::new(&tools.ffmpeg)
-        .args(["-nostdin", "-v", "error", "-noautorotate", "-i"])
+        .args(["-nostdin", "-v", "error", "-i"])
         .arg(path)
         .args(["-map", "0:v:0", "-vsync", "passthrough"])
         .args(["-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"])
@@ -251,14 +403,24 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let mut decoder = Decoder(child);
+    let decoder = Decoder(std::sync::Arc::new(std::sync::Mutex::new(child)));
+    let watchdog = Watchdog::start(decoder.0.clone(), tool_timeout());
 
     let frame_bytes = info.width as usize * info.height as usize * 3;
     let mut buf = vec![0u8; frame_bytes];
     let mut frames = Vec::new();
     loop {
         check_cancel(progress)?;
-        match read_full(&mut stdout, &mut buf) {
+        let read = read_full(&mut stdout, &mut buf);
+        if let Some(silent) = watchdog.fired() {
+            return Err(fail(format!(
+                "ffmpeg gave no frame for {} s after frame {} and was stopped ({TOOL_TIMEOUT_ENV} sets the limit)",
+                silent.as_secs(),
+                frames.len()
+            )));
+        }
+        watchdog.alive();
+        match read {
             Ok(0) => break,
             Ok(n) if n == frame_bytes => {}
             Ok(n) => {
@@ -278,8 +440,11 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         ));
         progress.inc();
     }
+    watchdog.stop();
     let status = decoder
         .0
+        .lock()
+        .expect("decoder lock")
         .wait()
         .map_err(|e| fail(format!("waiting for ffmpeg: {e}")))?;
     let stderr = errors.join().unwrap_or_default();
