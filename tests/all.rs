@@ -20,6 +20,7 @@ mod hostile;
 mod import;
 mod importers;
 mod kill_resume;
+mod label_props;
 mod labels;
 mod losses;
 mod manifest_props;

@@ -10,18 +10,15 @@ fn endotwin() -> Command {
 
 #[test]
 fn info_prints_the_backend_and_library() {
+    let Some(frames) = crate::common::realdata("colonoscopy-frames") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = endotwin()
         .args(["--library"])
         .arg(dir.path())
-        .args([
-            "import",
-            "images",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../shared/realdata/colonoscopy-frames"
-            ),
-        ])
+        .args(["import", "images"])
+        .arg(&frames)
         .output()
         .unwrap();
     assert!(

@@ -5,8 +5,10 @@ use endotwin::engine::Progress;
 use endotwin::store::{OpenMode, Store};
 use std::path::{Path, PathBuf};
 
-fn realdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata")
+/// The real colonoscopy frames beside the repository (skipped with a message outside CI
+/// when they are not there).
+fn real_frames() -> Option<PathBuf> {
+    crate::common::realdata("colonoscopy-frames")
 }
 
 fn import(
@@ -27,9 +29,9 @@ fn import(
 }
 
 /// A folder with two good real frames and every kind of bad file.
-fn mixed_folder() -> tempfile::TempDir {
+fn mixed_folder() -> Option<tempfile::TempDir> {
     let dir = tempfile::tempdir().unwrap();
-    let frames: Vec<PathBuf> = std::fs::read_dir(realdata().join("colonoscopy-frames"))
+    let frames: Vec<PathBuf> = std::fs::read_dir(real_frames()?)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -40,14 +42,15 @@ fn mixed_folder() -> tempfile::TempDir {
     let bytes = std::fs::read(&frames[2]).unwrap();
     std::fs::write(dir.path().join("truncated.jpg"), &bytes[..bytes.len() / 3]).unwrap();
     std::fs::write(dir.path().join("notes.png"), b"not an image, just text").unwrap();
-    dir
+    Some(dir)
 }
 
 #[test]
 fn real_colonoscopy_frames_import_with_thumbnails() {
+    let Some(frames) = real_frames() else { return };
     let lib = tempfile::tempdir().unwrap();
     let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
-    let report = import(&mut store, &realdata().join("colonoscopy-frames"), false).unwrap();
+    let report = import(&mut store, &frames, false).unwrap();
     assert_eq!(report.media_added, 4);
     assert!(report.skipped.is_empty());
     let stats = store.stats().unwrap();
@@ -67,7 +70,7 @@ fn real_colonoscopy_frames_import_with_thumbnails() {
 
 #[test]
 fn bad_files_are_skipped_with_their_reason_and_duplicates_counted() {
-    let src = mixed_folder();
+    let Some(src) = mixed_folder() else { return };
     let lib = tempfile::tempdir().unwrap();
     let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
     let report = import(&mut store, src.path(), false).unwrap();
@@ -95,7 +98,7 @@ fn bad_files_are_skipped_with_their_reason_and_duplicates_counted() {
 
 #[test]
 fn strict_import_aborts_as_a_whole_and_writes_nothing() {
-    let src = mixed_folder();
+    let Some(src) = mixed_folder() else { return };
     let lib = tempfile::tempdir().unwrap();
     let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
     let err = import(&mut store, src.path(), true).unwrap_err();
@@ -111,6 +114,7 @@ fn strict_import_aborts_as_a_whole_and_writes_nothing() {
 
 #[test]
 fn a_cancelled_import_writes_no_rows() {
+    let Some(frames) = real_frames() else { return };
     let lib = tempfile::tempdir().unwrap();
     let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
     let progress = Progress::new();
@@ -118,7 +122,7 @@ fn a_cancelled_import_writes_no_rows() {
     let err = endotwin::data::import::run(
         ImportLayout::Images,
         &mut store,
-        &realdata().join("colonoscopy-frames"),
+        &frames,
         ImportOptions::default(),
         &progress,
     )

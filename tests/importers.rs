@@ -4,11 +4,7 @@
 use endotwin::data::import::{self, ImportError, ImportLayout, ImportOptions, ImportReport};
 use endotwin::engine::Progress;
 use endotwin::store::{OpenMode, Store, TargetKind};
-use std::path::{Path, PathBuf};
-
-fn realdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata")
-}
+use std::path::Path;
 
 /// A small distinct PNG (the seed makes its content unique).
 fn png(path: &Path, w: u32, h: u32, seed: u8) {
@@ -49,11 +45,10 @@ fn reasons(r: &ImportReport) -> String {
 
 #[test]
 fn kvasir_seg_real_images_become_polyps_with_masks() {
-    let (_l, store, r) = run(
-        ImportLayout::KvasirSeg,
-        &realdata().join("kvasir-seg"),
-        true,
-    );
+    let Some(kvasir) = crate::common::realdata("kvasir-seg") else {
+        return;
+    };
+    let (_l, store, r) = run(ImportLayout::KvasirSeg, &kvasir, true);
     let r = r.unwrap();
     assert_eq!(r.polyps, 5, "{}", reasons(&r));
     let polyps = store.polyps().unwrap();

@@ -334,10 +334,10 @@ fn a_view_whose_file_was_swapped_is_refused_by_name_and_check_says_so() {
     // Overwrite view 1's file with view 2's bytes.
     let other = std::fs::read(store.media_path(&views[1])).unwrap();
     std::fs::write(store.media_path(&views[0]), &other).unwrap();
-    let err = endotwin::twins::load_view(&store, &views[0])
-        .err()
-        .expect("a swapped view is refused")
-        .to_string();
+    let Err(err) = endotwin::twins::load_view(&store, &views[0]) else {
+        panic!("a swapped view was read");
+    };
+    let err = err.to_string();
     assert!(
         err.contains(&format!("media {}", views[0].id)) && err.contains("changed"),
         "{err}"

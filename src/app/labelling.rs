@@ -326,8 +326,12 @@ impl App {
             return;
         };
         let ids: Vec<i64> = self.state.picked.iter().copied().collect();
-        let written = crate::labels::export_csv_of(&lib.store, Some(&ids))
+        // The save dialog has asked before replacing a file; the library's own files never are.
+        let written = crate::plumbing::output::check_output(path, Some(lib.store.root()), true)
             .map_err(|e| e.to_string())
+            .and_then(|()| {
+                crate::labels::export_csv_of(&lib.store, Some(&ids)).map_err(|e| e.to_string())
+            })
             .and_then(|text| {
                 std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
             });

@@ -46,9 +46,8 @@ pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> 
     let tmp = path.with_file_name(format!(".{name}.partial"));
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
+        .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-            e
         })
         .with_context(|| format!("{}: cannot write", path.display()))
 }

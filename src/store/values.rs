@@ -106,6 +106,12 @@ pub fn check_label_value(key: &str, value: &str) -> Option<String> {
             Ok(mm) if mm.is_finite() && mm > 0.0 && mm <= 300.0 => None,
             _ => Some(format!("'{t}' is not a size in millimetres (0-300)")),
         },
+        // A polyp's tags: joined by ", ", each at most 40 characters (the labels module's rule).
+        "tags" => t
+            .split(',')
+            .map(str::trim)
+            .find(|tag| tag.chars().count() > 40)
+            .map(|tag| format!("tag '{tag}': at most 40 characters")),
         "vienna_class" => match t.parse::<i64>() {
             Ok(1..=5) => None,
             _ => Some(format!("'{t}' is not a Vienna class 1 to 5")),

@@ -1,0 +1,154 @@
+//! Property tests of the label paths: random label values in CSV and JSONL labels files and
+//! random reviewer names never store a value or an audit row that the value rules refuse,
+//! and an exported CSV cell always reads back to the value written.
+
+use crate::common;
+
+use common::png;
+use endotwin::data::import::{self, ImportLayout, ImportOptions};
+use endotwin::engine::Progress;
+use endotwin::labels::{csv_cell_in, csv_cell_out};
+use endotwin::store::{AuditFilter, Store, TargetKind, check_label_value, check_reviewer};
+use proptest::prelude::*;
+
+/// An in-memory library with polyps `A` and `B` (imported, so they carry the importer's own
+/// audit rows), and the folder holding their files.
+fn library() -> (Store, tempfile::TempDir, tempfile::TempDir) {
+    let src = tempfile::tempdir().unwrap();
+    png(&src.path().join("A/1.png"), 12, 10, 1);
+    png(&src.path().join("B/1.png"), 12, 10, 2);
+    std::fs::write(
+        src.path().join("pathology.csv"),
+        "polyp,histology,vienna_class,size_mm\nA,adenoma,3,8\nB,hyperplastic,1,4\n",
+    )
+    .unwrap();
+    let media = tempfile::tempdir().unwrap();
+    let mut store = Store::open_in_memory(media.path()).unwrap();
+    import::run(
+        ImportLayout::Multiview,
+        &mut store,
+        src.path(),
+        ImportOptions::default(),
+        &Progress::new(),
+    )
+    .unwrap();
+    (store, media, src)
+}
+
+/// Text a hostile or careless file could hold: formulas, line breaks, bidirectional
+/// overrides, JSON, very long runs, vocabulary terms and near misses.
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("tubular adenoma LG".to_string()),
+        Just("banana".to_string()),
+        Just("0-IIa+IIc".to_string()),
+        Just("sigmoid colon".to_string()),
+        Just("=HYPERLINK(\"http://x\")".to_string()),
+        Just("{\"a\": [1, 2]}".to_string()),
+        Just("pale\u{202E}der".to_string()),
+        Just("12.5".to_string()),
+        "[ -~]{0,30}",
+        "[=+@'\\-][ -~]{0,10}",
+        "[a-z \\n\\r\\t\u{2028}\u{200B}\u{202E}]{0,20}",
+        "x{190,210}",
+    ]
+}
+
+/// One of the label columns, or one a file might invent.
+fn key() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        Just("histology"),
+        Just("vienna_class"),
+        Just("paris"),
+        Just("location"),
+        Just("size_mm"),
+        Just("surface"),
+        Just("colour"),
+        Just("morphology"),
+        Just("size class"),
+        Just("tags"),
+    ]
+}
+
+fn who() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("dr. Jane Doe".to_string()),
+        Just("import:multiview --update-labels".to_string()),
+        Just("eve\nat 2026-01-01 dr-smith".to_string()),
+        "[ -~]{0,70}",
+        "[a-z\u{202E}\u{0007}\\n ]{1,12}",
+    ]
+}
+
+/// Every label of both polyps passes the value rules (tags by their own), and every audit
+/// row that is not the import's own is signed by a valid reviewer name.
+fn library_keeps_its_rules(store: &Store) {
+    for p in store.polyps().unwrap() {
+        for l in store.labels(TargetKind::Polyp, p.id).unwrap() {
+            if l.key == "tags" {
+                for t in endotwin::labels::tags::parse(Some(&l.value)) {
+                    assert!(endotwin::labels::tags::check(&t).is_ok(), "tag {t:?}");
+                }
+            } else {
+                assert_eq!(
+                    check_label_value(&l.key, &l.value),
+                    None,
+                    "stored {}={:?}",
+                    l.key,
+                    l.value
+                );
+            }
+        }
+    }
+    let filter = AuditFilter {
+        limit: 0,
+        ..AuditFilter::default()
+    };
+    for row in store.audit_log(&filter).unwrap() {
+        let who = &row.entry.who;
+        if who != "import:multiview" {
+            assert!(check_reviewer(who).is_ok(), "audit row signed {who:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn csv_cells_read_back_to_the_value_and_never_start_a_formula(v in "[=+@'\\-\t\ra-z ]{0,12}") {
+        let out = csv_cell_out(&v);
+        prop_assert!(!out.starts_with(['=', '+', '-', '@', '\t', '\r']), "{out:?}");
+        prop_assert_eq!(csv_cell_in(&out), v.as_str());
+    }
+
+    #[test]
+    fn no_label_file_stores_a_value_or_a_signature_the_rules_refuse(
+        cells in proptest::collection::vec((key(), value()), 1..5),
+        signer in who(),
+        jsonl in any::<bool>(),
+    ) {
+        let (mut store, _media, _src) = library();
+        let text = if jsonl {
+            let labels: serde_json::Map<String, serde_json::Value> = cells
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone())))
+                .collect();
+            format!("{}\n", serde_json::json!({"polyp": "A", "labels": labels}))
+        } else {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(std::iter::once("polyp").chain(cells.iter().map(|(k, _)| *k))).unwrap();
+            w.write_record(std::iter::once("A").chain(cells.iter().map(|(_, v)| v.as_str()))).unwrap();
+            String::from_utf8(w.into_inner().unwrap()).unwrap()
+        };
+        if let Ok((changes, _problems)) = endotwin::labels::diff_file(&store, &text) {
+            let _ = endotwin::labels::apply(&mut store, &signer, &changes);
+        }
+        // The same values straight through the store's audited path, as the GUI sends them.
+        let polyp = store.polyps().unwrap()[0].id;
+        for (k, v) in &cells {
+            let _ = store.set_label(&signer, TargetKind::Polyp, polyp, k, Some(v));
+        }
+        library_keeps_its_rules(&store);
+    }
+}
