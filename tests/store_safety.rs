@@ -501,6 +501,29 @@ fn a_video_with_a_quarter_turn_display_matrix_is_imported_upright() {
     let frames = store.video_frames(video.id).unwrap();
     let first = &frames[0].1;
     assert_eq!((first.width, first.height), (32, 64), "stored sideways");
+
+    // A container whose index lists no frame count (Matroska) still gives the progress bar
+    // a length: duration x frame rate.
+    let mkv = dir.path().join("long.mkv");
+    let out = Command::new(&ffmpeg)
+        .args(["-v", "error", "-y", "-i"])
+        .arg(&plain)
+        .args(["-c", "copy"])
+        .arg(&mkv)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tools = endotwin::data::import::video::find_ffmpeg().unwrap();
+    let info = endotwin::data::import::video::probe(&tools, &mkv).unwrap();
+    assert_eq!(info.frames, None);
+    let estimate = info
+        .estimated_frames
+        .expect("an estimate from the duration");
+    assert!((4..=6).contains(&estimate), "{estimate}");
 }
 
 // ---- 8. label values are checked -----------------------------------------------------------

@@ -49,7 +49,8 @@ fn check(library: &Path) -> Result<()> {
     }
     let count = sections.iter().map(|(_, l)| l.len()).sum::<usize>();
     anyhow::bail!(
-        "library {}: {count} problems (named above); nothing was changed",
-        store.root().display()
+        "library {}: {count} problem{} (named above); nothing was changed",
+        store.root().display(),
+        if count == 1 { "" } else { "s" }
     )
 }
