@@ -11,6 +11,7 @@ mod caption_model;
 mod captions;
 mod cli;
 mod clip_import;
+mod docs;
 mod dual_losses;
 mod gui;
 mod gui_labelling;
