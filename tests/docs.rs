@@ -159,8 +159,15 @@ fn every_command_the_readme_and_the_guide_show_answers_help() {
 fn the_readme_stays_a_front_door() {
     let text = std::fs::read_to_string(root().join("README.md")).unwrap();
     let lines = text.lines().count();
-    assert!(lines <= 300, "README.md has {lines} lines; the long reports live in docs/");
-    for must in ["## Run and test", "## How well it works", "## Use your own data"] {
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines; the long reports live in docs/"
+    );
+    for must in [
+        "## Run and test",
+        "## How well it works",
+        "## Use your own data",
+    ] {
         assert!(text.contains(must), "README.md lacks {must}");
     }
 }

@@ -2,7 +2,7 @@
 
 use super::state::{Selection, Tab};
 use crate::data::import::ImportLayout;
-use crate::store::{CaseFilter, LinkDecision};
+use crate::store::CaseFilter;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +85,7 @@ pub enum Command {
         value: Option<String>,
     },
     /// Labelling: which of the library's audited changes to list.
-    AuditFilter(crate::store::AuditFilter),
+    AuditFilter(super::choices::HistoryFilter),
     /// Labelling: order the review queue (on the engine, over the twin index).
     BuildReviewQueue(crate::twins::review::QueueOrder),
     /// Labelling: J / K follow the review queue (true) or the browser's order.
@@ -125,7 +125,7 @@ pub enum Command {
     DecideLink {
         a: i64,
         b: i64,
-        decision: Option<LinkDecision>,
+        decision: Option<super::choices::LinkCall>,
     },
     /// The Captions tab: search and open hits.
     Captions(super::captions::CaptionCommand),

@@ -26,10 +26,13 @@ impl App {
             self.state.labelling.audit.clear();
             return;
         };
-        let mut filter = self.state.labelling.audit_filter.clone();
-        if filter.limit == 0 {
-            filter.limit = 200;
-        }
+        let typed = self.state.labelling.audit_filter.clone();
+        let mut filter = crate::store::AuditFilter {
+            who: typed.who,
+            since: typed.since,
+            until: typed.until,
+            limit: 200,
+        };
         // A date still being typed filters nothing yet (the store refuses a partial one).
         for when in [&mut filter.since, &mut filter.until] {
             if when
@@ -429,4 +432,9 @@ impl App {
             ),
         }
     }
+}
+
+/// A drawn polyp box as the library writes it (`x,y,w,h`, whole pixels).
+pub fn view_box_text(b: [f32; 4]) -> String {
+    crate::store::format_view_box(b)
 }

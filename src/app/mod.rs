@@ -3,11 +3,13 @@
 //! read the library (they draw state that the engine and the loader thread filled).
 
 mod captions;
+mod choices;
 mod command;
 mod edits;
 pub mod frame_bench;
 mod imports;
 mod labelling;
+mod loading;
 mod logic;
 mod prompts;
 mod state;

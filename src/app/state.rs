@@ -225,7 +225,7 @@ pub struct LabellingPanel {
     /// "polyp / no polyp" label.
     pub frame_labels: Vec<Option<String>>,
     /// The library's audit history as filtered (newest first).
-    pub audit_filter: crate::store::AuditFilter,
+    pub audit_filter: super::choices::HistoryFilter,
     pub audit: Vec<crate::store::LibraryAudit>,
 }
 

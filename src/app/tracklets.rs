@@ -274,6 +274,7 @@ impl App {
                     part,
                 }),
             C::DecideLink { a, b, decision } => {
+                let decision = decision.map(LinkDecision::from);
                 store
                     .decide_link(&who, a, b, decision)
                     .map(|old| Edit::Link {
@@ -298,10 +299,11 @@ impl App {
 }
 
 /// A decision's name for the panel.
-pub fn decision_text(d: Option<LinkDecision>) -> &'static str {
+pub fn decision_text(d: Option<super::choices::LinkCall>) -> &'static str {
+    use super::choices::LinkCall;
     match d {
-        Some(LinkDecision::Accepted) => "accepted",
-        Some(LinkDecision::Rejected) => "rejected",
+        Some(LinkCall::Accepted) => "accepted",
+        Some(LinkCall::Rejected) => "rejected",
         None => "undecided",
     }
 }

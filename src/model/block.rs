@@ -83,3 +83,14 @@ impl Block {
         x + self.fc2.forward(h)
     }
 }
+
+/// Rows scaled to unit length: [n, d] -> [n, d].
+pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
+    let norm = x
+        .clone()
+        .powf_scalar(2.0)
+        .sum_dim(1)
+        .sqrt()
+        .clamp_min(1e-12);
+    x / norm
+}

@@ -78,16 +78,8 @@ impl Clip {
     }
 }
 
-/// Rows scaled to unit length: [n, d] -> [n, d].
-pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
-    let norm = x
-        .clone()
-        .powf_scalar(2.0)
-        .sum_dim(1)
-        .sqrt()
-        .clamp_min(1e-12);
-    x / norm
-}
+/// Rows scaled to unit length (defined with the shared block, below every encoder).
+pub use super::block::l2_normalize;
 
 impl crate::model::weights::CheckConfig for ClipConfig {
     fn check(&self) -> Result<(), String> {

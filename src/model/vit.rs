@@ -186,11 +186,11 @@ impl Vit {
     /// of a full turn (`turns` 1, 2 or 4): the same for an image and its quarter turn when
     /// `turns` is 4.
     pub fn forward_turned(&self, images: Tensor<4>, turns: u32) -> Tensor<2> {
-        let unit = |x: Tensor<4>| super::clip::l2_normalize(self.forward(x));
+        let unit = |x: Tensor<4>| super::block::l2_normalize(self.forward(x));
         match turns {
             2 => {
                 let half = images.clone().flip([2, 3]);
-                super::clip::l2_normalize(unit(images) + unit(half))
+                super::block::l2_normalize(unit(images) + unit(half))
             }
             4 => {
                 let mut sum = unit(images.clone());
@@ -200,7 +200,7 @@ impl Vit {
                     turned = turned.swap_dims(2, 3).flip([3]);
                     sum = sum + unit(turned.clone());
                 }
-                super::clip::l2_normalize(sum)
+                super::block::l2_normalize(sum)
             }
             _ => unit(images),
         }

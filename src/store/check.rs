@@ -54,6 +54,47 @@ const TABLES: &[&str] = &[
 ];
 
 impl Store {
+    /// Refuses to write to a damaged database: SQLite's integrity check (the quick one on
+    /// databases over [`super::FULL_CHECK_BYTES`]) runs once per open, before the first write.
+    pub(super) fn ensure_intact(&mut self) -> Result<()> {
+        if self.checked {
+            return Ok(());
+        }
+        let problems = self.integrity_problems(None)?;
+        if let Some(first) = problems.first() {
+            return Err(super::StoreError::Damaged {
+                path: self.db_path.clone(),
+                problem: if problems.len() > 1 {
+                    format!("{first}; and {} more", problems.len() - 1)
+                } else {
+                    first.clone()
+                },
+            });
+        }
+        self.checked = true;
+        Ok(())
+    }
+
+    /// What SQLite's integrity check finds wrong (empty when the database is intact).
+    /// `full`: the whole check (`None`: full below [`super::FULL_CHECK_BYTES`], quick above).
+    pub fn integrity_problems(&self, full: Option<bool>) -> Result<Vec<String>> {
+        let size = std::fs::metadata(&self.db_path).map_or(0, |m| m.len());
+        let full = full.unwrap_or(size <= super::FULL_CHECK_BYTES);
+        let pragma = if full {
+            "PRAGMA integrity_check(20)"
+        } else {
+            "PRAGMA quick_check(20)"
+        };
+        let rows: rusqlite::Result<Vec<String>> = self
+            .conn
+            .prepare(pragma)
+            .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect());
+        Ok(match rows {
+            Ok(rows) => rows.into_iter().filter(|r| r != "ok").collect(),
+            Err(e) => vec![e.to_string()],
+        })
+    }
+
     /// Checks the whole library: the database's integrity, every media file's hash, files
     /// missing and files no row names, and the rows that break its rules. Reads only.
     /// `progress(done, total)` is told after each media file.

@@ -492,7 +492,7 @@ pub fn check_reviewer(who: &str) -> Result<()> {
             "a label change needs the name of who makes it".into(),
         ));
     }
-    if let Some(c) = who.chars().find(|&c| !is_printable(c)) {
+    if let Some(c) = who.chars().find(|&c| !super::values::is_printable(c)) {
         return refuse(&format!("it holds the character U+{:04X}", c as u32));
     }
     if who.chars().count() > MAX_REVIEWER_CHARS {
@@ -504,22 +504,6 @@ pub fn check_reviewer(who: &str) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Whether `c` shows as itself on one line: no control characters (line breaks, tabs,
-/// escapes), no line or paragraph separators, no invisible formatting or bidirectional
-/// overrides that would make a line read differently from what it holds.
-pub fn is_printable(c: char) -> bool {
-    !(c.is_control()
-        || matches!(c,
-            '\u{2028}' | '\u{2029}' // line and paragraph separators
-            | '\u{200B}'..='\u{200F}' // zero-width spaces and joiners, LRM, RLM
-            | '\u{202A}'..='\u{202E}' // bidirectional embeddings and overrides
-            | '\u{2060}'..='\u{2069}' // word joiner, invisible operators, isolates
-            | '\u{061C}' // Arabic letter mark
-            | '\u{FEFF}' // byte order mark
-            | '\u{FFF9}'..='\u{FFFB}' // interlinear annotation
-        ))
 }
 
 /// Writes a label that arrives with imported data, and its audit row (old value none), inside

@@ -18,8 +18,7 @@ pub use cases::*;
 pub use check::LibraryCheck;
 pub use labels::{
     AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LibraryAudit, MAX_REVIEWER_CHARS, TargetKind,
-    VIEW_BOX_KEY, check_audit_time, check_reviewer, format_view_box, import_label, is_printable,
-    parse_view_box,
+    VIEW_BOX_KEY, check_audit_time, check_reviewer, format_view_box, import_label, parse_view_box,
 };
 pub use media::{
     MediaFiles, MediaKind, MediaRow, NewMedia, PENDING_JOURNAL, content_hash, insert_media,
@@ -37,7 +36,7 @@ pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;
 pub use values::{
     HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, check_label_value,
-    duplicate_column,
+    duplicate_column, is_printable,
 };
 pub use videos::*;
 
@@ -348,47 +347,6 @@ impl Store {
         }
         files.committed();
         Ok(value)
-    }
-
-    /// Refuses to write to a damaged database: SQLite's integrity check (the quick one on
-    /// databases over [`FULL_CHECK_BYTES`]) runs once per open, before the first write.
-    fn ensure_intact(&mut self) -> Result<()> {
-        if self.checked {
-            return Ok(());
-        }
-        let problems = self.integrity_problems(None)?;
-        if let Some(first) = problems.first() {
-            return Err(StoreError::Damaged {
-                path: self.db_path.clone(),
-                problem: if problems.len() > 1 {
-                    format!("{first}; and {} more", problems.len() - 1)
-                } else {
-                    first.clone()
-                },
-            });
-        }
-        self.checked = true;
-        Ok(())
-    }
-
-    /// What SQLite's integrity check finds wrong (empty when the database is intact).
-    /// `full`: the whole check (`None`: full below [`FULL_CHECK_BYTES`], quick above).
-    pub fn integrity_problems(&self, full: Option<bool>) -> Result<Vec<String>> {
-        let size = std::fs::metadata(&self.db_path).map_or(0, |m| m.len());
-        let full = full.unwrap_or(size <= FULL_CHECK_BYTES);
-        let pragma = if full {
-            "PRAGMA integrity_check(20)"
-        } else {
-            "PRAGMA quick_check(20)"
-        };
-        let rows: rusqlite::Result<Vec<String>> = self
-            .conn
-            .prepare(pragma)
-            .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect());
-        Ok(match rows {
-            Ok(rows) => rows.into_iter().filter(|r| r != "ok").collect(),
-            Err(e) => vec![e.to_string()],
-        })
     }
 
     /// Tells the wait notice when another process holds the write lock right now.

@@ -4,8 +4,6 @@
 //! length, never a JSON object or list, and a term of the field's controlled vocabulary where
 //! the field has one.
 
-use super::labels::is_printable;
-
 /// The most characters a label value may have.
 pub const MAX_VALUE_CHARS: usize = 200;
 
@@ -65,6 +63,22 @@ pub const SIZE_CLASSES: &[&str] = &["diminutive", "small", "large", "giant"];
 
 /// The Paris classes a component may name (`0-IIa+IIc` joins two).
 const PARIS_PARTS: &[&str] = &["Ip", "Isp", "Is", "IIa", "IIb", "IIc", "III"];
+
+/// Whether `c` shows as itself on one line: no control characters (line breaks, tabs,
+/// escapes), no line or paragraph separators, no invisible formatting or bidirectional
+/// overrides that would make a line read differently from what it holds.
+pub fn is_printable(c: char) -> bool {
+    !(c.is_control()
+        || matches!(c,
+            '\u{2028}' | '\u{2029}' // line and paragraph separators
+            | '\u{200B}'..='\u{200F}' // zero-width spaces and joiners, LRM, RLM
+            | '\u{202A}'..='\u{202E}' // bidirectional embeddings and overrides
+            | '\u{2060}'..='\u{2069}' // word joiner, invisible operators, isolates
+            | '\u{061C}' // Arabic letter mark
+            | '\u{FEFF}' // byte order mark
+            | '\u{FFF9}'..='\u{FFFB}' // interlinear annotation
+        ))
+}
 
 /// Why `value` cannot be label `key`, or `None` when it can.
 pub fn check_label_value(key: &str, value: &str) -> Option<String> {

@@ -112,7 +112,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                     if let Some(drawn) = drawn {
                         ui.label("Polyp box");
                         ui.label(match drawn {
-                            Some(b) => format!("{} (drawn)", crate::store::format_view_box(b)),
+                            Some(b) => format!("{} (drawn)", super::super::labelling::view_box_text(b)),
                             None if media.mask_media_id.is_some() => "its mask's box".into(),
                             None => "none: the centred field of view".into(),
                         });

@@ -3,8 +3,8 @@
 //! edit and every undo.
 
 use super::super::Command;
+use super::super::choices::HistoryFilter;
 use super::super::state::AppState;
-use crate::store::AuditFilter;
 use egui::RichText;
 
 pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
@@ -26,7 +26,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 .changed();
             changed.then(|| Some(text.trim().to_string()).filter(|t| !t.is_empty()))
         };
-        let mut next: AuditFilter = filter.clone();
+        let mut next: HistoryFilter = filter.clone();
         let mut changed = false;
         if let Some(v) = field(ui, "changed by", &filter.who, "anyone") {
             next.who = v;

@@ -6,11 +6,11 @@
 //! the edits are audited and undoable (Edit > Undo, Ctrl+Z).
 
 use super::super::Command;
+use super::super::choices::LinkCall;
 use super::super::state::{AppState, Selection};
 use super::super::textures::Textures;
 use super::super::tracklets::decision_text;
 use super::viewer;
-use crate::store::LinkDecision;
 use crate::tracklets::timeline::{Comparison, Timeline};
 use egui::{Align2, Color32, FontId, Rect, RichText, Sense, Stroke, StrokeKind, pos2, vec2};
 
@@ -210,9 +210,9 @@ fn timeline(ui: &mut egui::Ui, tl: &Timeline, state: &AppState, out: &mut Vec<Co
     }
     for link in tl.links(threshold) {
         let (a, b) = (bar(link.a), bar(link.b));
-        let colour = match link.decision {
-            Some(LinkDecision::Accepted) => Color32::from_rgb(80, 200, 80),
-            Some(LinkDecision::Rejected) => Color32::from_rgb(220, 70, 70),
+        let colour = match link.decision.map(LinkCall::from) {
+            Some(LinkCall::Accepted) => Color32::from_rgb(80, 200, 80),
+            Some(LinkCall::Rejected) => Color32::from_rgb(220, 70, 70),
             None => Color32::from_gray(200),
         };
         let (from, to) = if a.center().x <= b.center().x {
@@ -392,14 +392,14 @@ fn selected(ui: &mut egui::Ui, tl: &Timeline, i: usize, state: &AppState, out: &
                 } else {
                     RichText::new(score_text)
                 });
-                let decision = tl.decision(i, j);
+                let decision = tl.decision(i, j).map(LinkCall::from);
                 ui.label(decision_text(decision));
                 ui.add_enabled_ui(writable, |ui| {
                     ui.horizontal(|ui| {
                         let (a, b) = (t.id, o.id);
                         for (label, d) in [
-                            ("Accept", Some(LinkDecision::Accepted)),
-                            ("Reject", Some(LinkDecision::Rejected)),
+                            ("Accept", Some(LinkCall::Accepted)),
+                            ("Reject", Some(LinkCall::Rejected)),
                         ] {
                             let text = format!("{label} T{a}–T{b}");
                             if decision != d && ui.button(text).clicked() {
