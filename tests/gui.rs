@@ -475,3 +475,31 @@ fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
     shows(&h, &refined.category);
     shows(&h, &refined.caption);
 }
+
+#[test]
+fn help_opens_the_bundled_guide_at_the_page_of_the_tab_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    assert!(
+        h.query_all_by_label_contains("Case browser (left)")
+            .next()
+            .is_none(),
+        "the guide is closed at start"
+    );
+    h.get_by_label("Help").click();
+    h.run();
+    h.get_by_label("User guide (F1)").click();
+    settle(&mut h);
+    shows_part(&h, "Case browser (left)");
+    shows_part(&h, "docs/guide.md (bundled with this build)");
+    // Another tab, F1: that capability's own page.
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Num2);
+    settle(&mut h);
+    h.key_press(egui::Key::F1);
+    settle(&mut h);
+    shows_part(&h, "docs/twins.md (bundled with this build)");
+    shows_part(&h, "Held-out data no model or knob ever saw");
+    screenshot(&mut h, "guide");
+}

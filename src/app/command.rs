@@ -30,6 +30,8 @@ pub enum Command {
     StepView(i32),
     SetFilter(CaseFilter),
     ShowTab(Tab),
+    /// Open the user guide at a bundled page (`None` closes it).
+    Guide(Option<usize>),
     /// Set a polyp's label (`None` clears it).
     SetPolypLabel {
         polyp_id: i64,

@@ -126,6 +126,7 @@ impl App {
                 self.state.filter = filter;
                 self.refresh_tree();
             }
+            Command::Guide(page) => self.state.guide = page,
             Command::ShowTab(tab) => {
                 let opened = tab == Tab::TWINS && self.state.tab != Tab::TWINS;
                 let opened_captions = tab == super::captions::TAB && self.state.tab != tab;

@@ -7,6 +7,7 @@ mod choices;
 mod command;
 mod edits;
 pub mod frame_bench;
+mod guide;
 mod imports;
 mod labelling;
 mod loading;

@@ -516,6 +516,8 @@ pub struct AppState {
     pub training: TrainingPanel,
     pub captions: CaptionPanel,
     pub prompts: PromptPanel,
+    /// The user guide's page on screen (an index into the bundled pages), if it is open.
+    pub guide: Option<usize>,
 }
 
 impl AppState {
@@ -542,6 +544,7 @@ impl AppState {
             training: Default::default(),
             captions: Default::default(),
             prompts: Default::default(),
+            guide: None,
         }
     }
 

@@ -4,6 +4,7 @@ mod browser;
 mod captions;
 mod details;
 mod frame_labels;
+mod guide;
 mod history;
 mod labelling;
 pub mod panels;
@@ -31,7 +32,7 @@ pub fn draw(
     textures: &mut Textures,
     out: &mut Vec<Command>,
 ) {
-    keyboard(ui.ctx(), out);
+    keyboard(ui.ctx(), state, out);
     dropped_files(ui.ctx(), out);
 
     egui::Panel::top("menu").show(ui, |ui| menu_bar(ui, state, out));
@@ -60,6 +61,7 @@ pub fn draw(
         ui.separator();
         (panels::panel(state.tab).draw)(ui, state, textures, out);
     });
+    guide::draw(ui.ctx(), state, out);
     toasts::draw(ui.ctx(), state, out);
 }
 
@@ -105,6 +107,15 @@ fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             }
         });
         ui.menu_button("Help", |ui| {
+            if ui
+                .button("User guide (F1)")
+                .on_hover_text("The guide's page for this tab, bundled with EndoTwin (offline)")
+                .clicked()
+            {
+                out.push(guide_for(state));
+                ui.close();
+            }
+            ui.separator();
             ui.strong("Keyboard shortcuts");
             shortcut_list(ui);
         });
@@ -118,8 +129,13 @@ fn menu_bar(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
     });
 }
 
+/// Opens the user guide at the current tab's page.
+fn guide_for(state: &AppState) -> Command {
+    Command::Guide(Some(super::guide::index_of(panels::panel(state.tab).guide)))
+}
+
 /// Shortcuts fire only while no text field has the keyboard.
-fn keyboard(ctx: &egui::Context, out: &mut Vec<Command>) {
+fn keyboard(ctx: &egui::Context, state: &AppState, out: &mut Vec<Command>) {
     if ctx.egui_wants_keyboard_input() {
         return;
     }
@@ -139,6 +155,9 @@ fn keyboard(ctx: &egui::Context, out: &mut Vec<Command>) {
         }
         if i.key_pressed(Key::Escape) {
             out.push(Command::Focus(None));
+        }
+        if i.key_pressed(Key::F1) {
+            out.push(guide_for(state));
         }
         if i.modifiers.command {
             for (n, p) in panels::registry().iter().enumerate() {
@@ -178,6 +197,7 @@ pub fn shortcut_list(ui: &mut egui::Ui) {
             ("Up / Down", "previous / next case in the browser"),
             ("Left / Right", "previous / next view"),
             ("Esc", "back to the view grid"),
+            ("F1", "the user guide's page for this tab"),
             (
                 "Ctrl+Z / Ctrl+Shift+Z",
                 "undo / redo a label or tracklet edit",

@@ -17,6 +17,8 @@ pub struct PanelSpec {
     pub title: &'static str,
     /// What it shows, for the tab's hover text.
     pub about: &'static str,
+    /// Its page of the user guide (a file of `docs/`, bundled): Help > User guide opens it.
+    pub guide: &'static str,
     pub draw: DrawPanel,
 }
 
@@ -25,42 +27,49 @@ static PANELS: [PanelSpec; 7] = [
         tab: Tab::VIEWER,
         title: "Viewer",
         about: "The selected case's views or video frames, with zoom and boxes",
+        guide: "guide.md",
         draw: viewer::draw,
     },
     PanelSpec {
         tab: Tab::TWINS,
         title: "Digital twins",
         about: "The most similar library polyps, their pathology and the vote they add up to",
+        guide: "twins.md",
         draw: twins::draw,
     },
     PanelSpec {
         tab: super::super::prompts::TAB,
         title: "Text prompts",
         about: "Zero-shot text-prompt scores for the selection (editable prompt sets) and a text search of the library's polyps (Endo-CLIP)",
+        guide: "prompts.md",
         draw: prompts::draw,
     },
     PanelSpec {
         tab: super::super::captions::TAB,
         title: "Captions",
         about: "Capsule frames: their top captions and predicted category, the finding as written and refined, and a search by caption or category",
+        guide: "captions.md",
         draw: captions::draw,
     },
     PanelSpec {
         tab: super::super::tracklets::TAB,
         title: "Tracklets",
         about: "A video's tracklets on a timeline: re-identification links, the polyp count, merge, split, accept or reject links",
+        guide: "tracklets.md",
         draw: tracklets::draw,
     },
     PanelSpec {
         tab: Tab("training"),
         title: "Training",
         about: "Train or fine-tune a model with a recipe of the registry: live loss curve, progress, stop and resume",
+        guide: "models.md",
         draw: training::draw,
     },
     PanelSpec {
         tab: Tab("labelling"),
         title: "Labelling",
         about: "Keyboard-first labelling of a polyp's histology, Paris class, surface, location and size",
+        guide: "guide.md",
         draw: labelling::draw,
     },
 ];
