@@ -32,6 +32,7 @@ mod prompt_rounds;
 mod prompts;
 mod recipes;
 mod retrieval;
+mod shipped_models;
 mod store;
 mod store_safety;
 mod tracklet_pipeline;

@@ -84,18 +84,42 @@ fn importing_a_missing_folder_names_it() {
 #[test]
 fn help_documents_each_subcommand() {
     let out = endotwin().arg("--help").output().unwrap();
+    assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
+    // The "Commands:" list names each subcommand at the start of its line, with its summary.
+    let listed: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     for sub in [
         "gui",
         "info",
         "import",
         "demo",
-        "contact-sheet",
         "eval",
         "bench",
+        "train",
+        "index",
+        "twins",
         "model",
+        "labels",
+        "captions",
+        "prompts",
+        "contact-sheet",
+        "library",
     ] {
-        assert!(text.contains(sub), "{sub} missing from --help:\n{text}");
+        assert!(listed.contains(&sub), "{sub} not listed by --help:\n{text}");
+        // Each one has its own help that says what it is for.
+        let own = endotwin().args([sub, "--help"]).output().unwrap();
+        assert!(own.status.success(), "endotwin {sub} --help failed");
+        let own = String::from_utf8_lossy(&own.stdout);
+        assert!(
+            own.contains("Usage: endotwin"),
+            "endotwin {sub} --help:\n{own}"
+        );
     }
 }
 

@@ -145,12 +145,6 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
     h.state_mut().state.toasts.clear();
     h.get_by_label(&report_button).scroll_to_me();
     settle(&mut h);
-    eprintln!(
-        "DEBUG rect {:?} promote {:?}",
-        h.get_by_label(&report_button).rect(),
-        h.get_by_label(&format!("Promote #{finished}")).rect()
-    );
-    h.render().unwrap().save("/tmp/debug_report.png").unwrap();
     h.get_by_label(&report_button).click();
     settle(&mut h);
     until(&mut h, 60, "the refusal", |app| {
@@ -225,7 +219,17 @@ fn a_run_without_the_data_it_needs_says_why() {
         app.training_run().is_some_and(|r| r.finished())
     });
     let log = h.state().training_run().unwrap().log().clone();
-    assert!(matches!(&log.outcome, Some(Err(_))), "{:?}", log.outcome);
+    // The reason names what is missing and how much there is, and the panel shows it.
+    let reason = match &log.outcome {
+        Some(Err(reason)) => reason.clone(),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert!(
+        reason.contains("not enough training data")
+            && reason.contains("at least 12 fragments")
+            && reason.contains("the library has 0"),
+        "{reason}"
+    );
     assert!(log.losses.is_empty(), "no step ran");
     shows_part(&h, "stopped:");
     assert!(std::fs::read_dir(models.path()).unwrap().next().is_none());

@@ -132,6 +132,75 @@ fn a_cancelled_import_writes_no_rows() {
 }
 
 #[test]
+fn a_cancel_while_the_import_writes_leaves_no_row_and_no_file() {
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..300u32 {
+        crate::common::png(
+            &src.path().join(format!("f{i:03}.png")),
+            16,
+            12,
+            (i % 251) as u8,
+        );
+        // Distinct content: a pixel that encodes the index.
+        let p = src.path().join(format!("f{i:03}.png"));
+        let mut img = image::open(&p).unwrap().to_rgb8();
+        img.put_pixel(0, 0, image::Rgb([(i >> 8) as u8, i as u8, 7]));
+        img.save(&p).unwrap();
+    }
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let progress = Progress::new();
+    let stored_when_cancelled = std::thread::scope(|scope| {
+        // Cancels once the write transaction has stored a few media files.
+        let watcher = scope.spawn(|| {
+            let start = std::time::Instant::now();
+            while start.elapsed().as_secs() < 60 {
+                if progress.stage_name() == "storing media" && progress.done() >= 5 {
+                    progress.cancel();
+                    return Some(progress.done());
+                }
+                std::hint::spin_loop();
+            }
+            None
+        });
+        let result = endotwin::data::import::run(
+            ImportLayout::Images,
+            &mut store,
+            src.path(),
+            ImportOptions::default(),
+            &progress,
+        );
+        progress.cancel();
+        let done = watcher.join().unwrap();
+        assert!(matches!(result, Err(ImportError::Cancelled)), "{result:?}");
+        done
+    });
+    let done = stored_when_cancelled.expect("the cancel came while media were being stored");
+    assert!(
+        (5..300).contains(&done),
+        "cancelled after {done} of 300 files"
+    );
+    assert_eq!(store.stats().unwrap().media, 0);
+    assert_eq!(store.row_total().unwrap(), 0);
+    // The files written before the cancel are gone again, and so is the write's journal.
+    let left: Vec<_> = walk(&lib.path().join("media"));
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!lib.path().join(endotwin::store::PENDING_JOURNAL).exists());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+#[test]
 fn a_folder_without_images_is_an_error_naming_it() {
     let empty = tempfile::tempdir().unwrap();
     let lib = tempfile::tempdir().unwrap();

@@ -85,7 +85,9 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     .unwrap();
     let report = &reports.0[0];
     assert!(report.get("loss").unwrap().is_finite());
-    assert!(report.get("bag purity").unwrap() > 0.0);
+    // The curriculum's first epoch draws bags from one polyp's fragments: pure, or nearly.
+    let purity = report.get("bag purity").unwrap();
+    assert!(purity > 0.5 && purity <= 1.0, "bag purity {purity}");
 
     let model = burn::module::Module::valid(&model);
     let twins = endotwin::twins::TwinModels::load(
@@ -128,6 +130,20 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
         e.retrieval
             .iter()
             .all(|r| r.queries > 0 && (0.0..=1.0).contains(&r.map))
+    );
+    // The shipped twin encoders, frozen (what the Tracklets tab compares by), find every
+    // revisited polyp's other tracklet first on these videos (measured: mAP 1.0 on 4 queries;
+    // the untrained twin architecture scores 0.42 on the same queries).
+    let shipped = &e.retrieval[1];
+    assert!(
+        shipped.map >= 0.99,
+        "{}: mAP {}",
+        shipped.method,
+        shipped.map
+    );
+    assert!(
+        e.retrieval[4].map < shipped.map,
+        "the untrained architecture does as well"
     );
 
     // Each revisited polyp's two tracklets are linked above any other polyp's tracklet.

@@ -200,25 +200,52 @@ fn the_wrong_kind_or_a_config_that_does_not_fit_is_named() {
 }
 
 #[test]
-fn clip_logits_rank_the_matching_caption_first_after_alignment() {
-    // With identical unit embeddings on both sides, the diagonal is the largest entry of each
-    // row and the scale starts at 1/0.07.
+fn clip_logits_are_the_scaled_cosines_of_each_image_with_each_text() {
+    // Images and texts differ (each text is its image's embedding plus noise), so a
+    // transposed, unscaled or unnormalised logit matrix fails; the scale starts at 1/0.07.
     let device = Device::flex();
     let clip = tiny_clip().init(&device);
     let scale = clip.scale().into_data().try_to_vec::<f32>().unwrap()[0];
     assert!((scale - 1.0 / 0.07).abs() < 1e-2, "{scale}");
-    let e = endotwin::model::clip::l2_normalize(Tensor::<2>::random(
-        [4, 8],
-        Distribution::Normal(0.0, 1.0),
-        &device,
-    ));
-    let logits = vec(clip.logits(e.clone(), e));
-    for row in 0..4 {
+    let rows = |seed: u64| {
+        let mut rng = endotwin::plumbing::Rng::new(seed);
+        (0..32).map(|_| rng.normal()).collect::<Vec<f32>>()
+    };
+    let unit = |v: &[f32]| -> Vec<f32> {
+        v.chunks(8)
+            .flat_map(|r| {
+                let n = r.iter().map(|x| x * x).sum::<f32>().sqrt();
+                r.iter().map(move |x| x / n)
+            })
+            .collect()
+    };
+    let image_raw = rows(1);
+    let noise = rows(2);
+    let text_raw: Vec<f32> = image_raw
+        .iter()
+        .zip(&noise)
+        .map(|(a, n)| a + 0.4 * n)
+        .collect();
+    let (image, text) = (unit(&image_raw), unit(&text_raw));
+    let tensor = |v: &[f32]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [4, 8]), &device);
+    let logits = vec(clip.logits(tensor(&image), tensor(&text)));
+    for i in 0..4 {
+        for j in 0..4 {
+            let cos: f32 = (0..8).map(|k| image[i * 8 + k] * text[j * 8 + k]).sum();
+            assert!(
+                (logits[i * 4 + j] - scale * cos).abs() < 1e-3,
+                "logit ({i}, {j}) {} against {}",
+                logits[i * 4 + j],
+                scale * cos
+            );
+        }
+    }
+    // And the matching text ranks first for every image here (its cosine is the largest).
+    for i in 0..4 {
         let best = (0..4)
-            .max_by(|&a, &b| logits[row * 4 + a].total_cmp(&logits[row * 4 + b]))
+            .max_by(|&a, &b| logits[i * 4 + a].total_cmp(&logits[i * 4 + b]))
             .unwrap();
-        assert_eq!(best, row);
-        assert!((logits[row * 5] - scale).abs() < 1e-3);
+        assert_eq!(best, i);
     }
 }
 

@@ -1,0 +1,213 @@
+//! The shipped models held to their figures: each one, loaded from `models/` as a user gets
+//! it, on a small generated held-out split (a seed and split no model saw), must reach a floor
+//! well below its README figure and beat a no-learning baseline on the same cases. A model
+//! whose weights are broken (shuffled, zeroed, an untrained one) fails these floors.
+
+use burn::tensor::Device;
+use endotwin::data::phantom::{self, PhantomConfig, Split};
+use endotwin::plumbing::Progress;
+use endotwin::prompts::model::{detection_texts, detector_path, load, polyp_probability};
+use endotwin::prompts::records::{Records, frame_truth};
+use endotwin::store::{OpenMode, Store};
+
+/// Within each examination, the share of (polyp frame, background frame) pairs in which
+/// `score` ranks the polyp frame higher (the within-examination AUROC), and the pairs.
+fn within_exam_auroc(
+    records: &Records,
+    truth: &std::collections::HashMap<i64, i64>,
+    score: impl Fn(usize) -> Vec<f32>,
+) -> (f64, usize) {
+    let (mut above, mut pairs) = (0.0f64, 0usize);
+    for (e, exam) in records.exams.iter().enumerate() {
+        let p = score(e);
+        let is_polyp = |f: usize| truth.contains_key(&exam.frames[f].media_id);
+        for i in (0..p.len()).filter(|&i| is_polyp(i)) {
+            for j in (0..p.len()).filter(|&j| !is_polyp(j)) {
+                pairs += 1;
+                above += if p[i] > p[j] {
+                    1.0
+                } else if p[i] == p[j] {
+                    0.5
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    (above / pairs as f64, pairs)
+}
+
+/// Balanced accuracy of "polyp" when `score` > 0.5 (the detector's own decision: the polyp
+/// sentence more likely than the background sentence), over every frame.
+fn balanced_accuracy(
+    records: &Records,
+    truth: &std::collections::HashMap<i64, i64>,
+    score: impl Fn(usize) -> Vec<f32>,
+) -> f64 {
+    let (mut tp, mut pos, mut tn, mut neg) = (0, 0, 0, 0);
+    for (e, exam) in records.exams.iter().enumerate() {
+        for (f, p) in score(e).into_iter().enumerate() {
+            if truth.contains_key(&exam.frames[f].media_id) {
+                pos += 1;
+                tp += usize::from(p > 0.5);
+            } else {
+                neg += 1;
+                tn += usize::from(p <= 0.5);
+            }
+        }
+    }
+    0.5 * (tp as f64 / pos as f64 + tn as f64 / neg as f64)
+}
+
+#[test]
+fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 211,
+        split: Split::Test,
+        polyps: 10,
+        videos: 0,
+        capsule_images: 0,
+        background_frames: 2,
+        frames_per_exam: 12,
+        image_size: 64,
+        ..PhantomConfig::default()
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    let device = Device::flex();
+    let detector = load(&detector_path(&endotwin::default_models_dir()), &device).unwrap();
+    let size = detector.config.image_size();
+    let records = Records::load(&store, size, &Progress::new()).unwrap();
+    let truth = frame_truth(&store).unwrap();
+    let texts = detection_texts(&detector.model, &detector.config, &device);
+    // Baseline: how red the frame is (mean red share of its pixels).
+    let (redness, _) = within_exam_auroc(&records, &truth, |e| {
+        records.exams[e]
+            .frames
+            .iter()
+            .map(|f| {
+                let m = store.media(f.media_id).unwrap().unwrap();
+                let rgb = endotwin::data::images::decode_media(&store, &m)
+                    .unwrap()
+                    .image
+                    .to_rgb8();
+                let (mut r, mut all) = (0.0f64, 0.0f64);
+                for p in rgb.pixels() {
+                    r += p[0] as f64;
+                    all += p[0] as f64 + p[1] as f64 + p[2] as f64 + 1e-9;
+                }
+                (r / all) as f32
+            })
+            .collect()
+    });
+    let shipped_score = |e: usize| {
+        let which: Vec<(usize, usize)> =
+            (0..records.exams[e].frames.len()).map(|f| (e, f)).collect();
+        let v = detector
+            .model
+            .encode_images(records.batch(&which, &[], &device));
+        polyp_probability(&detector.model, v, texts.clone())
+    };
+    let (model, pairs) = within_exam_auroc(&records, &truth, shipped_score);
+    let decided = balanced_accuracy(&records, &truth, shipped_score);
+    // The same architecture untrained, what a broken or lost checkpoint would be: a random
+    // direction can rank frames well within an examination (measured 0.85, 0.14, 0.68 for
+    // seeds 7-9) but decides at chance (0.50, 0.41, 0.50). The shipped detector: 0.978
+    // ranked, 0.898 decided.
+    device.seed(7);
+    let untrained = detector.config.init(&device);
+    let untrained_texts = detection_texts(&untrained, &detector.config, &device);
+    let untrained_decided = balanced_accuracy(&records, &truth, |e: usize| {
+        let which: Vec<(usize, usize)> =
+            (0..records.exams[e].frames.len()).map(|f| (e, f)).collect();
+        let v = untrained.encode_images(records.batch(&which, &[], &device));
+        polyp_probability(&untrained, v, untrained_texts.clone())
+    });
+    eprintln!(
+        "detector: ranked {model:.3}, decided {decided:.3}; redness {redness:.3}; untrained decided {untrained_decided:.3}; {pairs} pairs"
+    );
+    assert!(pairs >= 100, "{pairs} pairs");
+    assert!(
+        untrained_decided < 0.75,
+        "the floor cannot tell an untrained detector"
+    );
+    assert!(
+        decided >= 0.75,
+        "the shipped detector's own decision (p > 0.5) is right for {decided:.3} of frames, balanced"
+    );
+    assert!(
+        model >= 0.90,
+        "the shipped detector ranks a polyp frame above a background frame of its examination in {model:.3} of {pairs} pairs (README: 0.937 per frame)"
+    );
+    assert!(
+        model > redness + 0.1,
+        "detector {model:.3} against redness {redness:.3}"
+    );
+}
+
+#[test]
+fn the_shipped_twin_encoders_find_a_held_out_polyps_other_views() {
+    use endotwin::eval::twins::{Candidate, run};
+    use endotwin::twins::TwinModels;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 223,
+        split: Split::Test,
+        polyps: 20,
+        views_per_polyp: 4,
+        videos: 0,
+        capsule_images: 0,
+        background_frames: 0,
+        image_size: 192,
+        ..PhantomConfig::default()
+    };
+    phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
+    let device = Device::flex();
+    let models = TwinModels::load(&endotwin::default_models_dir(), &device).unwrap();
+    let e = run(
+        &store,
+        &[Candidate {
+            label: String::new(),
+            models: &models,
+        }],
+        6,
+        223,
+    )
+    .unwrap();
+    let row = |needle: &str, views: &str| {
+        e.reid
+            .iter()
+            .find(|r| r.method.contains(needle) && r.views == views)
+            .unwrap_or_else(|| panic!("no {needle} {views} row in {:?}", e.reid))
+    };
+    let scene = row("scene", "2v2");
+    let mean = row("mean of views", "2v2");
+    let hist = row("colour histogram", "2v2");
+    for r in [scene, mean, hist] {
+        eprintln!(
+            "{} {}: acc@1 {:.3}, uAP {:.3}",
+            r.method, r.views, r.accuracy_at_1, r.uap
+        );
+    }
+    // Measured here: scene encoder 2v2 uAP 1.000, mean of views 0.870, colour histogram
+    // 0.688 (20 polyps: chance is 1 in 20, so every figure is higher than the README's on 500
+    // polyps, 0.618 / 0.468 / 0.023). The floors sit well below the model and above the
+    // baseline; the same architecture untrained, saved with the shipped card, scores 0.133
+    // with the mean of views (and has no scene row), so a broken encoder fails here.
+    assert!(scene.uap >= 0.75, "scene encoder 2v2 uAP {}", scene.uap);
+    assert!(
+        scene.uap > hist.uap + 0.15,
+        "scene {} against colour histogram {}",
+        scene.uap,
+        hist.uap
+    );
+    assert!(mean.uap >= 0.6, "mean of views 2v2 uAP {}", mean.uap);
+    assert!(
+        mean.uap > hist.uap + 0.1,
+        "mean {} against colour histogram {}",
+        mean.uap,
+        hist.uap
+    );
+}
