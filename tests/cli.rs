@@ -294,6 +294,23 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
     );
     let report = endotwin::eval::report::Report::load(&json).unwrap();
     assert!(report.held_out.contains(&held.path().display().to_string()));
+    // The shipped head held to a floor (measured here: mAP, hit rate and both AUROCs 1.0 on
+    // these two held-out videos; README 0.762 mAP on 40 test videos); its frozen encoder's
+    // rows beside the untrained baselines are held in tests/tracklet_pipeline.rs.
+    let figure = |name: &str| {
+        report
+            .metrics
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap()
+            .model
+    };
+    assert!(figure("retrieval mAP") >= 0.8, "{:?}", report.metrics);
+    assert!(
+        figure("re-ID AUROC, within a video") >= 0.8,
+        "{:?}",
+        report.metrics
+    );
 
     // A part of a model (a unifier alone) has no report: said, nothing written.
     use endotwin::model::unifier::UnifierConfig;
@@ -349,6 +366,13 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
     let report = endotwin::eval::report::Report::load(&json).unwrap();
     let detection = &report.metrics[0];
     assert_eq!(detection.name, "polyp detection AUROC (frames)");
+    // The stage-3 model is held to its own task, benign vs neoplastic per polyp (README 0.857
+    // on 420 test polyps; measured here 0.94 on these 8). Detection is the detector's task
+    // (`prompts-detect`, held to its floor in tests/shipped_models.rs); this model's
+    // detection figure is reported, not held.
+    let neoplastic = &report.metrics[2];
+    assert_eq!(neoplastic.name, "neoplastic AUROC (polyps)");
+    assert!(neoplastic.model >= 0.75, "{neoplastic:?}");
     assert!((0.0..=1.0).contains(&detection.model) && detection.model_ci.is_some());
     let c = &report.curves[0];
     assert!(c.positives > 0 && c.negatives > 0);
@@ -407,6 +431,26 @@ fn model_report_scores_a_caption_model_on_held_out_capsule_frames() {
     }
     // Top-5 finds at least what top-1 does.
     assert!(report.metrics[1].model >= report.metrics[0].model);
+    // The shipped model held to floors well below what it scores here (measured: top-1 0.854,
+    // top-5 1.000, top category 0.813) and above always-the-majority-category (0.396 of these
+    // 48 frames).
+    let confusion = report.confusion.as_ref().unwrap();
+    let majority = confusion
+        .counts
+        .iter()
+        .map(|row| row.iter().sum::<usize>())
+        .max()
+        .unwrap() as f64
+        / 48.0;
+    let [top1, top5, category, _] = [0, 1, 2, 3].map(|i| report.metrics[i].model);
+    assert!(
+        top1 >= 0.5 && top5 >= 0.8,
+        "caption top-1 {top1}, top-5 {top5}"
+    );
+    assert!(
+        category >= 0.6 && category > majority + 0.2,
+        "top category {category} against the majority category's share {majority}"
+    );
     let c = &report.curves[0];
     assert!(c.positives > 0 && c.negatives > 0);
     assert_eq!(
