@@ -78,6 +78,7 @@ pub(crate) fn tiny_model(set: &CaptionSet, epochs: usize) -> CaptionModel {
 
 #[test]
 fn a_few_kl_steps_rank_captions_above_chance_for_other_patients() {
+    let _rng = crate::common::device_rng();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let train_store = capsule_library(a.path(), Split::Train, 240);
     let test_store = capsule_library(b.path(), Split::Test, 96);
@@ -127,6 +128,7 @@ fn a_few_kl_steps_rank_captions_above_chance_for_other_patients() {
 
 #[test]
 fn the_caption_towers_agree_on_wgpu_and_the_cpu() {
+    let _rng = crate::common::device_rng();
     use burn::module::Module;
     use endotwin::compute::{self, BackendPref};
     let gpu = match compute::select(BackendPref::Gpu) {
@@ -164,6 +166,7 @@ fn the_caption_towers_agree_on_wgpu_and_the_cpu() {
 
 #[test]
 fn captions_refine_prints_the_caption_and_the_category_only() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let ran = crate::common::run({
         let mut c = crate::common::endotwin(dir.path());
@@ -185,6 +188,7 @@ fn captions_refine_prints_the_caption_and_the_category_only() {
 
 #[test]
 fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
+    let _rng = crate::common::device_rng();
     use endotwin::app::{Command, Selection, Tab};
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let lib = tempfile::tempdir().unwrap();
@@ -267,6 +271,7 @@ fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
 
 #[test]
 fn a_caption_model_can_start_from_the_shipped_text_prompt_model() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let store = capsule_library(lib.path(), Split::Train, 24);

@@ -27,6 +27,7 @@ fn log_p(a: f64, b: f64) -> f64 {
 
 #[test]
 fn info_nce_is_the_mean_of_both_directions_cross_entropies() {
+    let _rng = crate::common::device_rng();
     let d = Device::flex();
     let (v, t) = (m2(&[1.0, 0.0, 0.0, 1.0], &d), m2(&[1.0, 0.0, 0.6, 0.8], &d));
     // Image rows: [1, 0.6] target 0; [0, 0.8] target 1. Text rows (columns of S): [1, 0]
@@ -45,6 +46,7 @@ fn info_nce_is_the_mean_of_both_directions_cross_entropies() {
 
 #[test]
 fn soft_targets_spread_each_rows_target_after_normalising_both_directions() {
+    let _rng = crate::common::device_rng();
     let d = Device::flex();
     let (v, t) = (m2(&[1.0, 0.0, 0.0, 1.0], &d), m2(&[1.0, 0.0, 0.6, 0.8], &d));
     // M = [[1, 0.5], [0, 1]]: image 0 also half-matches text 1; image 1 matches text 1 only.
@@ -62,6 +64,7 @@ fn soft_targets_spread_each_rows_target_after_normalising_both_directions() {
 
 #[test]
 fn the_kl_loss_with_several_positives_per_row_matches_a_hand_computation() {
+    let _rng = crate::common::device_rng();
     let d = Device::flex();
     // Four rows, captions [a, a, b, b]: every row has two positives (itself and its twin).
     let images = m2(&[1.0, 0.0, 0.8, 0.6, 0.0, 1.0, 0.6, 0.8], &d);
@@ -106,6 +109,7 @@ fn the_kl_loss_with_several_positives_per_row_matches_a_hand_computation() {
 
 #[test]
 fn attribute_targets_are_cosines_and_empty_vectors_match_each_other_only() {
+    let _rng = crate::common::device_rng();
     let a = vec![vec![1.0, 1.0, 0.0], vec![0.0, 0.0, 0.0]];
     let b = vec![
         vec![1.0, 0.0, 0.0],
@@ -122,6 +126,7 @@ fn attribute_targets_are_cosines_and_empty_vectors_match_each_other_only() {
 
 #[test]
 fn a_learnable_temperature_gets_a_gradient() {
+    let _rng = crate::common::device_rng();
     let d = Device::flex().autodiff();
     let v = m2(&[1.0, 0.0, 0.0, 1.0], &d);
     let t = m2(&[1.0, 0.0, 0.6, 0.8], &d);

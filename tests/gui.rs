@@ -370,6 +370,7 @@ pub(crate) fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl F
 
 /// A small untrained twin encoder: the panel's behaviour, not its accuracy, is under test.
 pub(crate) fn tiny_twin_models(dir: &Path) {
+    let _rng = crate::common::device_rng();
     use endotwin::model::vit::VitConfig;
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let device = burn::tensor::Device::flex();

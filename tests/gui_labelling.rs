@@ -455,6 +455,7 @@ fn label_of(dir: &std::path::Path, kind: TargetKind, id: i64, key: &str) -> Opti
 
 /// A twin model that cuts around the polyp (the shipped recipe), tiny.
 fn cropping_twin_models(dir: &std::path::Path) {
+    let _rng = crate::common::device_rng();
     use endotwin::model::preprocess::TwinInput;
     use endotwin::model::vit::VitConfig;
     use endotwin::model::weights::{self, ModelCard, ModelKind};

@@ -563,31 +563,35 @@ fn an_import_waits_for_a_locked_library_and_a_timed_out_one_leaves_no_file() {
     let (lib, src) = library_with_cases();
     let d = src.path().join("new");
     png(&d.join("n.png"), 8, 8, 123);
+    // Holds the write lock until `release` says so (or for `seconds`).
     let hold = |seconds: f64| {
         let path = lib.path().to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
             let mut store = Store::open(&path, OpenMode::Existing).unwrap();
             store
                 .write(|_| -> Result<(), endotwin::store::StoreError> {
                     tx.send(()).unwrap();
-                    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+                    let _ = released.recv_timeout(std::time::Duration::from_secs_f64(seconds));
                     Ok(())
                 })
                 .unwrap();
         });
         rx.recv().unwrap();
-        t
+        (t, release)
     };
-    // Held longer than the 5 s the import waits: refused, no row, no file.
-    let t = hold(7.0);
+    // Held until the import has given up (it waits 5 s), however slow the machine: refused,
+    // no row, no file.
+    let (t, release) = hold(600.0);
     let before = state(lib.path());
     let r = import(lib.path(), "images", &d, &[]);
+    release.send(()).unwrap();
     t.join().unwrap();
     assert!(!r.ok() && r.says("busy"), "{}", r.text());
     assert_eq!(before, state(lib.path()));
     // Held 1.5 s: the import waits and lands.
-    let t = hold(1.5);
+    let (t, _release) = hold(1.5);
     let r = import(lib.path(), "images", &d, &[]);
     t.join().unwrap();
     assert!(r.ok() && r.says("1 media added"), "{}", r.text());

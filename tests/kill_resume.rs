@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn a_training_run_killed_mid_epoch_resumes_after_its_last_checkpoint() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::common::video_library(lib.path(), 4);

@@ -18,6 +18,7 @@ fn scalar(t: Tensor<1>) -> f64 {
 
 #[test]
 fn contrastive_loss_averages_the_two_ordered_positive_pairs() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     // Pair (0, 1): cos 0.6 against the negative z2 at cos 0   -> log(1 + e^{-0.6}).
     // Pair (1, 0): cos 0.6 against the negative z2 at cos 0.8 -> log(1 + e^{0.2}).
@@ -33,6 +34,7 @@ fn contrastive_loss_averages_the_two_ordered_positive_pairs() {
 
 #[test]
 fn entropy_regulariser_uses_each_rows_nearest_non_matching_neighbour() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     // Nearest non-matching distances: row 0 -> z2 at sqrt(2); row 1 -> z2 at sqrt(0.4);
     // row 2 -> z1 at sqrt(0.4).
@@ -43,6 +45,7 @@ fn entropy_regulariser_uses_each_rows_nearest_non_matching_neighbour() {
 
 #[test]
 fn masked_reconstruction_counts_hidden_patches_only() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     // Two patches of two pixels: the hidden one is off by (1, 3), the visible one by 100.
     let predicted = Tensor::<3>::from_data(
@@ -60,6 +63,7 @@ fn masked_reconstruction_counts_hidden_patches_only() {
 
 #[test]
 fn the_losses_have_gradients_that_pull_positives_together() {
+    let _rng = crate::common::device_rng();
     // One gradient step on the embeddings themselves lowers the contrastive loss.
     let device = Device::flex().autodiff();
     let z0 = z(&device).require_grad();
@@ -84,6 +88,7 @@ fn siblings(device: &Device) -> Tensor<2> {
 
 #[test]
 fn a_sibling_view_of_the_same_polyp_is_never_a_negative() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let groups = [0, 0, 1, 2];
     let polyps = [7, 7, 7, 9];
@@ -112,6 +117,7 @@ fn a_sibling_view_of_the_same_polyp_is_never_a_negative() {
 
 #[test]
 fn the_quantisation_term_is_zero_at_balanced_corners_and_hand_computed_elsewhere() {
+    let _rng = crate::common::device_rng();
     use endotwin::train::image_encoder::quantization;
     let device = Device::flex();
     let t = |v: Vec<f32>| Tensor::<2>::from_data(TensorData::new(v, [2, 4]), &device);

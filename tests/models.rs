@@ -15,6 +15,7 @@ fn images(device: &Device) -> Tensor<4> {
 
 #[test]
 fn the_encoder_maps_images_to_one_embedding_each() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     device.seed(1);
     let vit = small().init(&device);
@@ -30,12 +31,14 @@ fn the_encoder_maps_images_to_one_embedding_each() {
 
 #[test]
 fn clip_b32_has_the_reference_geometry() {
+    let _rng = crate::common::device_rng();
     let cfg = VitConfig::clip_b32();
     assert_eq!((cfg.patches(), cfg.output_dim()), (49, 512));
 }
 
 #[test]
 fn sincos_positions_are_fixed_and_distinct_per_patch() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let vit = small().with_positions(Positions::SinCos).init(&device);
     let pos = vit.positions.val().into_data().try_to_vec::<f32>().unwrap();
@@ -46,6 +49,7 @@ fn sincos_positions_are_fixed_and_distinct_per_patch() {
 
 #[test]
 fn a_saved_record_loads_into_a_fresh_model_with_the_same_outputs() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     device.seed(3);
     let vit = small().init(&device);
@@ -83,6 +87,7 @@ fn a_saved_record_loads_into_a_fresh_model_with_the_same_outputs() {
 
 #[test]
 fn any_image_becomes_a_normalised_batch_and_sign_codes_pack() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::hash::{hamming, pack_signs, sign_codes};
     use endotwin::model::preprocess::{Preprocess, tracklet_crop};
     let device = Device::flex();
@@ -123,6 +128,7 @@ fn any_image_becomes_a_normalised_batch_and_sign_codes_pack() {
 
 #[test]
 fn a_scene_embedding_is_unit_length_independent_of_view_order_and_ignores_padding() {
+    let _rng = crate::common::device_rng();
     use burn::tensor::{Bool, TensorData};
     use endotwin::model::scene::SceneEncoderConfig;
     let device = Device::flex();
@@ -169,6 +175,7 @@ fn a_scene_embedding_is_unit_length_independent_of_view_order_and_ignores_paddin
 
 #[test]
 fn a_tracklet_of_frames_gives_one_embedding_and_frame_tokens() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::tracklet::TrackletEncoderConfig;
     let device = Device::flex();
     device.seed(8);
@@ -197,6 +204,7 @@ fn wgpu_device() -> Option<Device> {
 
 #[test]
 fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
+    let _rng = crate::common::device_rng();
     let Some(gpu) = wgpu_device() else { return };
     let cpu = Device::flex();
     cpu.seed(11);
@@ -222,6 +230,7 @@ fn the_encoder_gives_the_same_embedding_on_wgpu_and_the_cpu() {
 
 #[test]
 fn the_tracklet_model_gives_the_same_embedding_on_wgpu_and_the_cpu() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::frame_cnn::FrameCnnConfig;
     use endotwin::model::tracklet::{TrackletEncoderConfig, TrackletModelConfig};
     let Some(gpu) = wgpu_device() else { return };
@@ -252,6 +261,7 @@ fn the_tracklet_model_gives_the_same_embedding_on_wgpu_and_the_cpu() {
 
 #[test]
 fn clip_tokenizer_matches_the_reference_ids_and_fits_the_context() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::text::ClipTokenizer;
     let tok = ClipTokenizer::default();
     // The reference tokenization from the tokenizer crate's documentation.
@@ -266,6 +276,7 @@ fn clip_tokenizer_matches_the_reference_ids_and_fits_the_context() {
 
 #[test]
 fn the_text_embedding_is_taken_at_end_of_text_and_ignores_padding() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::text::{ClipTokenizer, TextEncoderConfig};
     let device = Device::flex();
     device.seed(21);
@@ -296,6 +307,7 @@ fn the_text_embedding_is_taken_at_end_of_text_and_ignores_padding() {
 
 #[test]
 fn the_text_encoder_record_round_trips() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::text::{ClipTokenizer, TextEncoderConfig};
     let device = Device::flex();
     let cfg = TextEncoderConfig::new(32, 1, 4).with_context(8);
@@ -328,6 +340,7 @@ fn the_text_encoder_record_round_trips() {
 
 #[test]
 fn the_unifier_summarises_any_number_of_polyps_and_sentences_order_free() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::unifier::UnifierConfig;
     let device = Device::flex();
     device.seed(4);
@@ -350,6 +363,7 @@ fn the_unifier_summarises_any_number_of_polyps_and_sentences_order_free() {
 
 #[test]
 fn the_residual_scene_encoder_starts_as_the_normalised_mean_of_views() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::scene::SceneEncoderConfig;
     let device = Device::flex();
     device.seed(4);

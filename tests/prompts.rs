@@ -128,6 +128,7 @@ fn polyp_above_background(
 
 #[test]
 fn phantom_records_have_their_frames_and_a_report_that_says_whether_polyps_were_found() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let store = records_library(dir.path(), 12);
     let records = Records::load(&store, 32, &Progress::new()).unwrap();
@@ -172,6 +173,7 @@ fn phantom_records_have_their_frames_and_a_report_that_says_whether_polyps_were_
 
 #[test]
 fn three_stages_on_tiny_records_score_polyp_frames_above_background_frames() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let store = records_library(dir.path(), 40);
     let records = Records::load(&store, 32, &Progress::new()).unwrap();
@@ -219,6 +221,7 @@ fn three_stages_on_tiny_records_score_polyp_frames_above_background_frames() {
 /// examination (a swapped or ignored label would leave it at chance).
 #[test]
 fn the_supervised_ceiling_learns_polyp_frames_from_their_labels() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let store = records_library(dir.path(), 30);
     let records = Records::load(&store, 32, &Progress::new()).unwrap();
@@ -252,6 +255,7 @@ fn the_supervised_ceiling_learns_polyp_frames_from_their_labels() {
 
 #[test]
 fn the_prompt_towers_agree_on_wgpu_and_the_cpu() {
+    let _rng = crate::common::device_rng();
     use endotwin::compute::{self, BackendPref};
     let gpu = match compute::select(BackendPref::Gpu) {
         Ok(c) => c.device,
@@ -326,6 +330,7 @@ pub(crate) fn tiny_models(store: &Store, models: &Path) {
 /// the shipped 64 px model as the plain-CLIP row, each fed frames at its own size.
 #[test]
 fn eval_prompts_scores_models_of_different_input_sizes_in_one_table() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
     let store = records_library(lib.path(), 16);
@@ -414,6 +419,7 @@ fn scores_sum_to_one(lib: &Path, image: &Path, sets: &Path, card: &str) -> Strin
 
 #[test]
 fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clearly() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
     let store = records_library(lib.path(), 16);
@@ -501,6 +507,7 @@ fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clea
 
 #[test]
 fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
+    let _rng = crate::common::device_rng();
     use endotwin::app::{Command, PromptCommand, Selection, Tab};
     let lib = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
@@ -605,6 +612,7 @@ fn full_vocabulary_clip(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() {
+    let _rng = crate::common::device_rng();
     use endotwin::prompts::model::{NamedTokenizer, PromptTokenizer};
     // Prompts go through CLIP's own byte-pair encoding (ids as openai/clip's tokenizer gives).
     let bpe = PromptTokenizer::Named(NamedTokenizer::ClipBpe);

@@ -40,6 +40,7 @@ fn context<'a>(
 
 #[test]
 fn every_recipe_of_the_registry_trains_on_tiny_data() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::common::video_library(lib.path(), 8);
@@ -151,6 +152,7 @@ fn promotes_and_demotes(lib: &std::path::Path, card: &std::path::Path, run: i64)
 
 #[test]
 fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::common::video_library(lib.path(), 8);
@@ -231,6 +233,7 @@ fn a_run_forked_from_another_starts_from_its_weights_with_new_settings() {
 
 #[test]
 fn a_batch_too_big_for_memory_is_refused_before_anything_starts() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::common::video_library(lib.path(), 8);
@@ -308,6 +311,7 @@ impl TrainObserver for Deleter {
 
 #[test]
 fn a_run_whose_folder_is_deleted_under_it_writes_it_again_and_loses_nothing() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::common::video_library(lib.path(), 8);
@@ -338,6 +342,7 @@ fn a_run_whose_folder_is_deleted_under_it_writes_it_again_and_loses_nothing() {
 
 #[test]
 fn an_image_encoder_fine_tunes_from_a_card_and_can_learn_to_survive_its_signs() {
+    let _rng = crate::common::device_rng();
     use burn::tensor::{Device, Distribution, Tensor};
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();

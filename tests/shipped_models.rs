@@ -61,6 +61,7 @@ fn balanced_accuracy(
 
 #[test]
 fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
@@ -148,6 +149,7 @@ fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
 
 #[test]
 fn the_shipped_twin_encoders_find_a_held_out_polyps_other_views() {
+    let _rng = crate::common::device_rng();
     use endotwin::eval::twins::{Candidate, run};
     use endotwin::twins::TwinModels;
     let dir = tempfile::tempdir().unwrap();

@@ -30,6 +30,7 @@ impl<M> TrainEvents<M> for Reports {
 
 #[test]
 fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
@@ -325,6 +326,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
 
 #[test]
 fn grouping_merges_tracklets_that_are_alike_and_keeps_others_apart() {
+    let _rng = crate::common::device_rng();
     // Tracklets 0 and 2 show one polyp, 1 another, 3 a third.
     let s = [
         [1.0, 0.1, 0.9, 0.2],
@@ -341,6 +343,7 @@ fn grouping_merges_tracklets_that_are_alike_and_keeps_others_apart() {
 
 #[test]
 fn weighted_pair_metrics_match_the_plain_ones_and_weights_act_as_copies() {
+    let _rng = crate::common::device_rng();
     let items = [
         (0.9, true, 1.0),
         (0.8, false, 1.0),

@@ -13,7 +13,6 @@ use std::path::PathBuf;
 
 /// The device RNG that initialises weights is one per process: tests that compare two runs
 /// must not interleave their initialisation with another test's.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn config(epochs: usize) -> ImageEncoderTrainingConfig {
     let encoder = VitConfig::new(32, 8, 32, 1, 2)
@@ -107,7 +106,7 @@ use burn::module::Module;
 
 #[test]
 fn a_resumed_run_ends_where_an_uninterrupted_one_does() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _rng = crate::common::device_rng();
     let data = samples(8);
     let device = Device::flex().autodiff();
     device.seed(3);
@@ -185,7 +184,7 @@ fn a_resumed_run_ends_where_an_uninterrupted_one_does() {
 
 #[test]
 fn resuming_with_other_settings_is_refused() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _rng = crate::common::device_rng();
     let data = samples(4);
     let device = Device::flex().autodiff();
     let dir = tempfile::tempdir().unwrap();
@@ -210,7 +209,7 @@ fn resuming_with_other_settings_is_refused() {
 
 #[test]
 fn one_image_is_not_enough_to_train() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _rng = crate::common::device_rng();
     let device = Device::flex().autodiff();
     let dir = tempfile::tempdir().unwrap();
     let mut rec = Recorder {
@@ -227,7 +226,7 @@ fn one_image_is_not_enough_to_train() {
 
 #[test]
 fn views_of_one_polyp_can_be_each_others_positives() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _rng = crate::common::device_rng();
     // Four "polyps" of two views each.
     let mut data = samples(8);
     for (i, s) in data.iter_mut().enumerate() {
@@ -249,11 +248,11 @@ fn views_of_one_polyp_can_be_each_others_positives() {
 
 #[test]
 fn the_residual_scene_encoders_projection_gets_a_gradient_and_learns() {
+    let _rng = crate::common::device_rng();
     use burn::optim::{AdamWConfig, GradientsParams};
     use burn::tensor::{Tensor, TensorData};
     use endotwin::model::scene::SceneEncoderConfig;
     // The device's random source is shared: no other training test runs meanwhile.
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::flex().autodiff();
     device.seed(5);
     let mut scene = SceneEncoderConfig::new(8)

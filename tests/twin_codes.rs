@@ -82,6 +82,7 @@ fn stale_then_reindexed(
 
 #[test]
 fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_follows() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let (lib, models, path, _) = indexed_tiny_library(&device);
     let mut c = crate::common::endotwin(lib.path());
@@ -121,6 +122,7 @@ fn a_code_centre_from_training_views_gives_the_card_a_new_version_and_the_index_
 
 #[test]
 fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let (lib, models, path) = tiny_library_and_encoder(&device);
     let mut c = crate::common::endotwin(lib.path());
@@ -167,6 +169,7 @@ fn an_itq_rotation_rides_in_the_card_turns_the_codes_and_a_bad_one_is_refused() 
 
 #[test]
 fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refused() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let (lib, models, path, before) = indexed_tiny_library(&device);
     // Not a multiple of the encoder's 64 dimensions: refused, the card untouched.
@@ -230,6 +233,7 @@ fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refu
 
 #[test]
 fn a_tighter_crop_rides_in_the_card_as_a_new_version_and_the_index_follows() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let (lib, models, path, before) = indexed_tiny_library(&device);
     // Not a positive number of times: refused, the card untouched.
@@ -278,6 +282,7 @@ fn a_tighter_crop_rides_in_the_card_as_a_new_version_and_the_index_follows() {
 
 #[test]
 fn turned_crops_ride_in_the_card_and_a_rolled_view_keeps_its_embedding() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let (lib, models, path, before) = indexed_tiny_library(&device);
     // Not 1, 2 or 4 quarter turns: refused, the card untouched.

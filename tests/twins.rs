@@ -109,6 +109,7 @@ fn train_a_few_steps(library: &Path, out: &Path) {
 
 #[test]
 fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
+    let _rng = crate::common::device_rng();
     let library = tempfile::tempdir().unwrap();
     let queries = tempfile::tempdir().unwrap();
     let models_dir = tempfile::tempdir().unwrap();
@@ -173,6 +174,7 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
 
 #[test]
 fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
+    let _rng = crate::common::device_rng();
     let library = tempfile::tempdir().unwrap();
     let queries = tempfile::tempdir().unwrap();
     mini_library(library.path(), queries.path());
@@ -219,6 +221,7 @@ fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
 
 #[test]
 fn a_view_that_fails_to_decode_is_named_and_retried_once_it_decodes() {
+    let _rng = crate::common::device_rng();
     let library = tempfile::tempdir().unwrap();
     let queries = tempfile::tempdir().unwrap();
     mini_library(library.path(), queries.path());
@@ -258,6 +261,7 @@ fn a_view_that_fails_to_decode_is_named_and_retried_once_it_decodes() {
 
 #[test]
 fn the_twin_evaluation_brackets_every_figure_and_writes_the_json_shape() {
+    let _rng = crate::common::device_rng();
     use endotwin::eval::twins::{Candidate, run};
     let library = tempfile::tempdir().unwrap();
     let mut store = Store::open(library.path(), OpenMode::CreateIfMissing).unwrap();
@@ -341,6 +345,7 @@ fn the_twin_evaluation_brackets_every_figure_and_writes_the_json_shape() {
 
 #[test]
 fn a_card_whose_input_does_not_fit_its_encoder_is_refused_by_name() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
     let dir = tempfile::tempdir().unwrap();

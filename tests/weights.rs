@@ -73,6 +73,7 @@ fn round_trip<C, M>(
 
 #[test]
 fn every_module_round_trips_through_its_card_and_record() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     device.seed(0);
     let images = Tensor::<4>::random([2, 3, 16, 16], Distribution::Normal(0.0, 1.0), &device);
@@ -147,6 +148,7 @@ fn every_module_round_trips_through_its_card_and_record() {
 
 #[test]
 fn a_record_changed_after_its_card_was_written_is_refused() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let dir = tempfile::tempdir().unwrap();
     let config = tiny_vit();
@@ -171,6 +173,7 @@ fn a_record_changed_after_its_card_was_written_is_refused() {
 
 #[test]
 fn the_wrong_kind_or_a_config_that_does_not_fit_is_named() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let dir = tempfile::tempdir().unwrap();
     let config = tiny_vit();
@@ -201,6 +204,7 @@ fn the_wrong_kind_or_a_config_that_does_not_fit_is_named() {
 
 #[test]
 fn clip_logits_are_the_scaled_cosines_of_each_image_with_each_text() {
+    let _rng = crate::common::device_rng();
     // Images and texts differ (each text is its image's embedding plus noise), so a
     // transposed, unscaled or unnormalised logit matrix fails; the scale starts at 1/0.07.
     let device = Device::flex();
@@ -251,6 +255,7 @@ fn clip_logits_are_the_scaled_cosines_of_each_image_with_each_text() {
 
 #[test]
 fn the_decoder_predicts_every_patch_and_the_loss_counts_masked_ones_only() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     device.seed(4);
     let vit = VitConfig::new(16, 8, 16, 1, 2)
@@ -312,6 +317,7 @@ fn the_decoder_predicts_every_patch_and_the_loss_counts_masked_ones_only() {
 
 #[test]
 fn the_word_tokenizer_is_deterministic_and_ends_on_its_highest_id() {
+    let _rng = crate::common::device_rng();
     let corpus = [
         "A 8mm sessile polyp in the sigmoid colon.",
         "A pedunculated polyp in the rectum.",

@@ -164,3 +164,13 @@ pub fn realdata(sub: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// burn-flex draws every random number of the process from one source, and all tests share
+/// one process: a test that seeds the device and then initialises or trains a model holds
+/// this lock for as long as it draws, so that no other test's draws interleave with its own
+/// and its figures repeat run after run. Taken first thing in a test (never in a helper that
+/// a locked test calls: the lock is not reentrant).
+pub fn device_rng() -> std::sync::MutexGuard<'static, ()> {
+    static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner())
+}
