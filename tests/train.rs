@@ -11,9 +11,6 @@ use endotwin::train::{Checkpoint, EpochReport, TrainError, TrainEvents};
 use image::{GrayImage, Luma, Rgb, RgbImage};
 use std::path::PathBuf;
 
-/// The device RNG that initialises weights is one per process: tests that compare two runs
-/// must not interleave their initialisation with another test's.
-
 fn config(epochs: usize) -> ImageEncoderTrainingConfig {
     let encoder = VitConfig::new(32, 8, 32, 1, 2)
         .with_positions(Positions::SinCos)
