@@ -15,6 +15,7 @@ mod docs;
 mod dual_losses;
 mod gui;
 mod gui_labelling;
+mod gui_promises;
 mod gui_tracklets;
 mod gui_training;
 mod hostile;

@@ -138,6 +138,7 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
 
 #[test]
 fn a_pathology_correction_is_audited_and_can_be_undone() {
+    use egui::accesskit::Role;
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let mut h = harness(dir.path());
@@ -150,15 +151,21 @@ fn a_pathology_correction_is_audited_and_can_be_undone() {
     } else {
         "carcinoma"
     };
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(polyp.id)));
-    h.state_mut()
-        .send(Command::SetReviewer("dr. kittest".into()));
-    h.state_mut().send(Command::SetPolypLabel {
-        polyp_id: polyp.id,
-        key: "histology".into(),
-        value: Some(corrected.into()),
-    });
+    // The reviewer types their name in the status bar.
+    h.get_by_label("Reviewer:").focus();
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.key_press(egui::Key::Backspace);
+    h.get_by_label("Reviewer:").type_text("dr. kittest");
+    h.run();
+    // Click the polyp in the browser, open the pathology list in Details, pick the other one.
+    h.get_by_label_contains(&format!("{}  ", polyp.code))
+        .click();
+    settle(&mut h);
+    h.get_by_role_and_label(Role::ComboBox, "Pathology label")
+        .click();
+    h.run();
+    h.get_by_label(corrected).click();
     settle(&mut h);
     shows_part(
         &h,
@@ -168,7 +175,11 @@ fn a_pathology_correction_is_audited_and_can_be_undone() {
         store.polyp(polyp.id).unwrap().unwrap().histology.as_deref(),
         Some(corrected)
     );
-    h.state_mut().send(Command::Undo);
+    // Ctrl+Z (with no text field focused) undoes it, through the audited path again.
+    h.get_by_label_contains(&format!("{}  ", polyp.code))
+        .click();
+    settle(&mut h);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Z);
     settle(&mut h);
     assert_eq!(
         store.polyp(polyp.id).unwrap().unwrap().histology,
@@ -177,6 +188,16 @@ fn a_pathology_correction_is_audited_and_can_be_undone() {
     shows_part(
         &h,
         &format!("dr. kittest set histology: {corrected} -> {original}"),
+    );
+    // Ctrl+Shift+Z redoes it.
+    h.key_press_modifiers(
+        egui::Modifiers::COMMAND | egui::Modifiers::SHIFT,
+        egui::Key::Z,
+    );
+    settle(&mut h);
+    assert_eq!(
+        store.polyp(polyp.id).unwrap().unwrap().histology.as_deref(),
+        Some(corrected)
     );
 }
 

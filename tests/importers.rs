@@ -468,3 +468,164 @@ fn captiv8_imports_as_published_from_the_dataset_root() {
         ran.text()
     );
 }
+
+#[test]
+fn cvc_clinicdb_as_released_becomes_one_polyp_per_sequence_with_masked_colour_views() {
+    let Some(cvc) = crate::common::realdata("cvc-clinicdb-21-29") else {
+        return;
+    };
+    let lib = tempfile::tempdir().unwrap();
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["import", "cvc-clinicdb"]).arg(&cvc);
+    let r = crate::common::run(c);
+    assert!(r.ok(), "{}", r.text());
+    assert!(
+        r.says("9 examinations, 9 polyps, 184 views (all with masks)"),
+        "{}",
+        r.text()
+    );
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let polyps = store.polyps().unwrap();
+    let seq21 = polyps
+        .iter()
+        .find(|p| p.code == "cvc-clinicdb-seq21-seq21" || p.code.ends_with("seq21"))
+        .expect("sequence 21 is a polyp");
+    let views = store.polyp_views(seq21.id).unwrap();
+    assert_eq!(views.len(), 19, "frames 429 to 447");
+    assert!(
+        views[0].source_path.ends_with("429.tif"),
+        "{}",
+        views[0].source_path
+    );
+    assert!(views.iter().all(|v| v.mask_media_id.is_some()));
+    // Colours right: the stored view decodes to the RGB the release's TIFF holds.
+    let raw = std::fs::read(cvc.join("Original/429.tif")).unwrap();
+    let u16_at = |at: usize| u16::from_le_bytes(raw[at..at + 2].try_into().unwrap()) as usize;
+    let u32_at = |at: usize| u32::from_le_bytes(raw[at..at + 4].try_into().unwrap()) as usize;
+    let ifd = u32_at(4);
+    let strips = (0..u16_at(ifd))
+        .map(|e| ifd + 2 + 12 * e)
+        .find(|&at| u16_at(at) == 273)
+        .unwrap();
+    let first = u32_at(u32_at(strips + 8));
+    let (w, x, y) = (384usize, 200usize, 150usize);
+    let at = first + (y * w + x) * 3;
+    let view = endotwin::data::images::decode_media(&store, &views[0])
+        .unwrap()
+        .image
+        .to_rgb8();
+    assert_eq!(
+        view.get_pixel(x as u32, y as u32).0,
+        [raw[at], raw[at + 1], raw[at + 2]]
+    );
+    drop(store);
+    // Importing it again changes nothing.
+    let before = crate::common::state(lib.path());
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["import", "cvc-clinicdb"]).arg(&cvc);
+    let r = crate::common::run(c);
+    assert!(r.says("the library did not change"), "{}", r.text());
+    assert_eq!(crate::common::state(lib.path()), before);
+}
+
+#[test]
+fn cvc_clinicdb_without_its_csv_reads_the_readme_table_and_names_what_it_cannot_place() {
+    let Some(cvc) = crate::common::realdata("cvc-clinicdb-21-29") else {
+        return;
+    };
+    // A copy made here of two frames of each of sequences 21 and 22, the release's README
+    // and no sequences.csv, in the lower-case folder names the README itself uses; and one
+    // frame that is in no sequence of the table.
+    let src = tempfile::tempdir().unwrap();
+    for d in ["original", "ground truth"] {
+        std::fs::create_dir_all(src.path().join(d)).unwrap();
+    }
+    for n in [429, 430, 448, 449] {
+        std::fs::copy(
+            cvc.join(format!("Original/{n}.tif")),
+            src.path().join(format!("original/{n}.tif")),
+        )
+        .unwrap();
+        std::fs::copy(
+            cvc.join(format!("Ground Truth/{n}.tif")),
+            src.path().join(format!("ground truth/{n}.tif")),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        cvc.join("Original/431.tif"),
+        src.path().join("original/9999.tif"),
+    )
+    .unwrap();
+    std::fs::copy(cvc.join("README.txt"), src.path().join("README.txt")).unwrap();
+    let (_lib, store, r) = run(ImportLayout::CvcClinicdb, src.path(), false);
+    let r = r.unwrap();
+    assert_eq!(
+        (r.polyps, r.views, r.masked_views),
+        (2, 4, 4),
+        "{}",
+        reasons(&r)
+    );
+    assert!(
+        reasons(&r).contains("frame 9999 is in no sequence"),
+        "{}",
+        reasons(&r)
+    );
+    let codes: Vec<String> = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.code)
+        .collect();
+    assert!(
+        codes.iter().any(|c| c.ends_with("seq21")) && codes.iter().any(|c| c.ends_with("seq22")),
+        "{codes:?}"
+    );
+    // Not a CVC-ClinicDB folder: said so, nothing written.
+    let other = tempfile::tempdir().unwrap();
+    let (_l, store, r) = run(ImportLayout::CvcClinicdb, other.path(), false);
+    let err = r.unwrap_err().to_string();
+    assert!(
+        err.contains("not a CVC-ClinicDB folder") && err.contains("Original/"),
+        "{err}"
+    );
+    assert_eq!(store.row_total().unwrap(), 0);
+}
+
+#[test]
+fn multiview_folders_take_each_views_mask_from_masks_or_beside_it() {
+    let src = tempfile::tempdir().unwrap();
+    let root = src.path();
+    png(&root.join("A/1.png"), 20, 16, 1);
+    png(&root.join("A/2.png"), 20, 16, 2);
+    png(&root.join("B/1.png"), 20, 16, 3);
+    let mask = |path: &Path, w: u32, h: u32| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        image::GrayImage::from_fn(w, h, |x, y| {
+            image::Luma([if (5..15).contains(&x) && (4..12).contains(&y) {
+                255
+            } else {
+                0
+            }])
+        })
+        .save(path)
+        .unwrap();
+    };
+    mask(&root.join("A/masks/1.png"), 20, 16);
+    mask(&root.join("A/2_mask.png"), 20, 16);
+    // B's mask has the wrong size: named, the view not imported with a wrong mask.
+    mask(&root.join("B/masks/1.png"), 10, 8);
+    let (_lib, store, r) = run(ImportLayout::Multiview, root, false);
+    let r = r.unwrap();
+    assert_eq!(
+        (r.polyps, r.views, r.masked_views),
+        (1, 2, 2),
+        "{}",
+        reasons(&r)
+    );
+    assert!(reasons(&r).contains("B/masks/1.png"), "{}", reasons(&r));
+    let a = store.polyps().unwrap().remove(0);
+    let views = store.polyp_views(a.id).unwrap();
+    assert_eq!(views.len(), 2, "the mask files are not views");
+    assert!(views.iter().all(|v| v.mask_media_id.is_some()));
+}

@@ -8,6 +8,7 @@
 
 pub mod captiv8;
 pub mod coco;
+pub mod cvc;
 pub mod folder;
 pub mod hyperkvasir;
 pub mod kvasir;
@@ -53,6 +54,9 @@ impl std::fmt::Display for ItemProblem {
 pub struct ImportReport {
     pub examinations: usize,
     pub polyps: usize,
+    /// Views of those polyps, and how many came with a mask.
+    pub views: usize,
+    pub masked_views: usize,
     pub videos: usize,
     /// Frames of those videos (identical frames count once in `media_added`).
     pub video_frames: usize,
@@ -78,6 +82,17 @@ impl ImportReport {
             self.examinations,
             self.polyps
         );
+        if self.views > 0 {
+            s.push_str(&format!(", {} views", self.views));
+            if self.masked_views > 0 {
+                let all = if self.masked_views == self.views {
+                    "all".to_string()
+                } else {
+                    self.masked_views.to_string()
+                };
+                s.push_str(&format!(" ({all} with masks)"));
+            }
+        }
         if self.videos > 0 {
             s.push_str(&format!(
                 ", {} videos ({} frames), {} boxes",
@@ -283,6 +298,9 @@ pub enum ImportLayout {
     Hyperkvasir,
     /// Multi-view sets: one folder per polyp (optional pathology.csv: polyp,histology,vienna,size_mm).
     Multiview,
+    /// CVC-ClinicDB as released: Original/ and Ground Truth/ (TIFF or PNG) and the
+    /// frame-to-sequence table (sequences.csv, or the README.txt's); each sequence one polyp.
+    CvcClinicdb,
     /// EndoFinder JSONL: one polyp a line with img_paths or query_paths/ref_paths, ground_truth.
     Endofinder,
     /// Procedure videos: a COCO JSON (frame_id, sequence_id, bbox, identity_id) beside its frames.
@@ -313,6 +331,7 @@ pub fn run(
         ImportLayout::KvasirSeg => kvasir::read(path, progress, &mut problems)?,
         ImportLayout::Hyperkvasir => hyperkvasir::read(path, progress, &mut problems)?,
         ImportLayout::Multiview => multiview::read_folders(path, progress, &mut problems)?,
+        ImportLayout::CvcClinicdb => cvc::read(path, progress, &mut problems)?,
         ImportLayout::Endofinder => multiview::read_jsonl(path, progress, &mut problems)?,
         ImportLayout::Coco => coco::read(path, progress, &mut problems)?,
         ImportLayout::RealColon => realcolon::read(path, progress, &mut problems)?,

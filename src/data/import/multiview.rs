@@ -3,7 +3,9 @@
 use super::paths::{csv_reader, read_manifest};
 use super::plan::{Plan, PlanExam, PlanImage, PlanPolyp};
 use super::plan::{check_size_mm, check_vienna};
-use super::{ImportError, Problems, SourceRoot, check_cancel, folder_name, try_prepare};
+use super::{
+    ImportError, Problems, SourceRoot, check_cancel, folder_name, prepare_mask, try_prepare,
+};
 use crate::plumbing::Progress;
 use crate::store::MediaKind;
 use std::collections::HashMap;
@@ -40,12 +42,27 @@ pub fn read_folders(
             pathology.remove(&code);
             continue;
         }
-        let views: Vec<PlanImage> = source
-            .images_in(&dir, problems)?
-            .iter()
-            .filter_map(|p| try_prepare(p, problems))
-            .map(|img| PlanImage::new(img, MediaKind::View))
-            .collect();
+        let mut views = Vec::new();
+        for path in source.images_in(&dir, problems)? {
+            if is_mask_file(&path) {
+                continue;
+            }
+            let Some(image) = try_prepare(&path, problems) else {
+                continue;
+            };
+            let (width, height) = (image.width, image.height);
+            let mut view = PlanImage::new(image, MediaKind::View);
+            if let Some(mask_path) = mask_of(&source, &path) {
+                match prepare_mask(&mask_path, width, height) {
+                    Ok(mask) => view.mask = Some(mask),
+                    Err(reason) => {
+                        problems.push(&mask_path, reason);
+                        continue;
+                    }
+                }
+            }
+            views.push(view);
+        }
         if views.is_empty() {
             problems.push(&dir, "no readable views in this polyp folder");
             continue;
@@ -72,6 +89,26 @@ pub fn read_folders(
         problems.push(&csv_path, reason);
     }
     Ok(Plan { exams: vec![exam] })
+}
+
+/// A view's mask file named `<view>_mask.<ext>` beside it, read as the mask, not a view.
+fn is_mask_file(path: &Path) -> bool {
+    path.file_stem()
+        .is_some_and(|s| s.to_string_lossy().to_lowercase().ends_with("_mask"))
+}
+
+/// The mask of view `path`: `masks/<its file name>` or `masks/<its stem>.<ext>` in its
+/// folder, else `<its stem>_mask.<ext>` beside it (white = polyp). Only files inside the
+/// import folder count.
+fn mask_of(source: &SourceRoot, path: &Path) -> Option<std::path::PathBuf> {
+    const EXT: [&str; 6] = ["png", "jpg", "jpeg", "tif", "tiff", "bmp"];
+    let dir = path.parent()?;
+    let stem = path.file_stem()?.to_string_lossy().into_owned();
+    let masks = dir.join("masks");
+    std::iter::once(masks.join(path.file_name()?))
+        .chain(EXT.iter().map(|e| masks.join(format!("{stem}.{e}"))))
+        .chain(EXT.iter().map(|e| dir.join(format!("{stem}_mask.{e}"))))
+        .find(|p| p.is_file() && source.check(p).is_ok())
 }
 
 type PathologyRow = (String, Option<i64>, Option<f64>);

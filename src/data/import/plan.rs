@@ -486,6 +486,8 @@ pub fn write(
                 report.polyps += 1;
                 polyp_ids.insert(p.code.clone(), pid);
                 for (i, v) in p.views.iter().enumerate() {
+                    report.views += 1;
+                    report.masked_views += usize::from(v.mask.is_some());
                     let mid = insert(v, exam, &mut report, &mut merge)?;
                     store::add_polyp_view(tx, pid, mid, i as i64)?;
                 }

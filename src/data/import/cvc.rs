@@ -1,0 +1,229 @@
+//! CVC-ClinicDB as it is released: `Original/N.tif` frames and `Ground Truth/N.tif` masks
+//! (`.tiff` or `.png` too; the folder names in any case), and the frame-to-sequence table,
+//! from `sequences.csv` (`frame,sequence`) or else parsed from the release's `README.txt`
+//! (`|  429 to 447  |  21  |`). Each sequence shows one polyp from several points of view: it
+//! becomes one polyp (in an examination of its own, as each sequence comes from a video
+//! study) whose views are its frames in frame order, each with its mask. The frames' TIFFs say
+//! grey but hold RGB; the decoder reads them as the colour frames they are.
+
+use super::plan::{Plan, PlanExam, PlanImage, PlanPolyp};
+use super::{ImportError, Problems, SourceRoot, check_cancel, prepare_mask, try_prepare};
+use crate::plumbing::Progress;
+use crate::store::MediaKind;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const EXTENSIONS: [&str; 3] = ["tif", "tiff", "png"];
+
+pub fn read(
+    root: &Path,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Plan, ImportError> {
+    let not_cvc = |why: &str| {
+        ImportError::source_error(
+            root,
+            format!(
+                "not a CVC-ClinicDB folder: {why} (expected Original/, Ground Truth/ and sequences.csv or README.txt)"
+            ),
+        )
+    };
+    let originals = child_folder(root, "original").ok_or_else(|| not_cvc("no Original/"))?;
+    let masks = child_folder(root, "ground truth").ok_or_else(|| not_cvc("no Ground Truth/"))?;
+    let table = sequence_table(root).map_err(|why| not_cvc(&why))?;
+    let source = SourceRoot::new(root)?;
+    let frames = numbered_images(&source, &originals, problems)?;
+    let mask_files = numbered_images(&source, &masks, problems)?;
+    // Sequence -> its frames in order.
+    let mut sequences: BTreeMap<u32, Vec<(u32, PathBuf)>> = BTreeMap::new();
+    for (n, path) in frames {
+        match table.get(&n) {
+            Some(&seq) => sequences.entry(seq).or_default().push((n, path)),
+            None => problems.push(&path, format!("frame {n} is in no sequence of the table")),
+        }
+    }
+    let total: usize = sequences.values().map(Vec::len).sum();
+    progress.stage("reading frames", total as u64);
+    let mut exams = Vec::new();
+    for (seq, mut frames) in sequences {
+        frames.sort();
+        let code = format!("cvc-clinicdb-seq{seq:02}");
+        let mut exam = PlanExam::new(code.clone(), "colonoscopy", root);
+        let mut views = Vec::new();
+        for (n, path) in frames {
+            check_cancel(progress)?;
+            progress.inc();
+            let Some(mask_path) = mask_files.get(&n) else {
+                problems.push(&path, format!("no mask {n} in Ground Truth/"));
+                continue;
+            };
+            let Some(image) = try_prepare(&path, problems) else {
+                continue;
+            };
+            let mask = match prepare_mask(mask_path, image.width, image.height) {
+                Ok(m) => m,
+                Err(reason) => {
+                    problems.push(mask_path, reason);
+                    continue;
+                }
+            };
+            let mut view = PlanImage::new(image, MediaKind::View);
+            view.mask = Some(mask);
+            views.push(view);
+        }
+        if views.is_empty() {
+            continue;
+        }
+        exam.polyps.push(PlanPolyp {
+            code: format!("seq{seq:02}"),
+            views,
+            ..Default::default()
+        });
+        exams.push(exam);
+    }
+    Ok(Plan { exams })
+}
+
+/// The folder directly in `root` whose name is `name` in any case.
+fn child_folder(root: &Path, name: &str) -> Option<PathBuf> {
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().eq_ignore_ascii_case(name))
+        })
+}
+
+/// The images directly in `dir` named by a frame number (`429.tif`), by number.
+fn numbered_images(
+    source: &SourceRoot,
+    dir: &Path,
+    problems: &mut Problems,
+) -> Result<BTreeMap<u32, PathBuf>, ImportError> {
+    let mut out = BTreeMap::new();
+    for ext in EXTENSIONS {
+        for path in source.files_in(dir, ext, problems)? {
+            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            match stem.as_deref().map(str::parse::<u32>) {
+                Some(Ok(n)) => {
+                    if let Some(first) = out.insert(n, path.clone()) {
+                        problems.push(
+                            &path,
+                            format!(
+                                "frame {n} given twice (also {}); this one is used",
+                                first.display()
+                            ),
+                        );
+                    }
+                }
+                _ => problems.push(&path, "not named by a frame number (e.g. 429.tif)"),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Frame number -> sequence, from `sequences.csv` or else the release's `README.txt`.
+pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
+    let csv = root.join("sequences.csv");
+    if csv.is_file() {
+        let text = super::paths::read_manifest(&csv)?;
+        let mut out = BTreeMap::new();
+        for (i, line) in text.lines().enumerate().skip(1) {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+            match (
+                cells.first().map(|c| c.parse::<u32>()),
+                cells.get(1).map(|c| c.parse::<u32>()),
+            ) {
+                (Some(Ok(frame)), Some(Ok(seq))) => {
+                    if out.insert(frame, seq).is_some_and(|s| s != seq) {
+                        return Err(format!(
+                            "sequences.csv line {}: frame {frame} in two sequences",
+                            i + 1
+                        ));
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "sequences.csv line {}: not `frame,sequence`: {line}",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        return Ok(out);
+    }
+    let readme = ["README.txt", "readme.txt", "Readme.txt"]
+        .iter()
+        .map(|n| root.join(n))
+        .find(|p| p.is_file())
+        .ok_or("no sequences.csv and no README.txt with the frame-to-sequence table")?;
+    // The release's README is not UTF-8 throughout (a Latin-1 byte or two): read it as it is.
+    let bytes = std::fs::metadata(&readme)
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            if m.len() > 1 << 20 {
+                Err(format!("{}: larger than a README is", readme.display()))
+            } else {
+                std::fs::read(&readme).map_err(|e| e.to_string())
+            }
+        })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| l.contains(" to ")) {
+        let numbers: Vec<u32> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        if let [first, last, seq] = numbers[..]
+            && first <= last
+        {
+            for frame in first..=last {
+                out.insert(frame, seq);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "{}: no `first to last | sequence` rows",
+            readme.display()
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_table_gives_each_frame_its_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("README.txt"),
+            "       |      1 to  25    |\t 1\t|\n       |    429 to 447    |\t21\t|\n\t  |    547 to 571    |27\t|\n",
+        )
+        .unwrap();
+        let t = sequence_table(dir.path()).unwrap();
+        assert_eq!(
+            (t[&1], t[&25], t[&429], t[&447], t[&547]),
+            (1, 1, 21, 21, 27)
+        );
+        assert!(!t.contains_key(&26));
+        std::fs::write(dir.path().join("sequences.csv"), "frame,sequence\n3,2\n").unwrap();
+        assert_eq!(
+            sequence_table(dir.path())
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [(3, 2)]
+        );
+    }
+}
