@@ -629,3 +629,89 @@ fn multiview_folders_take_each_views_mask_from_masks_or_beside_it() {
     assert_eq!(views.len(), 2, "the mask files are not views");
     assert!(views.iter().all(|v| v.mask_media_id.is_some()));
 }
+
+#[test]
+fn eval_real_scores_twins_detection_and_capsule_categories_beside_their_baselines() {
+    let (Some(cvc), Some(kvasir), Some(captiv8)) = (
+        crate::common::realdata("cvc-clinicdb-21-29"),
+        crate::common::realdata("kvasir-seg"),
+        crate::common::realdata("captiv8-2"),
+    ) else {
+        return;
+    };
+    // A tiny real subset laid out as ../shared/realdata is: links to three of its folders.
+    let data = tempfile::tempdir().unwrap();
+    for (from, name) in [
+        (&cvc, "cvc-clinicdb-21-29"),
+        (&kvasir, "kvasir-seg"),
+        (&captiv8, "captiv8-2"),
+    ] {
+        std::os::unix::fs::symlink(from, data.path().join(name)).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("real.json");
+    let lib = tempfile::tempdir().unwrap();
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["eval", "real", "--seed", "7", "--data"])
+        .arg(data.path())
+        .arg("--json")
+        .arg(&json);
+    let r = crate::common::run(c);
+    assert!(r.ok(), "{}", r.text());
+    let e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // Twins: the nine sequences, the models and both baselines, each figure a uAP.
+    assert_eq!(e["twin_polyps"], 9, "{e}");
+    let twins = e["twins"].as_array().unwrap();
+    let methods: Vec<&str> = twins
+        .iter()
+        .map(|t| t["method"].as_str().unwrap())
+        .collect();
+    for m in [
+        "scene encoder",
+        "mean of views",
+        "colour histogram",
+        "raw pixels",
+    ] {
+        assert!(
+            methods.iter().any(|x| x.contains(m)),
+            "{m} missing: {methods:?}"
+        );
+    }
+    for t in twins {
+        let (a, b, mean) = (
+            t["uap_1v1"].as_f64().unwrap(),
+            t["uap_2v2"].as_f64().unwrap(),
+            t["uap_mean"].as_f64().unwrap(),
+        );
+        assert!((0.0..=1.0).contains(&a) && (0.0..=1.0).contains(&b));
+        assert!((mean - (a + b) / 2.0).abs() < 1e-9);
+    }
+    // Detection: the detector and redness on the same crops; a polyp-free window was found
+    // for at least one image (the rest are named in a note).
+    assert!(e["detection_images"].as_u64().unwrap() >= 1, "{e}");
+    let detection: Vec<&str> = e["detection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["method"].as_str().unwrap())
+        .collect();
+    assert!(
+        detection.iter().any(|m| m.contains("prompts-detect"))
+            && detection.iter().any(|m| m.contains("redness")),
+        "{detection:?}"
+    );
+    // Capsule: every frame with a finding, the model beside always-the-majority.
+    assert_eq!(e["capsule_frames"], 8, "{e}");
+    let capsule = e["capsule"].as_array().unwrap();
+    assert_eq!(capsule.len(), 2);
+    assert!(capsule[1]["method"].as_str().unwrap().starts_with("always"));
+    for f in capsule {
+        let (v, ci) = (f["value"].as_f64().unwrap(), &f["ci"]);
+        assert!(
+            ci[0].as_f64().unwrap() <= v && v <= ci[1].as_f64().unwrap(),
+            "{f}"
+        );
+    }
+    assert!(r.says("twins, 9 CVC-ClinicDB polyps"), "{}", r.text());
+}

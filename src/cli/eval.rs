@@ -55,6 +55,24 @@ pub enum EvalWhat {
     /// pair re-identification (AUROC, AUPR; all pairs and within one video), the polyp count
     /// per video, against an untrained encoder and a colour histogram.
     Tracklets(super::tracklets::EvalArgs),
+    /// The shipped (or --models) models on real frames laid out as ../shared/realdata
+    /// (cvc-clinicdb*/, kvasir-seg*/, captiv8*/ below --data): twins on CVC-ClinicDB
+    /// sequences, zero-shot detection on Kvasir-SEG crops, capsule categories on CAPTIV8,
+    /// each with its baselines and bootstrap intervals.
+    Real {
+        /// The folder holding the datasets' folders.
+        #[arg(long)]
+        data: PathBuf,
+        /// The models folder (default: the shipped models).
+        #[arg(long)]
+        models: Option<PathBuf>,
+        /// Seed of the frames drawn per sequence, the background windows and the bootstrap.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Also write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Capsule captions on held-out patients: caption retrieval (top-1, top-5) per model with
     /// its loss and shots, against the majority caption; categories (accuracy, multi-label
     /// macro-F1) against a colour histogram with the same linear classifier.
@@ -75,6 +93,12 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             size,
         } => phantom(held_out, seed, polyps, views, size),
         EvalWhat::Tracklets(args) => super::tracklets::eval(pref, args),
+        EvalWhat::Real {
+            data,
+            models,
+            seed,
+            json,
+        } => real(pref, &data, models, seed, json),
         EvalWhat::Captions(args) => super::captions::eval(pref, args),
         EvalWhat::Prompts(args) => super::prompts::eval(pref, args),
         EvalWhat::Twins {
@@ -236,4 +260,76 @@ fn print_twins(e: &TwinEval, models: &TwinModels, library: &Path) {
         "| majority class | {:.3} | - | - | - |",
         e.majority_class_accuracy
     );
+}
+
+fn real(
+    pref: BackendPref,
+    data: &Path,
+    models: Option<PathBuf>,
+    seed: u64,
+    json: Option<PathBuf>,
+) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let models = models.unwrap_or_else(endotwin::default_models_dir);
+    let started = std::time::Instant::now();
+    let e = endotwin::eval::real::run(data, &models, seed, &compute.device)?;
+    println!(
+        "real frames under {} (seed {seed}); brackets: bootstrap 95 %",
+        data.display()
+    );
+    if !e.twins.is_empty() {
+        println!(
+            "\ntwins, {} CVC-ClinicDB polyps (4 frames each, cut around their masks):",
+            e.twin_polyps
+        );
+        println!(
+            "  {:<60} {:>7} {:>7} {:>7}  2v2 acc@1",
+            "method", "uAP 1v1", "uAP 2v2", "mean"
+        );
+        for t in &e.twins {
+            println!(
+                "  {:<60} {:>7.3} {:>7.3} {:>7.3}  {:.3} [{:.3}, {:.3}]",
+                t.method,
+                t.uap_1v1,
+                t.uap_2v2,
+                t.uap_mean,
+                t.acc1_2v2,
+                t.acc1_2v2_ci[0],
+                t.acc1_2v2_ci[1]
+            );
+        }
+    }
+    if !e.detection.is_empty() {
+        println!(
+            "\nzero-shot polyp detection, {} Kvasir-SEG images (a polyp square and a polyp-free window of each), AUROC:",
+            e.detection_images
+        );
+        for f in &e.detection {
+            println!(
+                "  {:<60} {:.3} [{:.3}, {:.3}]",
+                f.method, f.value, f.ci[0], f.ci[1]
+            );
+        }
+    }
+    if !e.capsule.is_empty() {
+        println!(
+            "\ncapsule categories, {} CAPTIV8 frames against their own refined finding, accuracy:",
+            e.capsule_frames
+        );
+        for f in &e.capsule {
+            println!(
+                "  {:<60} {:.3} [{:.3}, {:.3}]",
+                f.method, f.value, f.ci[0], f.ci[1]
+            );
+        }
+    }
+    for n in &e.notes {
+        println!("note: {n}");
+    }
+    eprintln!("({:.0} s)", started.elapsed().as_secs_f64());
+    if let Some(path) = json {
+        super::write_output(&path, serde_json::to_string_pretty(&e)?.as_bytes())?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ pub mod held_out;
 pub mod metrics;
 pub mod probes;
 pub mod prompts;
+pub mod real;
 pub mod report;
 pub mod tracklets;
 pub mod twins;

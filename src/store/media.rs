@@ -147,6 +147,10 @@ impl MediaFiles {
             source,
         };
         if self.journal.is_none() {
+            std::fs::create_dir_all(&self.root).map_err(|source| StoreError::Io {
+                path: self.root.clone(),
+                source,
+            })?;
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

@@ -1,0 +1,516 @@
+//! The shipped models on real endoscopy frames laid out as `../shared/realdata` is (any of
+//! `cvc-clinicdb*/`, `kvasir-seg*/`, `captiv8*/` below the folder given):
+//!
+//! - **twins** on CVC-ClinicDB sequences: each sequence is one polyp; 4 of its frames drawn
+//!   with the seed become its views, cut around their masks; re-identification 1v1 .. 2v2
+//!   with the colour histogram and raw pixels beside the models (`eval::twins`);
+//! - **detection** on Kvasir-SEG: per image, a square around the polyp (its mask's box) and a
+//!   window of the same size of the same frame with no polyp pixel; AUROC of the detector's
+//!   polyp probability over all crops, with redness (the red share of the pixels) beside it;
+//! - **capsule categories** on CAPTIV8 frames: the caption model's top category against the
+//!   category of each frame's own finding (refined), with always-the-majority beside it.
+//!
+//! Intervals are bootstrap 95 % over polyps, images or frames, seeded by `seed`.
+
+use super::metrics::{auroc, interval};
+use crate::data::import::{self, ImportLayout, ImportOptions};
+use crate::plumbing::{Progress, Rng};
+use crate::store::Store;
+use burn::tensor::Device;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RealError {
+    #[error("{0}")]
+    Data(String),
+    #[error(transparent)]
+    Import(#[from] import::ImportError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Twins(#[from] crate::twins::TwinError),
+    #[error(transparent)]
+    Weights(#[from] crate::model::weights::WeightsError),
+}
+
+/// One figure with its interval.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Figure {
+    pub method: String,
+    pub value: f64,
+    pub ci: [f64; 2],
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct RealEval {
+    pub seed: u64,
+    /// Which folders each part read.
+    pub sources: Vec<String>,
+    /// Twins: polyps (sequences) and, per method, uAP at 1v1 and 2v2 and their mean.
+    pub twin_polyps: usize,
+    pub twins: Vec<TwinFigure>,
+    /// Detection: images used (a polyp crop and a background crop each).
+    pub detection_images: usize,
+    pub detection: Vec<Figure>,
+    /// Capsule categories: frames with a finding.
+    pub capsule_frames: usize,
+    pub capsule: Vec<Figure>,
+    /// What could not be measured, and why.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TwinFigure {
+    pub method: String,
+    pub uap_1v1: f64,
+    pub uap_2v2: f64,
+    /// The mean of the two (the headline figure).
+    pub uap_mean: f64,
+    pub acc1_2v2: f64,
+    pub acc1_2v2_ci: [f64; 2],
+}
+
+/// The folders directly in `data` whose names start with `prefix`, sorted.
+fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(data)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Runs every part whose data is under `data`, with the models in `models`.
+pub fn run(data: &Path, models: &Path, seed: u64, device: &Device) -> Result<RealEval, RealError> {
+    let mut eval = RealEval {
+        seed,
+        ..RealEval::default()
+    };
+    let cvc = folders(data, "cvc-clinicdb");
+    let kvasir: Vec<PathBuf> = folders(data, "kvasir-seg")
+        .into_iter()
+        .filter(|p| p.join("images").is_dir() && p.join("masks").is_dir())
+        .collect();
+    let captiv8 = folders(data, "captiv8");
+    if cvc.is_empty() && kvasir.is_empty() && captiv8.is_empty() {
+        return Err(RealError::Data(format!(
+            "{}: no cvc-clinicdb*/, kvasir-seg*/ or captiv8*/ folder inside",
+            data.display()
+        )));
+    }
+    if cvc.is_empty() {
+        eval.notes.push("twins: no cvc-clinicdb*/ folder".into());
+    } else {
+        twins(&cvc, models, seed, device, &mut eval)?;
+    }
+    if kvasir.is_empty() {
+        eval.notes
+            .push("detection: no kvasir-seg*/ folder with images/ and masks/".into());
+    } else {
+        detection(&kvasir, models, seed, device, &mut eval)?;
+    }
+    if captiv8.is_empty() {
+        eval.notes.push("capsule: no captiv8*/ folder".into());
+    } else {
+        capsule(&captiv8, models, seed, device, &mut eval)?;
+    }
+    Ok(eval)
+}
+
+/// Twins on CVC-ClinicDB sequences: 4 frames of each drawn with `seed`, laid out as
+/// multi-view folders (with their masks) in a temporary folder and imported.
+fn twins(
+    roots: &[PathBuf],
+    models: &Path,
+    seed: u64,
+    device: &Device,
+    eval: &mut RealEval,
+) -> Result<(), RealError> {
+    let tmp = tempdir()?;
+    let sets = tmp.join("sets");
+    let mut rng = Rng::new(seed ^ 0x7_1115);
+    for root in roots {
+        eval.sources.push(root.display().to_string());
+        let table = import::cvc::sequence_table(root).map_err(RealError::Data)?;
+        let find = |sub: &str, n: u32| -> Option<PathBuf> {
+            let dir = std::fs::read_dir(root)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|f| f.to_string_lossy().eq_ignore_ascii_case(sub))
+                })?;
+            ["tif", "tiff", "png"]
+                .iter()
+                .map(|e| dir.join(format!("{n}.{e}")))
+                .find(|p| p.is_file())
+        };
+        let mut by_sequence: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for (&frame, &seq) in &table {
+            if find("original", frame).is_some() && find("ground truth", frame).is_some() {
+                by_sequence.entry(seq).or_default().push(frame);
+            }
+        }
+        for (seq, mut frames) in by_sequence {
+            if frames.len() < 4 {
+                continue;
+            }
+            rng.shuffle(&mut frames);
+            let mut chosen = frames[..4].to_vec();
+            chosen.sort();
+            let dir = sets.join(format!("seq{seq:02}"));
+            std::fs::create_dir_all(dir.join("masks")).map_err(io)?;
+            for (i, n) in chosen.iter().enumerate() {
+                let (frame, mask) = (
+                    find("original", *n).unwrap(),
+                    find("ground truth", *n).unwrap(),
+                );
+                let ext = |p: &Path| p.extension().unwrap().to_string_lossy().into_owned();
+                std::fs::copy(&frame, dir.join(format!("{i}-{n}.{}", ext(&frame)))).map_err(io)?;
+                std::fs::copy(
+                    &mask,
+                    dir.join("masks").join(format!("{i}-{n}.{}", ext(&mask))),
+                )
+                .map_err(io)?;
+            }
+        }
+    }
+    let mut store = Store::open_in_memory(&tmp.join("library"))?;
+    let report = import::run(
+        ImportLayout::Multiview,
+        &mut store,
+        &sets,
+        ImportOptions::default(),
+        &Progress::new(),
+    )?;
+    eval.twin_polyps = report.polyps;
+    if report.polyps < 2 {
+        eval.notes.push(format!(
+            "twins: {} sequences with 4 masked frames; at least 2 are needed",
+            report.polyps
+        ));
+        return Ok(());
+    }
+    let loaded = crate::twins::TwinModels::load(models, device)?;
+    let result = super::twins::run(
+        &store,
+        &[super::twins::Candidate {
+            label: String::new(),
+            models: &loaded,
+        }],
+        6.min(report.polyps - 1),
+        seed,
+    )?;
+    let mut methods: Vec<String> = Vec::new();
+    for r in &result.reid {
+        if !methods.contains(&r.method) && !r.method.contains("hash") {
+            methods.push(r.method.clone());
+        }
+    }
+    for m in methods {
+        let row = |views: &str| {
+            result
+                .reid
+                .iter()
+                .find(|r| r.method == m && r.views == views)
+        };
+        if let (Some(a), Some(b)) = (row("1v1"), row("2v2")) {
+            eval.twins.push(TwinFigure {
+                method: m.clone(),
+                uap_1v1: a.uap,
+                uap_2v2: b.uap,
+                uap_mean: (a.uap + b.uap) / 2.0,
+                acc1_2v2: b.accuracy_at_1,
+                acc1_2v2_ci: b.accuracy_at_1_ci,
+            });
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+/// The polyp square of a Kvasir-SEG image and a same-size polyp-free window of it.
+fn crops(
+    image: &image::DynamicImage,
+    mask: &image::GrayImage,
+    rng: &mut Rng,
+) -> Option<(image::DynamicImage, image::DynamicImage)> {
+    let (w, h) = mask.dimensions();
+    let (mut x0, mut y0, mut x1, mut y1) = (w, h, 0, 0);
+    for (x, y, p) in mask.enumerate_pixels() {
+        if p[0] > 127 {
+            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+        }
+    }
+    if x1 < x0 || y1 < y0 {
+        return None;
+    }
+    let side = ((x1 - x0).max(y1 - y0) + 1).max(32).min(w.min(h));
+    let cx = (x0 + x1) / 2;
+    let cy = (y0 + y1) / 2;
+    let px = cx.saturating_sub(side / 2).min(w - side);
+    let py = cy.saturating_sub(side / 2).min(h - side);
+    let polyp = image.crop_imm(px, py, side, side);
+    // Every window position on a grid of a quarter side with no polyp pixel.
+    let step = (side / 4).max(1);
+    let mut free = Vec::new();
+    let mut y = 0;
+    while y + side <= h {
+        let mut x = 0;
+        while x + side <= w {
+            let clear = (y..y + side).step_by(2).all(|yy| {
+                (x..x + side)
+                    .step_by(2)
+                    .all(|xx| mask.get_pixel(xx, yy)[0] <= 127)
+            });
+            if clear {
+                free.push((x, y));
+            }
+            x += step;
+        }
+        y += step;
+    }
+    if free.is_empty() {
+        return None;
+    }
+    let (bx, by) = *rng.pick(&free);
+    Some((polyp, image.crop_imm(bx, by, side, side)))
+}
+
+fn detection(
+    roots: &[PathBuf],
+    models: &Path,
+    seed: u64,
+    device: &Device,
+    eval: &mut RealEval,
+) -> Result<(), RealError> {
+    use crate::data::images::decode_file;
+    let mut rng = Rng::new(seed ^ 0xDE7E);
+    let mut pairs: Vec<(image::DynamicImage, image::DynamicImage)> = Vec::new();
+    let mut skipped = 0;
+    for root in roots {
+        eval.sources.push(root.display().to_string());
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
+            .map_err(io)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| crate::data::images::has_image_extension(p))
+            .collect();
+        files.sort();
+        for f in files {
+            let stem = f
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let Some(mask_path) = ["jpg", "png", "jpeg", "tif"]
+                .iter()
+                .map(|e| root.join("masks").join(format!("{stem}.{e}")))
+                .find(|p| p.is_file())
+            else {
+                skipped += 1;
+                continue;
+            };
+            let (Ok(image), Ok(mask)) = (decode_file(&f), decode_file(&mask_path)) else {
+                skipped += 1;
+                continue;
+            };
+            let mask = mask.image.to_luma8();
+            if mask.dimensions() != (image.image.width(), image.image.height()) {
+                skipped += 1;
+                continue;
+            }
+            match crops(&image.image, &mask, &mut rng) {
+                Some(p) => pairs.push(p),
+                None => skipped += 1,
+            }
+        }
+    }
+    eval.detection_images = pairs.len();
+    if skipped > 0 {
+        eval.notes.push(format!(
+            "detection: {skipped} images without a mask of their size or without a polyp-free window of the polyp's size"
+        ));
+    }
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let images: Vec<image::DynamicImage> = pairs
+        .iter()
+        .flat_map(|(p, b)| [p.clone(), b.clone()])
+        .collect();
+    let positive: Vec<bool> = (0..images.len()).map(|i| i % 2 == 0).collect();
+    let redness: Vec<f64> = images
+        .iter()
+        .map(|im| {
+            let rgb = im.to_rgb8();
+            let (mut r, mut all) = (0.0f64, 1e-9f64);
+            for p in rgb.pixels() {
+                r += p[0] as f64;
+                all += p[0] as f64 + p[1] as f64 + p[2] as f64;
+            }
+            r / all
+        })
+        .collect();
+    let weights = resamples(pairs.len(), seed);
+    let figure = |method: String, scores: &[f64]| {
+        let all: Vec<f64> = weights
+            .iter()
+            .map(|draw| {
+                let (s, p): (Vec<f64>, Vec<bool>) = draw
+                    .iter()
+                    .flat_map(|&i| [(scores[2 * i], true), (scores[2 * i + 1], false)])
+                    .unzip();
+                auroc(&s, &p)
+            })
+            .collect();
+        Figure {
+            method,
+            value: auroc(scores, &positive),
+            ci: interval(all),
+        }
+    };
+    for name in ["prompts-detect", "prompts-plain", "prompts"] {
+        let card = models.join(format!("{name}.json"));
+        if !card.is_file() {
+            continue;
+        }
+        let loaded = crate::prompts::model::load(&card, device)?;
+        let emb = crate::prompts::query::image_embeddings(&loaded, &images, device);
+        let sentences = [
+            crate::prompts::model::POLYP_SENTENCE.to_string(),
+            crate::prompts::model::BACKGROUND_SENTENCE.to_string(),
+        ];
+        let scores = crate::prompts::query::scores(&loaded, emb, &sentences, device)
+            .map_err(|e| RealError::Data(e.to_string()))?;
+        let p: Vec<f64> = scores.iter().map(|s| s[0].probability as f64).collect();
+        eval.detection
+            .push(figure(format!("{} (`{name}`)", loaded.named()), &p));
+    }
+    eval.detection
+        .push(figure("redness (baseline)".into(), &redness));
+    Ok(())
+}
+
+fn capsule(
+    roots: &[PathBuf],
+    models: &Path,
+    seed: u64,
+    device: &Device,
+    eval: &mut RealEval,
+) -> Result<(), RealError> {
+    use crate::captions::model as cm;
+    use crate::data::refine::Refiner;
+    let tmp = tempdir()?;
+    let mut store = Store::open_in_memory(&tmp)?;
+    for root in roots {
+        eval.sources.push(root.display().to_string());
+        import::run(
+            ImportLayout::Captiv8,
+            &mut store,
+            root,
+            ImportOptions::default(),
+            &Progress::new(),
+        )?;
+    }
+    let mut frames = Vec::new();
+    for e in store.examinations()? {
+        for m in store.loose_frames(e.id)? {
+            if let Some(finding) = store.caption(m.id)? {
+                let image = crate::data::images::decode_media(&store, &m)
+                    .map_err(|e| RealError::Data(e.to_string()))?
+                    .image;
+                frames.push((image, Refiner::shipped().refine(&finding).category));
+            }
+        }
+    }
+    eval.capsule_frames = frames.len();
+    if frames.is_empty() {
+        eval.notes.push("capsule: no frame with a finding".into());
+        return Ok(());
+    }
+    let card = cm::shipped_path(models);
+    let loaded = cm::load(&card, device)?;
+    let images: Vec<image::DynamicImage> = frames.iter().map(|(i, _)| i.clone()).collect();
+    let candidates = crate::captions::query::candidates(&[]);
+    let out = crate::captions::query::describe(
+        &loaded.model,
+        &loaded.config,
+        &images,
+        &candidates,
+        5,
+        device,
+    );
+    let right: Vec<f64> = out
+        .iter()
+        .zip(&frames)
+        .map(|(d, (_, truth))| f64::from(u8::from(d.category == *truth)))
+        .collect();
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, truth) in &frames {
+        *counts.entry(truth.as_str()).or_default() += 1;
+    }
+    let (majority, _) = counts
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(c, n)| (*c, *n))
+        .unwrap();
+    let always: Vec<f64> = frames
+        .iter()
+        .map(|(_, t)| f64::from(u8::from(t == majority)))
+        .collect();
+    let weights = resamples(frames.len(), seed);
+    let figure = |method: String, hits: &[f64]| Figure {
+        method,
+        value: hits.iter().sum::<f64>() / hits.len() as f64,
+        ci: interval(
+            weights
+                .iter()
+                .map(|d| d.iter().map(|&i| hits[i]).sum::<f64>() / d.len() as f64)
+                .collect(),
+        ),
+    };
+    eval.capsule
+        .push(figure(format!("{} top category", loaded.card.name), &right));
+    eval.capsule.push(figure(
+        format!("always \"{majority}\" (the majority of these frames)"),
+        &always,
+    ));
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+/// 1000 bootstrap draws of `n` indices (with replacement), seeded.
+fn resamples(n: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut rng = Rng::new(seed ^ 0xB007);
+    (0..1000)
+        .map(|_| (0..n).map(|_| rng.below(n)).collect())
+        .collect()
+}
+
+fn io(e: std::io::Error) -> RealError {
+    RealError::Data(e.to_string())
+}
+
+/// A fresh folder under the system's temporary folder, for this run's copies.
+fn tempdir() -> Result<PathBuf, RealError> {
+    let dir = std::env::temp_dir().join(format!(
+        "endotwin-real-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    Ok(dir)
+}
