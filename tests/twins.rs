@@ -359,3 +359,47 @@ fn a_card_whose_input_does_not_fit_its_encoder_is_refused_by_name() {
         "{text}"
     );
 }
+
+#[test]
+fn eval_twins_on_a_library_without_pathology_prints_no_pathology_figures() {
+    let _rng = crate::common::device_rng();
+    // Three polyps of four views each, imported with no pathology.csv: no histology at all.
+    let src = tempfile::tempdir().unwrap();
+    for p in 0..3u8 {
+        for v in 0..4u8 {
+            crate::common::png(
+                &src.path().join(format!("P{p}/{v}.png")),
+                40,
+                32,
+                p * 40 + v * 7 + 1,
+            );
+        }
+    }
+    let lib = tempfile::tempdir().unwrap();
+    let r = crate::common::import(lib.path(), "multiview", src.path(), &[]);
+    assert!(r.ok(), "{}", r.text());
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("t.json");
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["eval", "twins", "--seed", "3", "--k", "2", "--held-out"])
+        .arg(lib.path())
+        .arg("--json")
+        .arg(&json);
+    let r = crate::common::run(c);
+    assert!(r.ok(), "{}", r.text());
+    assert!(r.says("pathology not scored"), "{}", r.text());
+    assert!(
+        !r.says("macro-F1"),
+        "a pathology table was printed:\n{}",
+        r.text()
+    );
+    let e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(e["pathology"].as_array().unwrap().len(), 0, "{e}");
+    assert!(
+        e["pathology_not_scored"]
+            .as_str()
+            .unwrap()
+            .contains("0 known histology")
+    );
+}

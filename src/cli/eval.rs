@@ -247,6 +247,10 @@ fn print_twins(e: &TwinEval, models: &TwinModels, library: &Path) {
             );
         }
     }
+    if let Some(why) = &e.pathology_not_scored {
+        println!("\n{why}");
+        return;
+    }
     println!("\npathology by 6-NN vote over polyps, 5-fold cross-validation");
     println!("| method | accuracy | macro-F1 | AUC (macro one-vs-rest) | neoplastic AUC |");
     println!("| --- | --- | --- | --- | --- |");

@@ -61,6 +61,9 @@ pub struct TwinEval {
     pub bootstrap: usize,
     pub reid: Vec<ReidRow>,
     pub pathology: Vec<PathologyRow>,
+    /// Why there are no pathology rows (the held-out polyps lack the labels a vote needs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pathology_not_scored: Option<String>,
     pub paired: Vec<PairedRow>,
     pub majority_class_accuracy: f64,
     /// What the figures were computed from (reports draw curves and matrices from it).
@@ -349,6 +352,18 @@ pub fn run(
     );
     let mut counts = vec![0usize; names.len()];
     classes.iter().for_each(|&c| counts[c] += 1);
+    // A vote among one class is always right: figures that mean nothing are not reported.
+    let known = names.iter().filter(|n| n.as_str() != "unknown").count();
+    let pathology_not_scored = (known < 2).then(|| {
+        format!(
+            "pathology not scored: the held-out polyps carry {known} known histology class{} (a vote needs at least 2)",
+            if known == 1 { "" } else { "es" }
+        )
+    });
+    if pathology_not_scored.is_some() {
+        pathology.clear();
+        votes.clear();
+    }
     details.votes = votes;
     details.class_names = names;
     details.classes = classes.clone();
@@ -359,6 +374,7 @@ pub fn run(
         bootstrap: BOOTSTRAP,
         reid,
         pathology,
+        pathology_not_scored,
         paired,
         majority_class_accuracy: *counts.iter().max().unwrap_or(&0) as f64
             / classes.len().max(1) as f64,
