@@ -525,3 +525,43 @@ fn help_opens_the_bundled_guide_at_the_page_of_the_tab_in_use() {
     shows_part(&h, "Held-out data no model or knob ever saw");
     screenshot(&mut h, "guide");
 }
+
+#[test]
+fn the_prompt_tab_scores_each_set_with_its_own_model_and_says_when_the_user_overrides() {
+    use egui::accesskit::Role;
+    let dir = tempfile::tempdir().unwrap();
+    tiny_library(dir.path());
+    let mut h = harness(dir.path());
+    settle(&mut h);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Num3);
+    settle(&mut h);
+    // The first set, polyp vs background, is the detector's question: the tab scores it so.
+    let scoring = |h: &Harness<'static, App>| h.state().state.prompts.scoring_model();
+    assert_eq!(scoring(&h), "prompts-detect");
+    shows_part(&h, "the set is scored by its own model (`prompts-detect`)");
+    // The user picks the stage-3 model: the tab says the set was made for another.
+    h.get_by_role_and_label(Role::ComboBox, "Model:").click();
+    h.run_steps(2);
+    h.get_all_by_label("prompts").last().unwrap().click();
+    settle(&mut h);
+    assert_eq!(scoring(&h), "prompts");
+    shows_part(
+        &h,
+        "this set is for `prompts-detect`; scored with `prompts` as you chose",
+    );
+    // A pathology set is the stage-3 model's own.
+    h.get_by_role_and_label(Role::ComboBox, "Prompt set:")
+        .click();
+    h.run_steps(2);
+    h.get_by_label("benign vs neoplastic").click();
+    settle(&mut h);
+    assert_eq!(scoring(&h), "prompts");
+    shows_part(&h, "the set is scored by its own model (`prompts`)");
+    // Back to polyp vs background: the detector again.
+    h.get_by_role_and_label(Role::ComboBox, "Prompt set:")
+        .click();
+    h.run_steps(2);
+    h.get_by_label("polyp vs background").click();
+    settle(&mut h);
+    assert_eq!(scoring(&h), "prompts-detect");
+}

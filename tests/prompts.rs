@@ -737,3 +737,62 @@ fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() 
     crate::gui::shows_part(&h, "tiny-clip");
     crate::gui::shows_part(&h, "This image:");
 }
+
+#[test]
+fn each_shipped_prompt_set_is_scored_by_the_model_it_is_for() {
+    let lib = tempfile::tempdir().unwrap();
+    let image = lib.path().join("frame.png");
+    crate::common::png(&image, 64, 64, 9);
+    let sets = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prompt_sets.toml");
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["prompts", "score", "--image"])
+        .arg(&image)
+        .arg("--prompts")
+        .arg(&sets);
+    let r = crate::common::run(c);
+    assert!(r.ok(), "{}", r.text());
+    // A `model` line above the sets it scores: the detector for polyp vs background, the
+    // stage-3 model for the pathology and attribute sets.
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let model_of = |set: &str| {
+        let at = lines
+            .iter()
+            .position(|l| *l == format!("set {set}"))
+            .unwrap();
+        lines[..at]
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("model "))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        model_of("polyp vs background").starts_with("model prompts-detect ("),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        model_of("benign vs neoplastic").starts_with("model prompts ("),
+        "{}",
+        r.stdout
+    );
+    // --model scores every set with it, and says so for a set made for another.
+    let mut c = crate::common::endotwin(lib.path());
+    c.args(["prompts", "score", "--image"])
+        .arg(&image)
+        .arg("--prompts")
+        .arg(&sets)
+        .arg("--model")
+        .arg(endotwin::default_models_dir().join("prompts.json"));
+    let r = crate::common::run(c);
+    assert!(r.ok(), "{}", r.text());
+    assert!(
+        r.says("note: set `polyp vs background` is for `prompts-detect`"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        r.stdout.lines().filter(|l| l.starts_with("model ")).count(),
+        1
+    );
+}

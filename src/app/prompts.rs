@@ -63,6 +63,32 @@ pub fn load_sets(library: &Path) -> (Vec<PromptSet>, Option<String>) {
     }
 }
 
+/// The model set `set` of `sets` is for (its `model`), when `models` has it.
+pub fn model_for(
+    sets: &[crate::prompts::PromptSet],
+    set: usize,
+    models: &[String],
+) -> Option<String> {
+    let name = sets.get(set)?.model_name();
+    models.iter().any(|m| m == name).then(|| name.to_string())
+}
+
+impl super::state::PromptPanel {
+    /// The model the shown set is for, when the models folder has it.
+    pub fn own_model(&self) -> Option<String> {
+        model_for(&self.sets, self.set, &self.models)
+    }
+
+    /// The model that scores the shown set: the one the user chose after choosing the set,
+    /// else the set's own (the detector for polyp vs background), else the panel's.
+    pub fn scoring_model(&self) -> String {
+        match self.own_model() {
+            Some(own) if !self.set_model_overridden => own,
+            _ => self.model.clone(),
+        }
+    }
+}
+
 impl App {
     /// Scores the shown set for the selection when the Text prompts tab is open.
     pub(super) fn score_prompts(&mut self) {
@@ -89,7 +115,7 @@ impl App {
         }
         let job = Job::Prompts(PromptJob::Score {
             models: panel.models_dir.clone(),
-            name: panel.model.clone(),
+            name: panel.scoring_model(),
             keys,
             prompts,
         });
@@ -141,6 +167,8 @@ impl App {
         match command {
             PromptCommand::ChooseSet(i) => {
                 panel.set = i.min(panel.sets.len().saturating_sub(1));
+                // Each set is scored by the model it is for, until the user picks another.
+                panel.set_model_overridden = false;
                 rescore = true;
             }
             PromptCommand::EditPrompt { index, text } => {
@@ -188,6 +216,7 @@ impl App {
                     name: String::new(),
                     prompts: vec![String::new()],
                     classes: Vec::new(),
+                    model: None,
                 });
                 copy.name = name;
                 panel.sets.push(copy);
@@ -197,6 +226,7 @@ impl App {
             PromptCommand::Score => rescore = true,
             PromptCommand::ChooseModel(name) => {
                 panel.model = name;
+                panel.set_model_overridden = true;
                 rescore = true;
             }
             PromptCommand::Search(text) => {

@@ -312,8 +312,9 @@ pub struct PromptSearch {
 /// What the Text prompts panel shows.
 pub struct PromptPanel {
     pub models_dir: PathBuf,
-    /// The prompt model scoring and searching (a card name in `models_dir`).
+    /// The model searching, and scoring a set when chosen over the set's own (overridden).
     pub model: String,
+    pub set_model_overridden: bool,
     /// The prompt models found in `models_dir`.
     pub models: Vec<String>,
     /// The prompt sets (the library's saved ones, else the shipped ones) and the shown one.
@@ -327,9 +328,8 @@ pub struct PromptPanel {
     pub searching: Option<u64>,
     /// The selected video's polyp probability per frame: (video, probabilities, model).
     pub strip: Option<(i64, Vec<f32>, String)>,
-    /// (video, job) of the strip being computed.
+    /// (video, job) of the strip being computed; the video whose strip failed (not retried).
     pub strip_running: Option<(i64, u64)>,
-    /// The video whose strip failed last (not retried until another is chosen).
     pub strip_failed: Option<i64>,
 }
 
@@ -340,6 +340,7 @@ impl Default for PromptPanel {
             models: crate::engine::prompt_jobs::available(&models_dir),
             models_dir,
             model: crate::prompts::model::SHIPPED_NAME.into(),
+            set_model_overridden: false,
             sets: crate::prompts::default_prompt_sets(),
             set: 0,
             scores: None,

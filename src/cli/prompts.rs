@@ -21,7 +21,8 @@ pub enum PromptsWhat {
         /// A prompt set file: TOML (`[[set]] name, prompts`) or one prompt per line.
         #[arg(long)]
         prompts: PathBuf,
-        /// A prompt model card; default: the shipped one (models/prompts.json).
+        /// A prompt model card for every set; default: each set's own model (its `model`, a
+        /// card in the models folder; the stage-3 `prompts` when it names none).
         #[arg(long)]
         model: Option<PathBuf>,
     },
@@ -61,17 +62,45 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             model,
         } => {
             let sets = read_prompt_sets(&prompts)?;
-            let loaded = load(model, &device)?;
             let decoded = endotwin::data::images::decode_file(&image)
                 .with_context(|| format!("{}", image.display()))?;
-            let emb = query::image_embeddings(&loaded, &[decoded.image], &device);
-            println!("model {}", loaded.named());
+            // Each set is scored by the model it is for (`model` in the set file; the stage-3
+            // model when it names none), unless --model says otherwise for all of them.
+            let models_dir = endotwin::default_models_dir();
+            let mut groups: Vec<(PathBuf, Vec<endotwin::prompts::PromptSet>)> = Vec::new();
             for set in sets {
-                let scores = query::scores(&loaded, emb.clone(), &set.prompts, &device)
-                    .with_context(|| format!("prompt set `{}`", set.name))?;
-                println!("set {}", set.name);
-                for s in &scores[0] {
-                    println!("  {:.3}  cos {:+.3}  {}", s.probability, s.cosine, s.prompt);
+                let card = match &model {
+                    Some(card) => {
+                        let chosen = card.file_stem().map(|s| s.to_string_lossy().into_owned());
+                        if set.model.is_some() && chosen.as_deref() != Some(set.model_name()) {
+                            println!(
+                                "note: set `{}` is for `{}`; scored with {} as asked (--model)",
+                                set.name,
+                                set.model_name(),
+                                card.display()
+                            );
+                        }
+                        card.clone()
+                    }
+                    None => models_dir.join(format!("{}.json", set.model_name())),
+                };
+                match groups.iter_mut().find(|(c, _)| *c == card) {
+                    Some((_, sets)) => sets.push(set),
+                    None => groups.push((card, vec![set])),
+                }
+            }
+            for (card, sets) in groups {
+                let loaded = load(Some(card), &device)?;
+                let emb =
+                    query::image_embeddings(&loaded, std::slice::from_ref(&decoded.image), &device);
+                println!("model {}", loaded.named());
+                for set in sets {
+                    let scores = query::scores(&loaded, emb.clone(), &set.prompts, &device)
+                        .with_context(|| format!("prompt set `{}`", set.name))?;
+                    println!("set {}", set.name);
+                    for s in &scores[0] {
+                        println!("  {:.3}  cos {:+.3}  {}", s.probability, s.cosine, s.prompt);
+                    }
                 }
             }
             Ok(())

@@ -20,6 +20,21 @@ pub struct PromptSet {
     pub prompts: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<String>,
+    /// The model the set is for, by its card's name in the models folder (`prompts-detect`
+    /// for polyp vs background, `prompts` for the pathology and attribute sets); none: the
+    /// stage-3 model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// The model a set names when it names none: the stage-3 model.
+pub const DEFAULT_SET_MODEL: &str = "prompts";
+
+impl PromptSet {
+    /// The card name of the model this set is for.
+    pub fn model_name(&self) -> &str {
+        self.model.as_deref().unwrap_or(DEFAULT_SET_MODEL)
+    }
 }
 
 impl PromptSet {
@@ -63,6 +78,14 @@ pub fn parse_prompt_sets(text: &str, path: &str) -> Result<Vec<PromptSet>, Promp
         };
         if s.prompts.iter().all(|p| p.trim().is_empty()) {
             return Err(bad(format!("set `{}` has no prompts", s.name)));
+        }
+        if let Some(m) = &s.model
+            && (m.is_empty() || m.contains(['/', '\\']) || m.starts_with('.'))
+        {
+            return Err(bad(format!(
+                "set `{}` names model `{m}`: a card name in the models folder, not a path",
+                s.name
+            )));
         }
         if !s.classes.is_empty() && s.classes.len() != s.prompts.len() {
             return Err(bad(format!(
@@ -124,6 +147,7 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
             .map_or("prompts".into(), |s| s.to_string_lossy().into_owned()),
         prompts,
         classes: Vec::new(),
+        model: None,
     }])
 }
 

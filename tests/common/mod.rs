@@ -158,9 +158,18 @@ pub fn realdata(sub: &str) -> Option<PathBuf> {
     if std::env::var_os("CI").is_some() {
         panic!("CI must have {}", path.display());
     }
-    eprintln!(
-        "skipped: {} is not here (real frames live beside the repository, not in it)",
-        path.display()
+    // Written past the test harness's capture, so `cargo test` shows which tests skipped.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "skipped {test}: {} is not here (real frames live beside the repository, not in it)\n",
+            path.display()
+        )
+        .as_bytes(),
     );
     None
 }

@@ -52,7 +52,21 @@ fn model_row(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
             })
             .response
             .labelled_by(label);
-        ui.weak("`prompts`: stage 3 (pathology, search); `prompts-detect`: stage 1 (polyp vs background)");
+        // The set names the model it is for: say which scores it, and when the user overrode.
+        let scoring = panel.scoring_model();
+        match panel.sets.get(panel.set).map(|s| s.model_name()) {
+            Some(own) if own != scoring => {
+                ui.colored_label(
+                    Color32::from_rgb(230, 160, 60),
+                    format!("this set is for `{own}`; scored with `{scoring}` as you chose"),
+                )
+                .on_hover_text("Pick the set again to score it with its own model");
+            }
+            Some(_) => {
+                ui.weak(format!("the set is scored by its own model (`{scoring}`); search uses the model chosen here"));
+            }
+            None => {}
+        }
     });
 }
 
