@@ -330,10 +330,9 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
     settle(&mut h);
     h.get_by_label("Tag the picked").click();
     settle(&mut h);
-    h.state_mut().send(Command::TagPicked {
-        tag: " ask pathology ".into(),
-        add: true,
-    });
+    // The second tag typed over the first (spaces around it are trimmed).
+    type_tag(&mut h, " ask pathology ");
+    h.get_by_label("Tag the picked").click();
     settle(&mut h);
     for (id, _) in &before {
         let tags = label(dir.path(), *id, "tags");
@@ -351,10 +350,8 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
         label(dir.path(), first, "tags").as_deref(),
         Some("teaching set")
     );
-    h.state_mut().send(Command::TagPicked {
-        tag: "a, b".into(),
-        add: true,
-    });
+    type_tag(&mut h, "a, b");
+    h.get_by_label("Tag the picked").click();
     settle(&mut h);
     shows_part(&h, "no commas");
     assert_eq!(
@@ -614,4 +611,14 @@ fn a_box_drawn_on_a_library_view_is_audited_recrops_the_twins_and_is_undone() {
     let (indexed, _) = indexed_and_fresh(dir.path(), models.path(), polyp);
     assert!(close(&indexed, &before), "back to the mask's crop");
     shows_part(&h, "Twin crop: the mask's box");
+}
+
+/// Replaces the text of the twin map's tag box with `text`, typed as a person would.
+fn type_tag(h: &mut egui_kittest::Harness<'static, endotwin::app::App>, text: &str) {
+    h.get_by_label("tag:").click();
+    settle(h);
+    h.key_press_modifiers(Modifiers::COMMAND, Key::A);
+    h.key_press(Key::Backspace);
+    h.get_by_label("tag:").type_text(text);
+    settle(h);
 }
