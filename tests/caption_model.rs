@@ -189,6 +189,7 @@ fn captions_refine_prints_the_caption_and_the_category_only() {
 #[test]
 fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
     let _rng = crate::common::device_rng();
+    use egui_kittest::kittest::Queryable;
     use endotwin::app::{Command, Selection, Tab};
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let lib = tempfile::tempdir().unwrap();
@@ -242,11 +243,14 @@ fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
     crate::gui::shows(&h, "Predicted category:");
     crate::gui::shows(&h, "Refined caption");
     crate::gui::shows(&h, &refined.caption);
-    // A search by category lists frames, and opening one focuses it.
-    h.state_mut()
-        .send(Command::Captions(endotwin::app::CaptionCommand::Search(
-            "inflammation".into(),
-        )));
+    // A search by category, typed into the search box and sent with Enter, lists frames.
+    h.get_by_label("Search frames by caption or category:")
+        .focus();
+    h.run_steps(2);
+    h.get_by_label("Search frames by caption or category:")
+        .type_text("inflammation");
+    h.run_steps(2);
+    h.key_press(egui::Key::Enter);
     for _ in 0..400 {
         crate::gui::settle(&mut h);
         if h.state().state.captions.search.is_some() {

@@ -508,7 +508,8 @@ fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clea
 #[test]
 fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
     let _rng = crate::common::device_rng();
-    use endotwin::app::{Command, PromptCommand, Selection, Tab};
+    use egui_kittest::kittest::Queryable;
+    use endotwin::app::{Command, Selection, Tab};
     let lib = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
     let store = records_library(lib.path(), 16);
@@ -544,11 +545,15 @@ fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
     crate::gui::shows_part(&h, "This image:");
     crate::gui::shows_part(&h, "All 4 shown images together");
     // Edit the first prompt: the scores follow, and the edit is saved with the library.
-    h.state_mut()
-        .send(Command::Prompts(PromptCommand::EditPrompt {
-            index: 0,
-            text: "a reddish polyp with an irregular surface".into(),
-        }));
+    // Typed into the first prompt's field; leaving the field (Tab) sends the edit.
+    h.get_by_label("1 (polyp)").focus();
+    h.run_steps(2);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.key_press(egui::Key::Backspace);
+    h.get_by_label("1 (polyp)")
+        .type_text("a reddish polyp with an irregular surface");
+    h.run_steps(2);
+    h.key_press(egui::Key::Tab);
     wait(&mut h, &|a| {
         a.state
             .prompts
@@ -561,14 +566,18 @@ fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
     assert!(saved.contains("a reddish polyp with an irregular surface"));
     // Text search lists polyps; opening one selects it.
     h.state_mut().send(Command::Select(Selection::Nothing));
-    h.state_mut().send(Command::Prompts(PromptCommand::Search(
-        "a sessile polyp".into(),
-    )));
+    crate::gui::settle(&mut h);
+    h.get_by_label("Search polyps by text:").focus();
+    h.run_steps(2);
+    h.get_by_label("Search polyps by text:")
+        .type_text("a sessile polyp");
+    h.run_steps(2);
+    h.key_press(egui::Key::Enter);
     wait(&mut h, &|a| a.state.prompts.search.is_some());
     let hit = h.state().state.prompts.search.clone().unwrap().hits[0].clone();
-    crate::gui::shows_part(&h, &hit.code);
-    h.state_mut()
-        .send(Command::Prompts(PromptCommand::OpenPolyp(hit.polyp_id)));
+    // Clicking the hit (its score and code) opens the polyp.
+    h.get_by_label(&format!("{:.2} {}", hit.score, hit.code))
+        .click();
     crate::gui::settle(&mut h);
     assert_eq!(h.state().state.selection, Selection::Polyp(hit.polyp_id));
 }
