@@ -630,6 +630,7 @@ fn multiview_folders_take_each_views_mask_from_masks_or_beside_it() {
     assert!(views.iter().all(|v| v.mask_media_id.is_some()));
 }
 
+#[cfg(unix)]
 #[test]
 fn eval_real_scores_twins_detection_and_capsule_categories_beside_their_baselines() {
     let (Some(cvc), Some(kvasir), Some(captiv8)) = (
