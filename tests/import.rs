@@ -183,21 +183,10 @@ fn a_cancel_while_the_import_writes_leaves_no_row_and_no_file() {
     assert_eq!(store.stats().unwrap().media, 0);
     assert_eq!(store.row_total().unwrap(), 0);
     // The files written before the cancel are gone again, and so is the write's journal.
-    let left: Vec<_> = walk(&lib.path().join("media"));
+    let mut left = Vec::new();
+    crate::common::walk(&lib.path().join("media"), &mut left);
     assert!(left.is_empty(), "{left:?}");
     assert!(!lib.path().join(endotwin::store::PENDING_JOURNAL).exists());
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.path().is_dir() {
-            out.extend(walk(&e.path()));
-        } else {
-            out.push(e.path());
-        }
-    }
-    out
 }
 
 #[test]

@@ -82,23 +82,17 @@ fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
     let records = Records::load(&store, size, &Progress::new()).unwrap();
     let truth = frame_truth(&store).unwrap();
     let texts = detection_texts(&detector.model, &detector.config, &device);
-    // Baseline: how red the frame is (mean red share of its pixels).
+    // Baseline: how red the frame is (eval real's redness: the red share of its pixels).
     let (redness, _) = within_exam_auroc(&records, &truth, |e| {
         records.exams[e]
             .frames
             .iter()
             .map(|f| {
                 let m = store.media(f.media_id).unwrap().unwrap();
-                let rgb = endotwin::data::images::decode_media(&store, &m)
+                let image = endotwin::data::images::decode_media(&store, &m)
                     .unwrap()
-                    .image
-                    .to_rgb8();
-                let (mut r, mut all) = (0.0f64, 0.0f64);
-                for p in rgb.pixels() {
-                    r += p[0] as f64;
-                    all += p[0] as f64 + p[1] as f64 + p[2] as f64 + 1e-9;
-                }
-                (r / all) as f32
+                    .image;
+                endotwin::eval::real::redness(&image) as f32
             })
             .collect()
     });

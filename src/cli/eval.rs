@@ -303,30 +303,20 @@ fn real(
             );
         }
     }
-    if !e.detection.is_empty() {
-        println!(
-            "\nzero-shot polyp detection, {} Kvasir-SEG images (a polyp square and a polyp-free window of each), AUROC:",
+    print_figures(
+        &format!(
+            "zero-shot polyp detection, {} Kvasir-SEG images (a polyp square and a polyp-free window of each), AUROC:",
             e.detection_images
-        );
-        for f in &e.detection {
-            println!(
-                "  {:<60} {:.3} [{:.3}, {:.3}]",
-                f.method, f.value, f.ci[0], f.ci[1]
-            );
-        }
-    }
-    if !e.capsule.is_empty() {
-        println!(
-            "\ncapsule categories, {} CAPTIV8 frames against their own refined finding, accuracy:",
+        ),
+        &e.detection,
+    );
+    print_figures(
+        &format!(
+            "capsule categories, {} CAPTIV8 frames against their own refined finding, accuracy:",
             e.capsule_frames
-        );
-        for f in &e.capsule {
-            println!(
-                "  {:<60} {:.3} [{:.3}, {:.3}]",
-                f.method, f.value, f.ci[0], f.ci[1]
-            );
-        }
-    }
+        ),
+        &e.capsule,
+    );
     for n in &e.notes {
         println!("note: {n}");
     }
@@ -336,4 +326,18 @@ fn real(
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// A heading and one line per figure with its interval (nothing when there are none).
+fn print_figures(heading: &str, figures: &[endotwin::eval::real::Figure]) {
+    if figures.is_empty() {
+        return;
+    }
+    println!("\n{heading}");
+    for f in figures {
+        println!(
+            "  {:<60} {:.3} [{:.3}, {:.3}]",
+            f.method, f.value, f.ci[0], f.ci[1]
+        );
+    }
 }

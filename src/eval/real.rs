@@ -134,7 +134,8 @@ fn twins(
     device: &Device,
     eval: &mut RealEval,
 ) -> Result<(), RealError> {
-    let tmp = tempdir()?;
+    let tmp = TempDir::new()?;
+    let tmp = tmp.path();
     let sets = tmp.join("sets");
     let mut rng = Rng::new(seed ^ 0x7_1115);
     for root in roots {
@@ -234,7 +235,6 @@ fn twins(
             });
         }
     }
-    let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
 }
 
@@ -349,18 +349,7 @@ fn detection(
         .flat_map(|(p, b)| [p.clone(), b.clone()])
         .collect();
     let positive: Vec<bool> = (0..images.len()).map(|i| i % 2 == 0).collect();
-    let redness: Vec<f64> = images
-        .iter()
-        .map(|im| {
-            let rgb = im.to_rgb8();
-            let (mut r, mut all) = (0.0f64, 1e-9f64);
-            for p in rgb.pixels() {
-                r += p[0] as f64;
-                all += p[0] as f64 + p[1] as f64 + p[2] as f64;
-            }
-            r / all
-        })
-        .collect();
+    let redness: Vec<f64> = images.iter().map(redness).collect();
     let weights = resamples(pairs.len(), seed);
     let figure = |method: String, scores: &[f64]| {
         let all: Vec<f64> = weights
@@ -410,8 +399,8 @@ fn capsule(
 ) -> Result<(), RealError> {
     use crate::captions::model as cm;
     use crate::data::refine::Refiner;
-    let tmp = tempdir()?;
-    let mut store = Store::open_in_memory(&tmp)?;
+    let tmp = TempDir::new()?;
+    let mut store = Store::open_in_memory(tmp.path())?;
     for root in roots {
         eval.sources.push(root.display().to_string());
         import::run(
@@ -485,8 +474,17 @@ fn capsule(
         format!("always \"{majority}\" (the majority of these frames)"),
         &always,
     ));
-    let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
+}
+
+/// The no-learning detection baseline: the red share of an image's pixels.
+pub fn redness(image: &image::DynamicImage) -> f64 {
+    let (mut r, mut all) = (0.0f64, 1e-9f64);
+    for p in image.to_rgb8().pixels() {
+        r += p[0] as f64;
+        all += p[0] as f64 + p[1] as f64 + p[2] as f64;
+    }
+    r / all
 }
 
 /// 1000 bootstrap draws of `n` indices (with replacement), seeded.
@@ -501,16 +499,31 @@ fn io(e: std::io::Error) -> RealError {
     RealError::Data(e.to_string())
 }
 
-/// A fresh folder under the system's temporary folder, for this run's copies.
-fn tempdir() -> Result<PathBuf, RealError> {
-    let dir = std::env::temp_dir().join(format!(
-        "endotwin-real-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    Ok(dir)
+/// A fresh folder under the system's temporary folder for this run's copies, removed when
+/// dropped (on every return, early ones included).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, RealError> {
+        let dir = std::env::temp_dir().join(format!(
+            "endotwin-real-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        Ok(TempDir(dir))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -92,7 +92,8 @@ pub fn state(library: &Path) -> String {
     out
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every file below `dir` (folders followed), appended to `out`.
+pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
