@@ -63,7 +63,8 @@ fn model_row(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
                 .on_hover_text("Pick the set again to score it with its own model");
             }
             Some(_) => {
-                ui.weak(format!("the set is scored by its own model (`{scoring}`); search uses the model chosen here"));
+                ui.weak(format!("the set is scored by its own model (`{scoring}`)"))
+                    .on_hover_text("Search uses the model chosen here");
             }
             None => {}
         }
