@@ -104,23 +104,26 @@ fn numbered_images(
     problems: &mut Problems,
 ) -> Result<BTreeMap<u32, PathBuf>, ImportError> {
     let mut out = BTreeMap::new();
-    for ext in EXTENSIONS {
-        for path in source.files_in(dir, ext, problems)? {
-            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-            match stem.as_deref().map(str::parse::<u32>) {
-                Some(Ok(n)) => {
-                    if let Some(first) = out.insert(n, path.clone()) {
-                        problems.push(
-                            &path,
-                            format!(
-                                "frame {n} given twice (also {}); this one is used",
-                                first.display()
-                            ),
-                        );
-                    }
+    // One listing of the folder, so a refused entry (a link leading out) is named once.
+    for path in source.images_in(dir, problems)? {
+        let ext = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+        if !ext.as_deref().is_some_and(|e| EXTENSIONS.contains(&e)) {
+            continue;
+        }
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        match stem.as_deref().map(str::parse::<u32>) {
+            Some(Ok(n)) => {
+                if let Some(first) = out.insert(n, path.clone()) {
+                    problems.push(
+                        &path,
+                        format!(
+                            "frame {n} given twice (also {}); this one is used",
+                            first.display()
+                        ),
+                    );
                 }
-                _ => problems.push(&path, "not named by a frame number (e.g. 429.tif)"),
             }
+            _ => problems.push(&path, "not named by a frame number (e.g. 429.tif)"),
         }
     }
     Ok(out)
