@@ -16,6 +16,7 @@ mod dual_losses;
 mod gui;
 mod gui_labelling;
 mod gui_promises;
+mod gui_scale;
 mod gui_tracklets;
 mod gui_training;
 mod hostile;

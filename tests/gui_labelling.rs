@@ -278,13 +278,14 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
     let picked = h.state().state.picked.clone();
     assert!(!picked.is_empty(), "the lasso picked nothing");
     assert!(
-        picked.len() < answer.map.len(),
+        picked.len() < answer.map.points.len(),
         "the lasso picked everything"
     );
-    let x = |id: &i64| answer.map.iter().find(|m| m.0 == *id).unwrap().2[0];
+    let x = |id: &i64| answer.map.points.iter().find(|m| m.0 == *id).unwrap().2[0];
     let right_most_picked = picked.iter().map(x).fold(f32::MIN, f32::max);
     let left_most_other = answer
         .map
+        .points
         .iter()
         .filter(|m| !picked.contains(&m.0))
         .map(|m| m.2[0])
@@ -299,6 +300,7 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
     // One label for the group: each picked polyp takes it, the others keep theirs.
     let before: Vec<(i64, Option<String>)> = answer
         .map
+        .points
         .iter()
         .map(|m| (m.0, label(dir.path(), m.0, "histology")))
         .collect();

@@ -174,3 +174,46 @@ fn the_vote_counts_shares_and_breaks_ties_by_the_nearest_twin() {
     assert!((w.share("carcinoma") - 0.95 / 1.55).abs() < 1e-12);
     assert_eq!(majority(std::iter::empty()).winner(), None);
 }
+
+/// The default twin search: the 100 nearest codes, re-ranked by cosine. On libraries shaped as
+/// twins are (groups of near views) it returns the exact cosine top-6 in its order; with a
+/// shortlist as long as the library it is exact cosine whatever the data.
+#[test]
+fn a_hamming_shortlist_re_ranked_by_cosine_returns_the_cosine_neighbours() {
+    use endotwin::retrieval::{SHORTLIST, shortlist_cosine};
+    let (n, dim) = (20_000, 128);
+    let vectors = synthetic::twin_vectors(n, dim, 8, 0.5, 3);
+    let codes = Codes {
+        words: dim / 64,
+        data: synthetic::sign_codes(&vectors, dim),
+    };
+    let mut rng = Rng::new(9);
+    for _ in 0..50 {
+        let q = synthetic::vector_near(&vectors, dim, rng.below(n), 0.3, &mut rng);
+        let code = synthetic::sign_codes(&q, dim);
+        let exact: Vec<u32> = cosine_knn(&vectors, dim, &q, 6)
+            .iter()
+            .map(|s| s.index)
+            .collect();
+        let fast = shortlist_cosine(&codes, &vectors, dim, &code, &q, 6, SHORTLIST);
+        assert_eq!(fast.iter().map(|s| s.index).collect::<Vec<_>>(), exact);
+        // Each score is the exact cosine, not an estimate from the codes.
+        let s = fast[0];
+        let v = &vectors[s.index as usize * dim..(s.index as usize + 1) * dim];
+        assert!((s.score - endotwin::retrieval::exact::dot(v, &q)).abs() < 1e-6);
+    }
+    // Uniform vectors: nothing is near, yet a shortlist of the whole library is exact cosine.
+    let (n, dim) = (500, 64);
+    let vectors = synthetic::unit_vectors(n, dim, 4);
+    let codes = Codes {
+        words: 1,
+        data: synthetic::sign_codes(&vectors, dim),
+    };
+    for _ in 0..20 {
+        let q = synthetic::vector_near(&vectors, dim, rng.below(n), 1.0, &mut rng);
+        let code = synthetic::sign_codes(&q, dim);
+        let exact = cosine_knn(&vectors, dim, &q, 10);
+        let full = shortlist_cosine(&codes, &vectors, dim, &code, &q, 10, n);
+        assert_eq!(full, exact);
+    }
+}

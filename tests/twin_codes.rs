@@ -203,7 +203,12 @@ fn longer_codes_ride_in_the_card_keep_a_polyps_own_code_and_a_bad_length_is_refu
     assert_eq!(long[0], short[0]);
     // Re-indexed, every search mode finds each polyp itself first, over 256-bit codes.
     let (store, index) = stale_then_reindexed(store, lib.path(), &after);
-    for search in [Search::Hamming, Search::Asymmetric, Search::Cosine] {
+    for search in [
+        Search::Hamming,
+        Search::Asymmetric,
+        Search::Cosine,
+        Search::Shortlist,
+    ] {
         for i in 0..index.len() {
             let result = index.query(index.vector(i), 1, search, &[]);
             assert_eq!(result.bits, 256);

@@ -140,6 +140,15 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
             })
             .collect();
         let embedding = models.combine(&models.encode_views(&images));
+        let ids = |r: &endotwin::twins::TwinResult| -> Vec<i64> {
+            r.twins.iter().map(|t| t.polyp.id).collect()
+        };
+        // The default search (a Hamming shortlist re-ranked by cosine) gives cosine's answer.
+        assert_eq!(
+            ids(&index.query(&embedding, POLYPS, Search::Shortlist, &[])),
+            ids(&index.query(&embedding, POLYPS, Search::Cosine, &[])),
+            "shortlist + re-rank orders the polyps as exact cosine does"
+        );
         for search in [Search::Cosine, Search::Hamming, Search::Asymmetric] {
             let result = index.query(&embedding, POLYPS, search, &[]);
             assert_eq!(result.twins.len(), POLYPS, "{search:?} ranks every polyp");
@@ -154,7 +163,7 @@ fn held_out_views_of_a_polyp_retrieve_that_polyp_first() {
                     first += (rank == 0) as usize;
                 }
                 Search::Asymmetric => first_asymmetric += (rank == 0) as usize,
-                Search::Hamming => {}
+                Search::Hamming | Search::Shortlist => {}
             }
         }
     }

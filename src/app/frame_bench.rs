@@ -17,6 +17,8 @@ pub struct FramePhase {
     pub max_ms: f64,
     /// Training steps finished during the phase.
     pub steps: usize,
+    /// What a frame (or, for one-off phases, the operation) should take at most.
+    pub target_ms: Option<f64>,
 }
 
 /// Frames at up to 60 per second for `seconds` idle, then for `seconds` while training.
@@ -113,12 +115,18 @@ fn tempfile_dir() -> Result<TempDir, String> {
 
 /// One frame: logic, layout, tessellation. Returns its milliseconds.
 fn frame(ctx: &egui::Context, app: &mut App) -> f64 {
+    frame_with(ctx, app, Vec::new())
+}
+
+/// One frame with these input events (a scroll, typed text).
+pub(super) fn frame_with(ctx: &egui::Context, app: &mut App, events: Vec<egui::Event>) -> f64 {
     let start = Instant::now();
     let input = egui::RawInput {
         screen_rect: Some(egui::Rect::from_min_size(
             egui::Pos2::ZERO,
             egui::vec2(1400.0, 860.0),
         )),
+        events,
         ..Default::default()
     };
     app.tick(ctx);
@@ -151,5 +159,6 @@ fn phase(name: &str, ctx: &egui::Context, app: &mut App, seconds: f64) -> FrameP
         p95_ms: at(0.95),
         max_ms: *times.last().unwrap_or(&f64::NAN),
         steps: app.training_run().map_or(0, |r| r.log().losses.len()) - steps_before,
+        target_ms: Some(16.0),
     }
 }

@@ -124,7 +124,9 @@ impl App {
             }
             Command::SetFilter(filter) => {
                 self.state.filter = filter;
-                self.refresh_tree();
+                if let Some(lib) = &mut self.state.library {
+                    lib.apply_filter(&self.state.filter);
+                }
             }
             Command::Guide(page) => self.state.guide = page,
             Command::ShowTab(tab) => {
@@ -256,7 +258,7 @@ impl App {
             .and_then(|store| super::loading::load_library(store, path))
         {
             Ok(mut lib) => {
-                lib.tree = lib.store.case_tree(&self.state.filter).unwrap_or_default();
+                lib.apply_filter(&self.state.filter);
                 if lib.store.is_read_only() {
                     self.state.toast(
                         ToastLevel::Warning,
@@ -375,12 +377,15 @@ impl App {
         let Some(lib) = &mut self.state.library else {
             return;
         };
-        let tree = lib.store.case_tree(&self.state.filter);
+        let listing = lib.store.case_listing();
         if let Ok(stats) = lib.store.stats() {
             lib.stats = stats;
         }
-        match tree {
-            Ok(tree) => lib.tree = tree,
+        match listing {
+            Ok(listing) => {
+                lib.listing = listing;
+                lib.apply_filter(&self.state.filter);
+            }
             Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
         }
     }

@@ -69,7 +69,11 @@ pub struct Library {
     pub path: PathBuf,
     /// Opened read-only: labelling and imports are disabled.
     pub read_only: bool,
+    /// Every examination, unfiltered, as read from the library.
+    pub listing: crate::store::CaseListing,
+    /// What the filter leaves of it, and its lines in display order.
     pub tree: Vec<ExamNode>,
+    pub rows: Vec<super::listing::BrowserRow>,
     pub stats: LibraryStats,
     pub histologies: Vec<String>,
     pub locations: Vec<String>,
@@ -470,7 +474,7 @@ impl TwinPanel {
         TwinPanel {
             models_dir: crate::default_models_dir(),
             k: 6,
-            search: crate::twins::Search::Cosine,
+            search: crate::twins::Search::Shortlist,
             weighted: false,
             auto: true,
             answer: None,
@@ -589,12 +593,6 @@ impl AppState {
         let Some(lib) = &self.library else {
             return Vec::new();
         };
-        let mut rows = Vec::new();
-        for node in &lib.tree {
-            rows.push(Selection::Examination(node.exam.id));
-            rows.extend(node.polyps.iter().map(|p| Selection::Polyp(p.id)));
-            rows.extend(node.videos.iter().map(|v| Selection::Video(v.id)));
-        }
-        rows
+        lib.rows.iter().map(|r| r.selection(&lib.tree)).collect()
     }
 }

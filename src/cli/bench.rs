@@ -1,47 +1,54 @@
-//! `endotwin bench encode | retrieve`: speed figures printed as tables (never tests).
+//! `endotwin bench encode | train | retrieve | frames`: speed figures printed as tables (never
+//! tests); `--json FILE` writes the same rows, `{"machine": "...", "rows": [{...}]}`, keys as
+//! printed. `--pytorch PYTHON` runs the PyTorch reference script in the same run and adds
+//! each row's ratio to its time.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use endotwin::bench;
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub enum BenchWhat {
     /// Image encoders (CLIP ViT-B/32, our twin-small) forward at batch 1 and 32 on burn-flex,
     /// burn-ndarray (with --features bench-ndarray) and burn-wgpu (with --gpu).
     Encode {
-        /// Comma-separated batch sizes.
-        #[arg(long, value_delimiter = ',', default_value = "1,32")]
-        batches: Vec<usize>,
-        /// Comma-separated models: vit-b32, twin-small.
-        #[arg(long, value_delimiter = ',', default_value = "vit-b32,twin-small")]
-        models: Vec<String>,
-        /// At least this many timed runs per row...
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// ...and at least this many seconds.
-        #[arg(long, default_value_t = 3.0)]
-        seconds: f64,
-        /// Also time burn-wgpu on any adapter (software ones included).
-        #[arg(long)]
-        gpu: bool,
+        #[command(flatten)]
+        common: EncoderArgs,
         /// Also time the ops of one ViT-B/32 block at the largest batch (where the time goes).
         #[arg(long)]
         breakdown: bool,
     },
-    /// GUI frame times (logic, layout, tessellation) idle and while a training run goes on the
-    /// same cores, on the Training tab with its live curves; target under 16 ms.
+    /// One optimizer step (forward, backward, AdamW) of the image encoders at batch 32.
+    Train {
+        #[command(flatten)]
+        common: EncoderArgs,
+    },
+    /// GUI frame times (logic, layout, tessellation). Without --library: idle and while a
+    /// training run goes on the same cores (Training tab, live curves). With --library: the
+    /// large-library figures (cold start, browser scrolling, the map of every polyp, search,
+    /// index load, a twin query). Target under 16 ms a frame.
     Frames {
         /// Seconds of frames in each phase.
         #[arg(long, default_value_t = 20.0)]
         seconds: f64,
+        /// A library to measure on (e.g. one made by `endotwin demo --scale 100000`).
+        #[arg(long)]
+        library: Option<PathBuf>,
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
-    /// Twin search on synthetic libraries: exact Hamming, multi-index hashing, exact cosine;
-    /// one thread, top-k.
+    /// Twin search on synthetic libraries: exact Hamming, multi-index hashing, exact cosine and
+    /// the Hamming shortlist re-ranked by cosine (with its recall of cosine's top k); one thread.
     Retrieve {
         #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
         sizes: Vec<usize>,
-        /// Code lengths (multiples of 64).
+        /// Code lengths of the codes-only rows (multiples of 64).
         #[arg(long, value_delimiter = ',', default_value = "256,1024")]
         bits: Vec<usize>,
+        /// Dimension of the synthetic embeddings (and bits of their sign codes).
+        #[arg(long, default_value_t = 256)]
+        dim: usize,
         #[arg(long, default_value_t = 6)]
         k: usize,
         #[arg(long, default_value_t = 200)]
@@ -49,118 +56,422 @@ pub enum BenchWhat {
         /// Queries per batch for the batched scan.
         #[arg(long, default_value_t = 32)]
         batch: usize,
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
+}
+
+#[derive(clap::Args)]
+pub struct EncoderArgs {
+    /// Comma-separated batch sizes (default: 1,32 for encode, 32 for train).
+    #[arg(long, value_delimiter = ',')]
+    batches: Vec<usize>,
+    /// Comma-separated models: vit-b32, twin-small.
+    #[arg(long, value_delimiter = ',', default_value = "vit-b32,twin-small")]
+    models: Vec<String>,
+    /// At least this many timed runs per row...
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// ...and at least this many seconds.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Also time burn-wgpu on any adapter (software ones included).
+    #[arg(long)]
+    gpu: bool,
+    /// A Python with torch: runs tests/fixtures/bench_pytorch.py (bundled) with the same
+    /// models, batches and 2 threads after the burn rows, and adds `ratio_to_pytorch`.
+    #[arg(long)]
+    pytorch: Option<PathBuf>,
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// A printed table whose rows are also kept for `--json`.
+struct Table {
+    keys: Vec<&'static str>,
+    rows: Vec<Map<String, Value>>,
+}
+
+impl Table {
+    fn new(keys: &[&'static str]) -> Table {
+        println!("| {} |", keys.join(" | "));
+        println!("|{}", " --- |".repeat(keys.len()));
+        Table {
+            keys: keys.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// One row: values in key order (numbers are printed with 3 significant decimals at most).
+    fn row(&mut self, values: Vec<Value>) {
+        let cells: Vec<String> = values.iter().map(cell).collect();
+        println!("| {} |", cells.join(" | "));
+        self.rows.push(
+            self.keys
+                .iter()
+                .map(|k| k.to_string())
+                .zip(values)
+                .collect(),
+        );
+    }
+
+    fn save(&self, path: Option<&Path>, extra: Value) -> Result<()> {
+        let Some(path) = path else { return Ok(()) };
+        let mut out = json!({"machine": endotwin::plumbing::machine(), "rows": self.rows});
+        if let (Value::Object(o), Value::Object(e)) = (&mut out, extra) {
+            o.extend(e);
+        }
+        super::write_output(path, serde_json::to_string_pretty(&out)?.as_bytes())
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_f64() => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            if x.abs() >= 100.0 {
+                format!("{x:.1}")
+            } else if x.abs() >= 1.0 {
+                format!("{x:.2}")
+            } else {
+                format!("{x:.4}")
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+fn num(x: f64) -> Value {
+    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+}
+
+fn opt(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, num)
 }
 
 pub fn run(what: BenchWhat) -> Result<()> {
     match what {
-        BenchWhat::Frames { seconds } => {
-            println!("machine: {}", endotwin::plumbing::machine());
-            let phases =
-                endotwin::app::frame_bench::frame_times(seconds, &mut |s| eprintln!("{s}"))
-                    .map_err(anyhow::Error::msg)?;
-            println!(
-                "GUI frames at up to 60 per second, 1400x860, CPU side (the GPU's drawing not included)"
-            );
-            println!("| phase | frames | median ms | p95 ms | max ms | training steps |");
-            println!("| --- | --- | --- | --- | --- | --- |");
-            for p in &phases {
-                println!(
-                    "| {} | {} | {:.2} | {:.2} | {:.2} | {} |",
-                    p.name, p.frames, p.median_ms, p.p95_ms, p.max_ms, p.steps
-                );
-            }
-            Ok(())
-        }
-        BenchWhat::Encode {
-            batches,
-            models,
-            runs,
+        BenchWhat::Frames {
             seconds,
-            gpu,
-            breakdown,
-        } => {
-            let largest = batches.iter().copied().max().unwrap_or(1);
-            encode(batches, models, runs, seconds, gpu)?;
+            library,
+            json,
+        } => frames(seconds, library, json),
+        BenchWhat::Encode { common, breakdown } => {
+            let largest = common.batches.iter().copied().max().unwrap_or(32);
+            encoders(common, "forward")?;
             if breakdown {
-                for (name, device) in bench::devices(gpu) {
+                for (name, device) in bench::devices(false) {
                     println!("\n{name}: one ViT-B/32 block's ops at batch {largest}");
-                    println!("| op | ms |\n| --- | --- |");
-                    for (op, ms) in bench::encode_breakdown(&device, largest, runs.max(1)) {
-                        println!("| {op} | {ms:.1} |");
+                    let mut t = Table::new(&["op", "ms"]);
+                    for (op, ms) in bench::encode_breakdown(&device, largest, 3) {
+                        t.row(vec![op.into(), num(ms)]);
                     }
                 }
             }
             Ok(())
         }
+        BenchWhat::Train { common } => encoders(common, "train"),
         BenchWhat::Retrieve {
             sizes,
             bits,
+            dim,
             k,
             queries,
             batch,
+            json,
         } => {
-            if let Some(b) = bits.iter().find(|b| **b == 0 || **b % 64 != 0) {
+            if let Some(b) = bits
+                .iter()
+                .chain([&dim])
+                .find(|b| **b == 0 || **b % 64 != 0)
+            {
                 anyhow::bail!("code length {b} is not a positive multiple of 64");
             }
             println!("machine: {}", endotwin::plumbing::machine());
-            println!("top-{k}, {queries} queries near library entries, one thread");
-            println!("| entries | bits | method | batch | ms / query | queries/s |");
-            println!("| --- | --- | --- | --- | --- | --- |");
+            println!(
+                "top-{k}, {queries} queries near library entries, one thread; recall: share of \
+                 exact cosine's top-{k} returned"
+            );
+            let mut t = Table::new(&[
+                "entries",
+                "bits",
+                "data",
+                "method",
+                "batch",
+                "ms",
+                "queries_per_s",
+                "recall_at_k",
+            ]);
             let options = bench::RetrieveOptions {
                 sizes,
                 bits,
                 k,
                 queries: queries.max(1),
                 batch: batch.max(1),
+                dim,
             };
             bench::retrieve(&options, |r| {
-                println!(
-                    "| {} | {} | {} | {} | {:.4} | {:.0} |",
-                    r.entries, r.bits, r.method, r.batch, r.ms_per_query, r.queries_per_s
-                )
+                t.row(vec![
+                    r.entries.into(),
+                    r.bits.into(),
+                    r.data.into(),
+                    r.method.clone().into(),
+                    r.batch.into(),
+                    num(r.ms),
+                    num(r.queries_per_s.round()),
+                    opt(r.recall),
+                ])
             });
-            Ok(())
+            t.save(json.as_deref(), json!({ "k": k }))
         }
     }
 }
 
-fn encode(
-    batches: Vec<usize>,
-    models: Vec<String>,
-    runs: usize,
-    seconds: f64,
-    gpu: bool,
-) -> Result<()> {
+/// `bench encode` (mode "forward") and `bench train` (mode "train").
+fn encoders(args: EncoderArgs, mode: &str) -> Result<()> {
     let mut chosen = Vec::new();
-    for m in &models {
+    for m in &args.models {
         match bench::MODELS.iter().find(|known| **known == m.as_str()) {
             Some(known) => chosen.push(*known),
             None => anyhow::bail!("unknown model `{m}`; known: {}", bench::MODELS.join(", ")),
         }
     }
-    println!("machine: {}", endotwin::plumbing::machine());
-    println!("image encoder forward, random weights and inputs, end to end (result read back)");
-    println!("| backend | model | batch | runs | ms / batch | images/s | peak RSS MiB |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
-    let options = bench::EncodeOptions {
-        batches,
-        min_runs: runs.max(1),
-        min_time: std::time::Duration::from_secs_f64(seconds.max(0.0)),
-        gpu,
-        models: chosen,
+    let batches = match (args.batches.is_empty(), mode) {
+        (false, _) => args.batches.clone(),
+        (true, "train") => vec![32],
+        (true, _) => vec![1, 32],
     };
-    bench::encode(&options, |r| {
-        println!(
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {} |",
-            r.backend,
-            r.model,
-            r.batch,
-            r.runs,
-            r.ms_per_batch,
-            r.images_per_s,
-            r.peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}"))
-        )
+    if batches.contains(&0) {
+        anyhow::bail!("a batch of 0 images measures nothing");
+    }
+    println!("machine: {}", endotwin::plumbing::machine());
+    match mode {
+        "train" => println!(
+            "one training step: forward, mean squared error to random targets, backward, AdamW; \
+             random weights and inputs, loss read back"
+        ),
+        _ => println!(
+            "image encoder forward, random weights and inputs, end to end (result read back)"
+        ),
+    }
+    let mut t = Table::new(&[
+        "backend",
+        "model",
+        "mode",
+        "batch",
+        "runs",
+        "ms",
+        "images_per_s",
+        "peak_rss_mib",
+        "ratio_to_pytorch",
+    ]);
+    let min_time = std::time::Duration::from_secs_f64(args.seconds.max(0.0));
+    let mut ours: Vec<Row> = Vec::new();
+    let add = |t: &mut Table, backend: &str, model: &str, batch, runs, ms: f64, rss, ratio| {
+        t.row(vec![
+            backend.into(),
+            model.into(),
+            mode.into(),
+            json!(batch),
+            json!(runs),
+            num(ms),
+            num(batch as f64 * 1000.0 / ms),
+            opt(rss),
+            opt(ratio),
+        ])
+    };
+    if mode == "train" {
+        let options = bench::TrainOptions {
+            batches: batches.clone(),
+            models: chosen.clone(),
+            min_runs: args.runs.max(1),
+            min_time,
+            gpu: args.gpu,
+        };
+        bench::train(&options, |r| {
+            ours.push((
+                r.backend.clone(),
+                r.model.to_string(),
+                r.batch,
+                r.runs,
+                r.ms,
+                r.peak_rss_mib,
+            ));
+        });
+    } else {
+        let options = bench::EncodeOptions {
+            batches: batches.clone(),
+            min_runs: args.runs.max(1),
+            min_time,
+            gpu: args.gpu,
+            models: chosen.clone(),
+        };
+        bench::encode(&options, |r| {
+            ours.push((
+                r.backend.clone(),
+                r.model.to_string(),
+                r.batch,
+                r.runs,
+                r.ms_per_batch,
+                r.peak_rss_mib,
+            ));
+        });
+    }
+    let reference = match &args.pytorch {
+        Some(python) => pytorch(python, mode, &chosen, &batches, &args)?,
+        None => Vec::new(),
+    };
+    // The fastest PyTorch row of the same model and batch is the reference.
+    let best = |model: &str, batch: usize| {
+        reference
+            .iter()
+            .filter(|r| r.1 == model && r.2 == batch)
+            .map(|r| r.4)
+            .min_by(f64::total_cmp)
+    };
+    for (backend, model, batch, runs, ms, rss) in &ours {
+        let ratio = best(model, *batch).map(|p| ms / p);
+        add(&mut t, backend, model, *batch, *runs, *ms, *rss, ratio);
+    }
+    for (backend, model, batch, runs, ms, rss) in &reference {
+        add(
+            &mut t,
+            backend,
+            model,
+            *batch,
+            *runs,
+            *ms,
+            *rss,
+            Some(1.0).filter(|_| best(model, *batch) == Some(*ms)),
+        );
+    }
+    t.save(args.json.as_deref(), json!({ "threads": 2 }))
+}
+
+type Row = (String, String, usize, usize, f64, Option<f64>);
+
+/// Runs the bundled PyTorch reference script with `python` and reads its JSON rows.
+fn pytorch(
+    python: &Path,
+    mode: &str,
+    models: &[&str],
+    batches: &[usize],
+    args: &EncoderArgs,
+) -> Result<Vec<Row>> {
+    let dir = std::env::temp_dir().join(format!("endotwin-bench-pytorch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let script = dir.join("bench_pytorch.py");
+    let out = dir.join("rows.json");
+    std::fs::write(
+        &script,
+        include_str!("../../tests/fixtures/bench_pytorch.py"),
+    )?;
+    let join = |v: Vec<String>| v.join(",");
+    eprintln!("running the PyTorch reference ({})...", python.display());
+    let status = std::process::Command::new(python)
+        .arg(&script)
+        .args(["--mode", mode, "--threads", "2"])
+        .args([
+            "--models",
+            &join(models.iter().map(|m| m.to_string()).collect()),
+        ])
+        .args([
+            "--batches",
+            &join(batches.iter().map(|b| b.to_string()).collect()),
+        ])
+        .args(["--runs", &args.runs.max(1).to_string()])
+        .args(["--seconds", &args.seconds.to_string(), "--json"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("{}: cannot run", python.display()));
+    let text = status.and_then(|s| {
+        anyhow::ensure!(s.success(), "the PyTorch reference failed ({s})");
+        Ok(std::fs::read_to_string(&out)?)
     });
-    Ok(())
+    let _ = std::fs::remove_dir_all(&dir);
+    let parsed: Value = serde_json::from_str(&text?)?;
+    if let Some(m) = parsed["machine"].as_str() {
+        println!("reference: {m}");
+    }
+    Ok(parsed["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["backend"].as_str().unwrap_or("pytorch").to_string(),
+                r["model"].as_str().unwrap_or("").to_string(),
+                r["batch"].as_u64().unwrap_or(0) as usize,
+                r["runs"].as_u64().unwrap_or(0) as usize,
+                r["ms"].as_f64().unwrap_or(f64::NAN),
+                r["peak_rss_mib"].as_f64(),
+            )
+        })
+        .collect())
+}
+
+fn frames(seconds: f64, library: Option<PathBuf>, json: Option<PathBuf>) -> Result<()> {
+    println!("machine: {}", endotwin::plumbing::machine());
+    if let Some(lib) = library {
+        return large_library(&lib, seconds, json);
+    }
+    let phases = endotwin::app::frame_bench::frame_times(seconds, &mut |s| eprintln!("{s}"))
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "GUI frames at up to 60 per second, 1400x860, CPU side (the GPU's drawing not included)"
+    );
+    let mut t = Table::new(&[
+        "phase",
+        "frames",
+        "median_ms",
+        "p95_ms",
+        "max_ms",
+        "training_steps",
+    ]);
+    for p in &phases {
+        t.row(vec![
+            p.name.clone().into(),
+            p.frames.into(),
+            num(p.median_ms),
+            num(p.p95_ms),
+            num(p.max_ms),
+            p.steps.into(),
+        ]);
+    }
+    t.save(json.as_deref(), json!({}))
+}
+
+fn large_library(library: &Path, seconds: f64, json: Option<PathBuf>) -> Result<()> {
+    let phases =
+        endotwin::app::scale_bench::large_library(library, seconds, &mut |s| eprintln!("{s}"))
+            .map_err(anyhow::Error::msg)?;
+    println!(
+        "GUI on {}: CPU side of each frame (GPU drawing not included)",
+        library.display()
+    );
+    let mut t = Table::new(&[
+        "phase",
+        "frames",
+        "median_ms",
+        "p95_ms",
+        "max_ms",
+        "target_ms",
+    ]);
+    for p in &phases {
+        t.row(vec![
+            p.name.clone().into(),
+            p.frames.into(),
+            num(p.median_ms),
+            num(p.p95_ms),
+            num(p.max_ms),
+            opt(p.target_ms),
+        ]);
+    }
+    t.save(
+        json.as_deref(),
+        json!({ "library": library.display().to_string() }),
+    )
 }

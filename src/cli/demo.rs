@@ -38,6 +38,16 @@ pub struct DemoArgs {
     /// Side of still frames in pixels.
     #[arg(long, default_value_t = 256)]
     size: u32,
+    /// A large library for speed figures: after the phantom, index it with the shipped twin
+    /// models and copy its polyps (same view files, their embeddings with a little noise) into
+    /// new examinations until it holds this many polyps, and its videos until --scale-videos.
+    #[arg(long)]
+    scale: Option<usize>,
+    #[arg(long, default_value_t = 1000, requires = "scale")]
+    scale_videos: usize,
+    /// Twin models for --scale (default: the shipped ones).
+    #[arg(long, requires = "scale")]
+    models: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -53,7 +63,7 @@ pub struct ContactSheetArgs {
 
 /// The most a demo library may hold of each thing: far above any demo or test, far below
 /// what would fill a disk or memory before a frame is written.
-const DEMO_LIMITS: [(&str, usize); 8] = [
+const DEMO_LIMITS: [(&str, usize); 10] = [
     ("--polyps", 100_000),
     ("--views", 32),
     ("--videos", 1_000),
@@ -62,6 +72,8 @@ const DEMO_LIMITS: [(&str, usize); 8] = [
     ("--background", 1_000),
     ("--frames-per-exam", 1_000),
     ("--size", 2_048),
+    ("--scale", 10_000_000),
+    ("--scale-videos", 100_000),
 ];
 
 /// Refuses sizes no demo library can have, before anything is made.
@@ -75,6 +87,8 @@ fn check_demo_size(args: &DemoArgs) -> Result<()> {
         args.background,
         args.frames_per_exam,
         args.size as usize,
+        args.scale.unwrap_or(0),
+        args.scale_videos,
     ];
     for ((flag, max), value) in DEMO_LIMITS.iter().zip(given) {
         if value > *max {
@@ -149,6 +163,46 @@ pub fn run(args: DemoArgs) -> Result<()> {
         report.video_frames,
         report.boxes,
         report.capsule_images,
+        started.elapsed().as_secs_f32()
+    );
+    if let Some(polyps) = args.scale {
+        scale(&mut store, &args, polyps)?;
+    }
+    Ok(())
+}
+
+/// `--scale`: index the phantom, then copy its polyps and videos up to the sizes asked.
+fn scale(store: &mut Store, args: &DemoArgs, polyps: usize) -> Result<()> {
+    use endotwin::twins::{TwinModels, index_library, scale::replicate};
+    let started = std::time::Instant::now();
+    let dir = args
+        .models
+        .clone()
+        .unwrap_or_else(endotwin::default_models_dir);
+    let device = endotwin::compute::Compute::cpu(None).device;
+    let models = TwinModels::load(&dir, &device)?;
+    let progress = Arc::new(Progress::new());
+    let bar = super::stage_bar();
+    let watcher = super::watch(progress.clone(), bar.clone());
+    let result = index_library(store, &models, &progress).and_then(|_| {
+        replicate(
+            store,
+            &models,
+            polyps,
+            args.scale_videos,
+            args.seed,
+            &progress,
+        )
+    });
+    bar.finish_and_clear();
+    let _ = watcher.join();
+    let stats = result?;
+    println!(
+        "scaled with {}: {} polyps and {} videos copied into {} examinations, pointing at the same view files ({:.1}s)",
+        models.version(),
+        stats.polyps,
+        stats.videos,
+        stats.examinations,
         started.elapsed().as_secs_f32()
     );
     Ok(())

@@ -23,7 +23,11 @@ pub struct TwinsArgs {
     models: Option<PathBuf>,
     #[arg(long, default_value_t = 6)]
     k: usize,
-    /// Search the sign codes by Hamming distance instead of cosine over floats.
+    /// Exact cosine over every float embedding (default: the 100 nearest sign codes by
+    /// Hamming distance, re-ranked by cosine).
+    #[arg(long, conflicts_with_all = ["hamming", "asymmetric"])]
+    cosine: bool,
+    /// Search the sign codes by Hamming distance only.
     #[arg(long, conflicts_with = "asymmetric")]
     hamming: bool,
     /// Score the float query against the library's sign codes (asymmetric hashing).
@@ -79,10 +83,11 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
     let models = TwinModels::load(&dir, &compute.device)?;
     let index = TwinIndex::load(&store, &models)?;
-    let search = match (args.hamming, args.asymmetric) {
-        (true, _) => Search::Hamming,
-        (false, true) => Search::Asymmetric,
-        (false, false) => Search::Cosine,
+    let search = match (args.cosine, args.hamming, args.asymmetric) {
+        (true, _, _) => Search::Cosine,
+        (_, true, _) => Search::Hamming,
+        (_, _, true) => Search::Asymmetric,
+        _ => Search::Shortlist,
     };
     let (result, _) = query_images(&models, &index, &decoded, args.k, search, &[])?;
     println!(
@@ -98,6 +103,7 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
             Search::Hamming => "Hamming",
             Search::Asymmetric => "codes with a float query",
             Search::Cosine => "cosine",
+            Search::Shortlist => "Hamming shortlist, cosine re-rank",
         },
         started.elapsed().as_secs_f64() * 1000.0
     );

@@ -113,8 +113,8 @@ pub struct TwinAnswer {
     pub indexed: usize,
     /// Quarter turns each view was read at (the image encoder card's `input.turns`).
     pub turns: u32,
-    /// Every indexed polyp on the 2-D map: (polyp id, histology, x, y).
-    pub map: Vec<(i64, String, [f32; 2])>,
+    /// Every indexed polyp on the 2-D map, shared between answers of one index.
+    pub map: std::sync::Arc<crate::twins::map::LibraryMap>,
     /// The query on the same map.
     pub query_point: [f32; 2],
     pub millis: f64,
@@ -350,7 +350,7 @@ struct TwinCache {
     models: TwinModels,
     index: TwinIndex,
     pca: crate::twins::map::Pca,
-    map: Vec<(i64, String, [f32; 2])>,
+    map: std::sync::Arc<crate::twins::map::LibraryMap>,
 }
 
 /// The timeline's tracklet embeddings, for one (library, models folder): kept on the engine
@@ -391,6 +391,7 @@ fn twins(
                 .zip(points)
                 .map(|(p, xy)| (p.id, p.histology.clone().unwrap_or_default(), xy))
                 .collect();
+            let map = std::sync::Arc::new(crate::twins::map::LibraryMap::new(map));
             *cache = Some(TwinCache {
                 key,
                 models,

@@ -57,9 +57,56 @@ pub fn unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(n * dim);
     for _ in 0..n {
-        let v: Vec<f32> = (0..dim).map(|_| rng.normal()).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        out.extend(v.iter().map(|x| x / norm));
+        out.extend(unit((0..dim).map(|_| rng.normal()).collect()));
     }
     out
+}
+
+/// Unit embeddings in groups of `group` (a polyp's views and lookalikes): each a random
+/// centre plus Gaussian noise of `spread` per dimension relative to the centre's, normalised.
+/// `spread` 0.5 puts group members ~0.8 cosine apart; unrelated entries are ~0 apart.
+pub fn twin_vectors(n: usize, dim: usize, group: usize, spread: f32, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(n * dim);
+    let mut centre = vec![0.0f32; dim];
+    for i in 0..n {
+        if i % group.max(1) == 0 {
+            centre.iter_mut().for_each(|c| *c = rng.normal());
+        }
+        let v: Vec<f32> = centre.iter().map(|c| c + spread * rng.normal()).collect();
+        out.extend(unit(v));
+    }
+    out
+}
+
+/// A query near entry `i`: its vector plus noise of `spread`, normalised.
+pub fn vector_near(vectors: &[f32], dim: usize, i: usize, spread: f32, rng: &mut Rng) -> Vec<f32> {
+    let v: Vec<f32> = vectors[i * dim..(i + 1) * dim]
+        .iter()
+        .map(|x| x + spread * rng.normal() / (dim as f32).sqrt())
+        .collect();
+    unit(v)
+}
+
+fn unit(v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// The sign code of each vector (bit `j` set where value `j` is positive), `dim / 64` words
+/// each (`dim` a multiple of 64): for isotropic vectors, as good as any random rotation's.
+pub fn sign_codes(vectors: &[f32], dim: usize) -> Vec<u64> {
+    assert!(
+        dim.is_multiple_of(64),
+        "dimension {dim} is not a multiple of 64"
+    );
+    vectors
+        .chunks_exact(64)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .fold(0u64, |w, (b, x)| if *x > 0.0 { w | 1 << b } else { w })
+        })
+        .collect()
 }

@@ -40,6 +40,50 @@ pub struct ExamNode {
     pub loose_frame_count: i64,
 }
 
+/// The whole library as the browser lists it, unfiltered ([`Store::case_listing`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CaseListing {
+    pub exams: Vec<ExamNode>,
+}
+
+impl CaseListing {
+    /// The examinations the filter keeps, with the polyps it keeps (all of them when only the
+    /// examination's own text matches); no store access, linear in the library's size.
+    pub fn tree(&self, filter: &CaseFilter) -> Vec<ExamNode> {
+        let mut out = Vec::new();
+        for node in &self.exams {
+            let exam = &node.exam;
+            let exam_text_match = filter.matches_exam_text(exam);
+            let matching: Vec<PolypRow> = node
+                .polyps
+                .iter()
+                .filter(|p| filter.matches_polyp(exam, p))
+                .cloned()
+                .collect();
+            let keep = if filter.is_polyp_filter() {
+                !matching.is_empty()
+            } else {
+                exam_text_match || !matching.is_empty()
+            };
+            if !keep {
+                continue;
+            }
+            let polyps = if exam_text_match && !filter.is_polyp_filter() {
+                node.polyps.clone()
+            } else {
+                matching
+            };
+            out.push(ExamNode {
+                exam: exam.clone(),
+                polyps,
+                videos: node.videos.clone(),
+                loose_frame_count: node.loose_frame_count,
+            });
+        }
+        out
+    }
+}
+
 /// Browser filters. Empty fields match everything; the text matches codes, location,
 /// histology and Paris class, case-insensitively.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -174,8 +218,10 @@ pub fn upsert_examination(tx: &Transaction<'_>, e: &NewExamination) -> Result<i6
     } else {
         &e.kind
     };
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO examinations(patient_id, code, kind, date, source) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(
         params![patient_id, e.code, kind, e.date, e.source],
     )?;
     Ok(tx.last_insert_rowid())
@@ -191,24 +237,28 @@ pub fn upsert_polyp(tx: &Transaction<'_>, p: &NewPolyp) -> Result<i64> {
     let id = match existing {
         Some(id) => id,
         None => {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO polyps(examination_id, code, location, size_mm, paris) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(
                 params![p.examination_id, p.code, p.location, p.size_mm, p.paris],
             )?;
             tx.last_insert_rowid()
         }
     };
     if let Some(h) = &p.histology {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT OR REPLACE INTO pathology(polyp_id, histology, vienna_class, size_mm) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(
             params![id, h, p.vienna_class, p.size_mm],
         )?;
     }
     for (k, v) in &p.attributes {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT OR REPLACE INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3)",
-            params![id, k, v],
-        )?;
+        )?
+        .execute(params![id, k, v])?;
     }
     Ok(id)
 }
@@ -219,10 +269,10 @@ pub fn add_polyp_view(
     media_id: i64,
     view_index: i64,
 ) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR IGNORE INTO polyp_views(polyp_id, media_id, view_index) VALUES (?1, ?2, ?3)",
-        params![polyp_id, media_id, view_index],
-    )?;
+    )?
+    .execute(params![polyp_id, media_id, view_index])?;
     Ok(())
 }
 
@@ -387,9 +437,22 @@ impl Store {
     /// The browser's tree: examinations with their polyps and videos, after the filter.
     /// With a polyp filter active, examinations without a matching polyp are left out.
     pub fn case_tree(&self, filter: &CaseFilter) -> Result<Vec<ExamNode>> {
-        let polyps = self.polyps()?;
-        let videos = self.videos()?;
-        let mut loose: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+        Ok(self.case_listing()?.tree(filter))
+    }
+
+    /// Every examination with all its polyps and videos, read in one go (a few queries, not
+    /// one per examination): what the browser filters in memory as the user types.
+    pub fn case_listing(&self) -> Result<CaseListing> {
+        use std::collections::HashMap;
+        let mut polyps: HashMap<i64, Vec<PolypRow>> = HashMap::new();
+        for p in self.polyps()? {
+            polyps.entry(p.examination_id).or_default().push(p);
+        }
+        let mut videos: HashMap<i64, Vec<VideoRow>> = HashMap::new();
+        for v in self.videos()? {
+            videos.entry(v.examination_id).or_default().push(v);
+        }
+        let mut loose: HashMap<i64, i64> = HashMap::new();
         {
             let mut stmt = self.conn().prepare(
                 "SELECT examination_id, count(*) FROM media m WHERE examination_id IS NOT NULL
@@ -402,42 +465,28 @@ impl Store {
                 loose.insert(k, v);
             }
         }
-        let mut out = Vec::new();
-        for exam in self.examinations()? {
-            let exam_polyps: Vec<PolypRow> = polyps
-                .iter()
-                .filter(|p| p.examination_id == exam.id)
-                .cloned()
-                .collect();
-            let matching: Vec<PolypRow> = exam_polyps
-                .iter()
-                .filter(|p| filter.matches_polyp(&exam, p))
-                .cloned()
-                .collect();
-            let exam_text_match = filter.matches_exam_text(&exam);
-            let keep = if filter.is_polyp_filter() {
-                !matching.is_empty()
-            } else {
-                exam_text_match || !matching.is_empty()
-            };
-            if !keep {
-                continue;
-            }
-            let shown_polyps = if exam_text_match && !filter.is_polyp_filter() {
-                exam_polyps
-            } else {
-                matching
-            };
-            out.push(ExamNode {
-                polyps: shown_polyps,
-                videos: videos
-                    .iter()
-                    .filter(|v| v.examination_id == exam.id)
-                    .cloned()
-                    .collect(),
+        let exams = self
+            .examinations()?
+            .into_iter()
+            .map(|exam| ExamNode {
+                polyps: polyps.remove(&exam.id).unwrap_or_default(),
+                videos: videos.remove(&exam.id).unwrap_or_default(),
                 loose_frame_count: loose.get(&exam.id).copied().unwrap_or(0),
                 exam,
-            });
+            })
+            .collect();
+        Ok(CaseListing { exams })
+    }
+
+    /// The view media ids of every polyp, in view order, in one query.
+    pub fn all_polyp_view_ids(&self) -> Result<std::collections::HashMap<i64, Vec<i64>>> {
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT polyp_id, media_id FROM polyp_views ORDER BY polyp_id, view_index")?;
+        let mut out: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))? {
+            let (p, m) = row?;
+            out.entry(p).or_default().push(m);
         }
         Ok(out)
     }

@@ -72,9 +72,11 @@ pub fn put_embedding(
         .code
         .as_ref()
         .map(|c| c.iter().flat_map(|w| w.to_le_bytes()).collect());
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR REPLACE INTO embeddings (model_id, target_kind, target_id, source_hash, dim, vector, code)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(
         params![
             model_id,
             target.as_str(),

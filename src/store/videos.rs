@@ -40,10 +40,8 @@ pub fn upsert_video(
     {
         return Ok(id);
     }
-    tx.execute(
-        "INSERT INTO videos(examination_id, code, fps) VALUES (?1, ?2, ?3)",
-        params![examination_id, code, fps],
-    )?;
+    tx.prepare_cached("INSERT INTO videos(examination_id, code, fps) VALUES (?1, ?2, ?3)")?
+        .execute(params![examination_id, code, fps])?;
     Ok(tx.last_insert_rowid())
 }
 
@@ -53,10 +51,10 @@ pub fn add_video_frame(
     frame_index: i64,
     media_id: i64,
 ) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR REPLACE INTO video_frames(video_id, frame_index, media_id) VALUES (?1, ?2, ?3)",
-        params![video_id, frame_index, media_id],
-    )?;
+    )?
+    .execute(params![video_id, frame_index, media_id])?;
     Ok(())
 }
 

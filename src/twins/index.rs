@@ -3,7 +3,9 @@
 
 use super::{Coder, TwinError, TwinModels};
 use crate::plumbing::Progress;
-use crate::retrieval::{Codes, MultiIndex, Vote, cosine_knn, majority, weighted};
+use crate::retrieval::{
+    Codes, MultiIndex, Vote, cosine_knn, majority, shortlist_cosine, shortlist_len, weighted,
+};
 use crate::store::{
     self, EmbeddingRow, EmbeddingTarget, PolypRow, Store, ensure_model, put_embedding,
 };
@@ -179,8 +181,13 @@ pub struct TwinResult {
     pub bits: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Search {
+    /// The nearest codes by Hamming distance (a shortlist of [`crate::retrieval::SHORTLIST`]),
+    /// re-ranked by exact cosine over their float embeddings: the cosine answer wherever the
+    /// true neighbours are in the shortlist, at about the Hamming scan's cost. The default.
+    #[default]
+    Shortlist,
     /// Exact cosine over the float embeddings.
     Cosine,
     /// Exact Hamming over the sign codes (multi-index hashing).
@@ -220,6 +227,7 @@ impl TwinIndex {
         }
         let by_id: HashMap<i64, PolypRow> =
             store.polyps()?.into_iter().map(|p| (p.id, p)).collect();
+        let mut view_ids = store.all_polyp_view_ids()?;
         let dim = rows[0].vector.len();
         let words = models.coder.bits(dim).div_ceil(64);
         let mut polyps = Vec::new();
@@ -231,7 +239,7 @@ impl TwinIndex {
                 continue;
             };
             polyps.push(p.clone());
-            views.push(store.polyp_views(p.id)?.iter().map(|m| m.id).collect());
+            views.push(view_ids.remove(&p.id).unwrap_or_default());
             vectors.extend_from_slice(&r.vector);
             codes.push(&r.code.unwrap_or_else(|| models.coder.code(&r.vector)));
         }
@@ -286,6 +294,18 @@ impl TwinIndex {
         let extra = exclude.len();
         let code = self.coder.code(embedding);
         let order: Vec<u32> = match search {
+            Search::Shortlist => shortlist_cosine(
+                self.codes.codes(),
+                &self.vectors,
+                self.dim,
+                &code,
+                embedding,
+                k + extra,
+                shortlist_len(k + extra),
+            )
+            .into_iter()
+            .map(|h| h.index)
+            .collect(),
             Search::Cosine => cosine_knn(&self.vectors, self.dim, embedding, k + extra)
                 .into_iter()
                 .map(|h| h.index)

@@ -101,3 +101,38 @@ mod lasso_tests {
         assert!(!inside(&[[0.0, 0.0], [1.0, 1.0]], [0.5, 0.5]));
     }
 }
+
+/// The library's polyps on the map, and what a frame draws of them: every polyp up to
+/// [`MAP_DRAWN`], beyond that an even sample (every n-th in index order) per pathology, worked
+/// out once per index so a frame never walks a 100k-polyp library.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LibraryMap {
+    /// Every indexed polyp: (polyp id, histology, x, y).
+    pub points: Vec<(i64, String, [f32; 2])>,
+    /// Per pathology (sorted, "" for unknown): the points drawn.
+    pub layers: Vec<(String, Vec<[f64; 2]>)>,
+    /// How many points the layers hold in all.
+    pub drawn: usize,
+}
+
+/// The most points a frame draws on the map.
+pub const MAP_DRAWN: usize = 5000;
+
+impl LibraryMap {
+    pub fn new(points: Vec<(i64, String, [f32; 2])>) -> LibraryMap {
+        let every = points.len().div_ceil(MAP_DRAWN).max(1);
+        let mut layers: std::collections::BTreeMap<String, Vec<[f64; 2]>> = Default::default();
+        for (i, (_, name, xy)) in points.iter().enumerate() {
+            let layer = layers.entry(name.clone()).or_default();
+            if i % every == 0 {
+                layer.push([xy[0] as f64, xy[1] as f64]);
+            }
+        }
+        let drawn = layers.values().map(Vec::len).sum();
+        LibraryMap {
+            points,
+            layers: layers.into_iter().collect(),
+            drawn,
+        }
+    }
+}

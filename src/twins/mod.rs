@@ -6,6 +6,7 @@ pub mod codes;
 mod index;
 pub mod map;
 pub mod review;
+pub mod scale;
 
 pub use codes::Coder;
 pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};

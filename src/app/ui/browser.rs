@@ -1,8 +1,9 @@
 //! The case browser: search, filters, and examinations → polyps / videos with thumbnails.
 
 use super::super::Command;
+use super::super::listing::BrowserRow;
 use super::super::state::CaseFilter;
-use super::super::state::{AppState, Selection};
+use super::super::state::{AppState, ExamNode, Selection};
 use super::super::textures::Textures;
 
 const THUMB: f32 = 40.0;
@@ -24,51 +25,73 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         lib.tree.len(),
         shown_polyps
     ));
-    egui::ScrollArea::vertical()
-        .auto_shrink([false, false])
-        .show(ui, |ui| {
-            for node in &lib.tree {
-                let exam_sel = Selection::Examination(node.exam.id);
-                let mut counts = vec![plural(node.polyps.len() as i64, "polyp")];
-                if !node.videos.is_empty() {
-                    counts.push(plural(node.videos.len() as i64, "video"));
+    // Only the lines on screen are laid out (`show_rows`): every line is one height, and
+    // the lines were worked out when the library or the filter last changed.
+    let height = THUMB + ui.spacing().item_spacing.y;
+    let selected = lib
+        .rows
+        .iter()
+        .position(|r| r.selection(&lib.tree) == state.selection);
+    let mut area = egui::ScrollArea::vertical().auto_shrink([false, false]);
+    // A selection made elsewhere (arrow keys, a twin, a search hit) is scrolled into view
+    // once, when it changes and is off screen; a click in the list does not move the list.
+    let memory = ui.scope_id().with("browser selection");
+    let (last, visible): (Option<Selection>, (usize, usize)) =
+        ui.data(|d| d.get_temp(memory)).unwrap_or((None, (0, 0)));
+    if last != Some(state.selection)
+        && let Some(at) = selected
+        && !(visible.0..visible.1).contains(&at)
+    {
+        area = area.vertical_scroll_offset((at as f32 - 2.0).max(0.0) * height);
+    }
+    area.show_rows(ui, THUMB, lib.rows.len(), |ui, range| {
+        ui.data_mut(|d| d.insert_temp(memory, (Some(state.selection), (range.start, range.end))));
+        for r in &lib.rows[range] {
+            match *r {
+                BrowserRow::Exam(e) => exam_row(ui, state, &lib.tree[e], out),
+                BrowserRow::Polyp(e, i) => {
+                    let p = &lib.tree[e].polyps[i];
+                    let text = format!(
+                        "{}  {} · {} · {}",
+                        p.code,
+                        p.histology.as_deref().unwrap_or("unknown"),
+                        p.size_mm
+                            .map(|s| format!("{s:.0} mm"))
+                            .unwrap_or_else(|| "? mm".into()),
+                        p.location.as_deref().unwrap_or("?")
+                    );
+                    let sel = Selection::Polyp(p.id);
+                    row(ui, state, textures, p.first_media_id, sel, text, out);
                 }
-                if node.loose_frame_count > 0 {
-                    counts.push(plural(node.loose_frame_count, "frame"));
+                BrowserRow::Video(e, i) => {
+                    let v = &lib.tree[e].videos[i];
+                    let sel = Selection::Video(v.id);
+                    let text = format!("Video {}  {} frames", v.code, v.frame_count);
+                    row(ui, state, textures, v.first_media_id, sel, text, out);
                 }
-                let header = format!("{}  ·  {}", node.exam.code, counts.join(", "));
-                let r = ui.selectable_label(
-                    state.selection == exam_sel,
-                    egui::RichText::new(header).strong(),
-                );
-                if r.clicked() {
-                    out.push(Command::Select(exam_sel));
-                }
-                if state.selection == exam_sel {
-                    r.scroll_to_me(None);
-                }
-                ui.indent(("exam", node.exam.id), |ui| {
-                    for p in &node.polyps {
-                        let sel = Selection::Polyp(p.id);
-                        let text = format!(
-                            "{}  {} · {} · {}",
-                            p.code,
-                            p.histology.as_deref().unwrap_or("unknown"),
-                            p.size_mm
-                                .map(|s| format!("{s:.0} mm"))
-                                .unwrap_or_else(|| "? mm".into()),
-                            p.location.as_deref().unwrap_or("?")
-                        );
-                        row(ui, state, textures, p.first_media_id, sel, text, out);
-                    }
-                    for v in &node.videos {
-                        let sel = Selection::Video(v.id);
-                        let text = format!("Video {}  {} frames", v.code, v.frame_count);
-                        row(ui, state, textures, v.first_media_id, sel, text, out);
-                    }
-                });
             }
-        });
+        }
+    });
+}
+
+/// An examination's line: its code and what it holds, as tall as a thumbnail line.
+fn exam_row(ui: &mut egui::Ui, state: &AppState, node: &ExamNode, out: &mut Vec<Command>) {
+    let sel = Selection::Examination(node.exam.id);
+    let mut counts = vec![plural(node.polyps.len() as i64, "polyp")];
+    if !node.videos.is_empty() {
+        counts.push(plural(node.videos.len() as i64, "video"));
+    }
+    if node.loose_frame_count > 0 {
+        counts.push(plural(node.loose_frame_count, "frame"));
+    }
+    let header = format!("{}  ·  {}", node.exam.code, counts.join(", "));
+    ui.horizontal(|ui| {
+        ui.set_height(THUMB);
+        let r = ui.selectable_label(state.selection == sel, egui::RichText::new(header).strong());
+        if r.clicked() {
+            out.push(Command::Select(sel));
+        }
+    });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -82,6 +105,7 @@ fn row(
     out: &mut Vec<Command>,
 ) {
     ui.horizontal(|ui| {
+        ui.set_height(THUMB);
         let tex = media_id.and_then(|id| textures.thumbnail(id));
         match tex {
             Some(t) => {
@@ -104,9 +128,6 @@ fn row(
             Selection::Polyp(id) if r.clicked() && ctrl => out.push(Command::TogglePicked(id)),
             _ if r.clicked() => out.push(Command::Select(sel)),
             _ => {}
-        }
-        if state.selection == sel {
-            r.scroll_to_me(None);
         }
     });
 }

@@ -31,6 +31,13 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, answer: &TwinAnswer, out: &mut 
     use egui_plot::{Legend, Plot, PlotPoint, PlotPoints, Points};
     ui.horizontal(|ui| {
         ui.strong("Library map (PCA of polyp embeddings)");
+        if answer.map.drawn < answer.map.points.len() {
+            ui.label(format!(
+                "{} of {} polyps drawn (an even sample); the twins, picked polyps and clicks use all",
+                answer.map.drawn,
+                answer.map.points.len()
+            ));
+        }
         ui.label(
             RichText::new("click: open a case · drag: lasso polyps to act on them together")
                 .small()
@@ -40,9 +47,6 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, answer: &TwinAnswer, out: &mut 
     let lasso_id = egui::Id::unique("twin-map-lasso");
     let mut lasso: Vec<[f64; 2]> = ui.data(|d| d.get_temp(lasso_id)).unwrap_or_default();
     let twins: Vec<i64> = answer.result.twins.iter().map(|t| t.polyp.id).collect();
-    let mut names: Vec<String> = answer.map.iter().map(|m| m.1.clone()).collect();
-    names.sort();
-    names.dedup();
     let at = |m: &(i64, String, [f32; 2])| [m.2[0] as f64, m.2[1] as f64];
     let response = Plot::new("twin-map")
         .height(260.0)
@@ -52,22 +56,26 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, answer: &TwinAnswer, out: &mut 
         .allow_drag(false)
         .allow_boxed_zoom(false)
         .show(ui, |plot| {
-            for name in &names {
-                let pts: Vec<[f64; 2]> =
-                    answer.map.iter().filter(|m| &m.1 == name).map(at).collect();
+            for (name, pts) in &answer.map.layers {
                 let label = if name.is_empty() {
                     "unknown"
                 } else {
                     name.as_str()
                 };
                 plot.points(
-                    Points::new(label, PlotPoints::from(pts))
+                    Points::new(label, PlotPoints::from(pts.clone()))
                         .radius(3.0)
                         .color(pathology_colour(name)),
                 );
             }
             let ringed = |ids: &dyn Fn(i64) -> bool| -> Vec<[f64; 2]> {
-                answer.map.iter().filter(|m| ids(m.0)).map(at).collect()
+                answer
+                    .map
+                    .points
+                    .iter()
+                    .filter(|m| ids(m.0))
+                    .map(at)
+                    .collect()
             };
             plot.points(
                 Points::new("twins", PlotPoints::from(ringed(&|id| twins.contains(&id))))
@@ -129,6 +137,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, answer: &TwinAnswer, out: &mut 
     if r.drag_stopped() {
         let picked: Vec<i64> = answer
             .map
+            .points
             .iter()
             .filter(|m| crate::twins::map::inside(&lasso, at(m)))
             .map(|m| m.0)
@@ -140,7 +149,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, answer: &TwinAnswer, out: &mut 
     if r.clicked()
         && let Some(p) = response.inner
     {
-        let nearest = answer.map.iter().min_by(|a, b| {
+        let nearest = answer.map.points.iter().min_by(|a, b| {
             let d = |m: &(i64, String, [f32; 2])| {
                 (m.2[0] as f64 - p.x).powi(2) + (m.2[1] as f64 - p.y).powi(2)
             };

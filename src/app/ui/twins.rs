@@ -159,6 +159,7 @@ fn controls(ui: &mut egui::Ui, state: &AppState, out: &mut Vec<Command>) {
         }
         ui.separator();
         for (search, name) in [
+            (Search::Shortlist, "codes, cosine re-rank"),
             (Search::Cosine, "cosine"),
             (Search::Hamming, "Hamming codes"),
             (Search::Asymmetric, "codes, float query"),

@@ -1,6 +1,13 @@
 //! `endotwin bench encode`: the real image encoders (CLIP ViT-B/32 and our default
 //! `twin-small`) forward on each backend at batch 1 and 32: images/s and the process's peak
-//! resident memory. Figures, not tests.
+//! resident memory. `bench train` (one optimizer step) and `bench retrieve` (twin search) live
+//! beside it. Figures, not tests.
+
+pub mod retrieve;
+pub mod train;
+
+pub use retrieve::{RetrieveOptions, RetrieveRow, retrieve};
+pub use train::{TrainOptions, TrainRow, train};
 
 use crate::compute::{self, BackendPref};
 use crate::model::vit::VitConfig;
@@ -98,132 +105,15 @@ pub fn encode(options: &EncodeOptions, mut report: impl FnMut(&EncodeRow)) -> Ve
 }
 
 /// Linux resets the "high water mark" of resident memory when 5 is written to clear_refs.
-fn reset_peak_rss() {
+pub(crate) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn peak_rss_mib() -> Option<f64> {
+pub(crate) fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
-}
-
-/// One row of `bench retrieve`.
-#[derive(Debug, Clone)]
-pub struct RetrieveRow {
-    pub entries: usize,
-    pub bits: usize,
-    pub method: String,
-    pub batch: usize,
-    /// Wall time per query (batch 1) or per query within a batch.
-    pub ms_per_query: f64,
-    pub queries_per_s: f64,
-}
-
-pub struct RetrieveOptions {
-    pub sizes: Vec<usize>,
-    pub bits: Vec<usize>,
-    pub k: usize,
-    pub queries: usize,
-    pub batch: usize,
-}
-
-/// Exact Hamming scan, multi-index hashing (on uniform codes, its worst case, and on twin
-/// groups, where it is meant to be used) and exact cosine over floats of the same dimension,
-/// one thread, top-k.
-pub fn retrieve(options: &RetrieveOptions, mut report: impl FnMut(&RetrieveRow)) {
-    use crate::plumbing::Rng;
-    use crate::retrieval::synthetic::{self, Layout};
-    use crate::retrieval::{Codes, MultiIndex, cosine_knn, hamming_knn, hamming_knn_batch};
-    let k = options.k;
-    let mut row = |entries, bits, method: &str, batch, total: Duration, queries: usize| {
-        let ms = total.as_secs_f64() * 1000.0 / queries as f64;
-        let r = RetrieveRow {
-            entries,
-            bits,
-            method: method.to_string(),
-            batch,
-            ms_per_query: ms,
-            queries_per_s: 1000.0 / ms,
-        };
-        report(&r);
-    };
-    for &bits in &options.bits {
-        let words = bits / 64;
-        for &n in &options.sizes {
-            let mut rng = Rng::new(n as u64 ^ bits as u64);
-            for (layout_name, layout) in [
-                ("uniform", Layout::Uniform),
-                (
-                    "twins",
-                    Layout::Twins {
-                        size: 8,
-                        flip: 0.03,
-                    },
-                ),
-            ] {
-                let codes = Codes {
-                    words,
-                    data: synthetic::codes(n, words, layout, 7),
-                };
-                let queries: Vec<Vec<u64>> = (0..options.queries)
-                    .map(|_| {
-                        synthetic::query_near(&codes.data, words, rng.below(n), 0.02, &mut rng)
-                    })
-                    .collect();
-                if layout == Layout::Uniform {
-                    let start = Instant::now();
-                    for q in &queries {
-                        std::hint::black_box(hamming_knn(&codes, q, k));
-                    }
-                    row(n, bits, "hamming exact", 1, start.elapsed(), queries.len());
-                    let start = Instant::now();
-                    for chunk in queries.chunks(options.batch) {
-                        std::hint::black_box(hamming_knn_batch(&codes, chunk, k));
-                    }
-                    row(
-                        n,
-                        bits,
-                        "hamming exact",
-                        options.batch,
-                        start.elapsed(),
-                        queries.len(),
-                    );
-                }
-                let index = MultiIndex::build(codes);
-                let mut scratch = Default::default();
-                let start = Instant::now();
-                for q in &queries {
-                    std::hint::black_box(index.knn_with(q, k, &mut scratch));
-                }
-                let name = format!("multi-index ({layout_name})");
-                row(n, bits, &name, 1, start.elapsed(), queries.len());
-            }
-            // Floats: 4 bytes a dimension; the largest libraries of 1024-d vectors are left out.
-            if n * bits <= 256 * 1_000_000 {
-                let vectors = synthetic::unit_vectors(n, bits, 3);
-                let queries: Vec<&[f32]> = (0..options.queries)
-                    .map(|_| {
-                        let i = rng.below(n);
-                        &vectors[i * bits..(i + 1) * bits]
-                    })
-                    .collect();
-                let start = Instant::now();
-                for q in &queries {
-                    std::hint::black_box(cosine_knn(&vectors, bits, q, k));
-                }
-                row(
-                    n,
-                    bits,
-                    "cosine exact (f32)",
-                    1,
-                    start.elapsed(),
-                    queries.len(),
-                );
-            }
-        }
-    }
 }
 
 /// Where a ViT-B/32 forward spends its time on one backend: each op of one block at batch
