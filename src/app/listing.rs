@@ -2,25 +2,14 @@
 //! draws only the lines on screen (a 100k-polyp library is 125k lines; a frame must not touch
 //! them all).
 
-use super::state::{Library, Selection};
-use crate::store::{CaseFilter, ExamNode};
+use crate::store::ExamNode;
 
-/// One line of the browser, by position in [`Library::tree`].
+/// One line of the browser, by position in the filtered tree (`Library::tree`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BrowserRow {
     Exam(usize),
     Polyp(usize, usize),
     Video(usize, usize),
-}
-
-impl BrowserRow {
-    pub fn selection(self, tree: &[ExamNode]) -> Selection {
-        match self {
-            BrowserRow::Exam(e) => Selection::Examination(tree[e].exam.id),
-            BrowserRow::Polyp(e, p) => Selection::Polyp(tree[e].polyps[p].id),
-            BrowserRow::Video(e, v) => Selection::Video(tree[e].videos[v].id),
-        }
-    }
 }
 
 /// Every line of `tree` in display order: each examination, then its polyps and videos.
@@ -32,12 +21,4 @@ pub fn browser_rows(tree: &[ExamNode]) -> Vec<BrowserRow> {
         rows.extend((0..node.videos.len()).map(|v| BrowserRow::Video(e, v)));
     }
     rows
-}
-
-impl Library {
-    /// The tree and lines the filter leaves of the listing, without reading the library.
-    pub fn apply_filter(&mut self, filter: &CaseFilter) {
-        self.tree = self.listing.tree(filter);
-        self.rows = browser_rows(&self.tree);
-    }
 }

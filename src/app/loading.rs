@@ -1,6 +1,7 @@
 //! What the state shows, read from the library in one go: a library opened for the window,
 //! and the viewer's and details panel's contents for a selection. Called by the logic only.
 
+use super::listing::{BrowserRow, browser_rows};
 use super::state::{Details, Library, Selection};
 use crate::store::{self, Store, TargetKind};
 use std::path::Path;
@@ -127,4 +128,22 @@ pub(super) fn details_for(store: &Store, selection: Selection) -> store::Result<
         .map(|c| c.map(|(refined, raw)| (raw, refined)))
         .collect();
     Ok(d)
+}
+
+impl Library {
+    /// The tree and lines the filter leaves of the listing, without reading the library.
+    pub fn apply_filter(&mut self, filter: &store::CaseFilter) {
+        self.tree = self.listing.tree(filter);
+        self.rows = browser_rows(&self.tree);
+    }
+
+    /// What selecting browser line `row` selects.
+    pub fn row_selection(&self, row: BrowserRow) -> Selection {
+        let tree = &self.tree;
+        match row {
+            BrowserRow::Exam(e) => Selection::Examination(tree[e].exam.id),
+            BrowserRow::Polyp(e, p) => Selection::Polyp(tree[e].polyps[p].id),
+            BrowserRow::Video(e, v) => Selection::Video(tree[e].videos[v].id),
+        }
+    }
 }

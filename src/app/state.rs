@@ -593,6 +593,6 @@ impl AppState {
         let Some(lib) = &self.library else {
             return Vec::new();
         };
-        lib.rows.iter().map(|r| r.selection(&lib.tree)).collect()
+        lib.rows.iter().map(|r| lib.row_selection(*r)).collect()
     }
 }

@@ -402,19 +402,24 @@ fn twins(
         }
         let c = cache.as_ref().expect("filled above");
         progress.stage("encoding the query", 1);
-        let (images, exclude) = match &query {
+        let (images, stored, exclude) = match &query {
             TwinQuery::Media {
                 ids,
                 exclude_polyps,
             } => {
                 let mut images = Vec::new();
+                let mut stored = Vec::new();
                 for id in ids {
                     let m = store.media(*id)?.ok_or_else(|| {
                         TwinError::Image(format!("media {id} is not in the library"))
                     })?;
-                    images.push(crate::twins::load_view(&store, &m)?);
+                    let kept = crate::twins::stored_view_embedding(&store, &c.models, &m)?;
+                    if kept.is_none() {
+                        images.push(crate::twins::load_view(&store, &m)?);
+                    }
+                    stored.push(kept);
                 }
-                (images, exclude_polyps.clone())
+                (images, stored, exclude_polyps.clone())
             }
             TwinQuery::Files { paths, boxes } => {
                 let mut images = Vec::new();
@@ -428,11 +433,24 @@ fn twins(
                     };
                     images.push((d.image, focus));
                 }
-                (images, Vec::new())
+                let stored = vec![None; images.len()];
+                (images, stored, Vec::new())
             }
         };
+        // Views indexed with these models keep their stored embeddings; only the others
+        // (opened files, a view whose box changed) are encoded.
+        let mut views: Vec<Option<Vec<f32>>> = stored;
+        let encoded = c.models.encode_views(&images);
+        let mut fresh = encoded.into_iter();
+        for v in views.iter_mut().filter(|v| v.is_none()) {
+            *v = fresh.next();
+        }
+        let views: Vec<Vec<f32>> = views.into_iter().flatten().collect();
+        if views.is_empty() {
+            return Err(TwinError::Image("no views to query with".into()));
+        }
         let (result, embedding) =
-            crate::twins::query_images(&c.models, &c.index, &images, k, search, &exclude)?;
+            crate::twins::query_views(&c.models, &c.index, &views, k, search, &exclude);
         progress.inc();
         Ok(TwinAnswer {
             query,

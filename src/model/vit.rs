@@ -187,23 +187,31 @@ impl Vit {
     /// `turns` is 4.
     pub fn forward_turned(&self, images: Tensor<4>, turns: u32) -> Tensor<2> {
         let unit = |x: Tensor<4>| super::block::l2_normalize(self.forward(x));
-        match turns {
-            2 => {
-                let half = images.clone().flip([2, 3]);
-                super::block::l2_normalize(unit(images) + unit(half))
-            }
+        let [batch, _, _, _] = images.dims();
+        let turned: Vec<Tensor<4>> = match turns {
+            2 => vec![images.clone(), images.flip([2, 3])],
             4 => {
-                let mut sum = unit(images.clone());
+                let mut all = vec![images.clone()];
                 let mut turned = images;
                 for _ in 0..3 {
                     // A quarter turn: transpose the pixel grid, then mirror its columns.
                     turned = turned.swap_dims(2, 3).flip([3]);
-                    sum = sum + unit(turned.clone());
+                    all.push(turned.clone());
                 }
-                super::block::l2_normalize(sum)
+                all
             }
-            _ => unit(images),
-        }
+            _ => return unit(images),
+        };
+        // Every turn in one forward (one batch of turns x images): the same values as a
+        // forward per turn, in a quarter of the calls.
+        let count = turned.len();
+        let all = unit(Tensor::cat(turned, 0)); // [turns * batch, dim]
+        let [_, dim] = all.dims();
+        let sum = all
+            .reshape([count, batch, dim])
+            .sum_dim(0)
+            .reshape([batch, dim]);
+        super::block::l2_normalize(sum)
     }
 
     /// The embedding of tokens [batch, tokens, width] (CLS first): the normalised CLS,

@@ -2,7 +2,6 @@
 //! queries the case browser needs.
 
 use super::media::{media_columns_of, media_from_row};
-use super::videos::VideoRow;
 use super::{MediaRow, Result, Store};
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -29,124 +28,6 @@ pub struct PolypRow {
     pub view_count: i64,
     /// First view, for the browser's thumbnail.
     pub first_media_id: Option<i64>,
-}
-
-/// One examination with what the browser lists under it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ExamNode {
-    pub exam: ExaminationRow,
-    pub polyps: Vec<PolypRow>,
-    pub videos: Vec<VideoRow>,
-    pub loose_frame_count: i64,
-}
-
-/// The whole library as the browser lists it, unfiltered ([`Store::case_listing`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CaseListing {
-    pub exams: Vec<ExamNode>,
-}
-
-impl CaseListing {
-    /// The examinations the filter keeps, with the polyps it keeps (all of them when only the
-    /// examination's own text matches); no store access, linear in the library's size.
-    pub fn tree(&self, filter: &CaseFilter) -> Vec<ExamNode> {
-        let mut out = Vec::new();
-        for node in &self.exams {
-            let exam = &node.exam;
-            let exam_text_match = filter.matches_exam_text(exam);
-            let matching: Vec<PolypRow> = node
-                .polyps
-                .iter()
-                .filter(|p| filter.matches_polyp(exam, p))
-                .cloned()
-                .collect();
-            let keep = if filter.is_polyp_filter() {
-                !matching.is_empty()
-            } else {
-                exam_text_match || !matching.is_empty()
-            };
-            if !keep {
-                continue;
-            }
-            let polyps = if exam_text_match && !filter.is_polyp_filter() {
-                node.polyps.clone()
-            } else {
-                matching
-            };
-            out.push(ExamNode {
-                exam: exam.clone(),
-                polyps,
-                videos: node.videos.clone(),
-                loose_frame_count: node.loose_frame_count,
-            });
-        }
-        out
-    }
-}
-
-/// Browser filters. Empty fields match everything; the text matches codes, location,
-/// histology and Paris class, case-insensitively.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CaseFilter {
-    pub text: String,
-    pub histology: Option<String>,
-    pub location: Option<String>,
-    pub min_size_mm: Option<f64>,
-    pub max_size_mm: Option<f64>,
-}
-
-impl CaseFilter {
-    fn is_polyp_filter(&self) -> bool {
-        self.histology.is_some()
-            || self.location.is_some()
-            || self.min_size_mm.is_some()
-            || self.max_size_mm.is_some()
-    }
-
-    pub fn matches_polyp(&self, exam: &ExaminationRow, p: &PolypRow) -> bool {
-        if let Some(h) = &self.histology
-            && p.histology.as_deref() != Some(h.as_str())
-        {
-            return false;
-        }
-        if let Some(l) = &self.location
-            && p.location.as_deref() != Some(l.as_str())
-        {
-            return false;
-        }
-        let size = p.size_mm.unwrap_or(f64::NAN);
-        if self.min_size_mm.is_some_and(|m| size.is_nan() || size < m) {
-            return false;
-        }
-        if self.max_size_mm.is_some_and(|m| size.is_nan() || size > m) {
-            return false;
-        }
-        let text = self.text.trim().to_lowercase();
-        if text.is_empty() {
-            return true;
-        }
-        [
-            Some(exam.code.as_str()),
-            exam.patient.as_deref(),
-            Some(p.code.as_str()),
-            p.location.as_deref(),
-            p.histology.as_deref(),
-            p.paris.as_deref(),
-        ]
-        .iter()
-        .flatten()
-        .any(|field| field.to_lowercase().contains(&text))
-    }
-
-    fn matches_exam_text(&self, exam: &ExaminationRow) -> bool {
-        let text = self.text.trim().to_lowercase();
-        text.is_empty()
-            || exam.code.to_lowercase().contains(&text)
-            || exam
-                .patient
-                .as_deref()
-                .is_some_and(|p| p.to_lowercase().contains(&text))
-    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -432,50 +313,6 @@ impl Store {
                 polyp_from_row,
             )
             .optional()?)
-    }
-
-    /// The browser's tree: examinations with their polyps and videos, after the filter.
-    /// With a polyp filter active, examinations without a matching polyp are left out.
-    pub fn case_tree(&self, filter: &CaseFilter) -> Result<Vec<ExamNode>> {
-        Ok(self.case_listing()?.tree(filter))
-    }
-
-    /// Every examination with all its polyps and videos, read in one go (a few queries, not
-    /// one per examination): what the browser filters in memory as the user types.
-    pub fn case_listing(&self) -> Result<CaseListing> {
-        use std::collections::HashMap;
-        let mut polyps: HashMap<i64, Vec<PolypRow>> = HashMap::new();
-        for p in self.polyps()? {
-            polyps.entry(p.examination_id).or_default().push(p);
-        }
-        let mut videos: HashMap<i64, Vec<VideoRow>> = HashMap::new();
-        for v in self.videos()? {
-            videos.entry(v.examination_id).or_default().push(v);
-        }
-        let mut loose: HashMap<i64, i64> = HashMap::new();
-        {
-            let mut stmt = self.conn().prepare(
-                "SELECT examination_id, count(*) FROM media m WHERE examination_id IS NOT NULL
-                   AND kind IN ('frame','capsule')
-                   AND NOT EXISTS (SELECT 1 FROM polyp_views v WHERE v.media_id = m.id)
-                 GROUP BY examination_id",
-            )?;
-            for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))? {
-                let (k, v) = row?;
-                loose.insert(k, v);
-            }
-        }
-        let exams = self
-            .examinations()?
-            .into_iter()
-            .map(|exam| ExamNode {
-                polyps: polyps.remove(&exam.id).unwrap_or_default(),
-                videos: videos.remove(&exam.id).unwrap_or_default(),
-                loose_frame_count: loose.get(&exam.id).copied().unwrap_or(0),
-                exam,
-            })
-            .collect();
-        Ok(CaseListing { exams })
     }
 
     /// The view media ids of every polyp, in view order, in one query.

@@ -347,7 +347,7 @@ impl Store {
     pub fn loose_frames(&self, examination_id: i64) -> Result<Vec<MediaRow>> {
         let mut stmt = self.conn().prepare(&format!(
             "SELECT {MEDIA_COLUMNS} FROM media m WHERE examination_id = ?1 AND kind IN ('frame','capsule')
-             AND NOT EXISTS (SELECT 1 FROM polyp_views v WHERE v.media_id = m.id) ORDER BY id"
+             AND m.id NOT IN (SELECT media_id FROM polyp_views) ORDER BY id"
         ))?;
         let rows = stmt.query_map([examination_id], media_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -6,6 +6,7 @@
 mod cases;
 mod check;
 mod labels;
+mod listing;
 mod media;
 mod merge;
 mod models;
@@ -20,6 +21,7 @@ pub use labels::{
     AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LibraryAudit, MAX_REVIEWER_CHARS, TargetKind,
     VIEW_BOX_KEY, check_audit_time, check_reviewer, format_view_box, import_label, parse_view_box,
 };
+pub use listing::{CaseFilter, CaseListing, ExamNode};
 pub use media::{
     MediaFiles, MediaKind, MediaRow, NewMedia, PENDING_JOURNAL, content_hash, insert_media,
     path_within, set_mask, set_thumbnail,

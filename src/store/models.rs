@@ -205,24 +205,28 @@ impl Store {
             "SELECT target_id, source_hash, vector, code FROM embeddings
              WHERE model_id = ?1 AND target_kind = ?2 ORDER BY target_id",
         )?;
-        let rows = stmt.query_map(params![model_id, target.as_str()], |r| {
-            let vector: Vec<u8> = r.get(2)?;
-            let code: Option<Vec<u8>> = r.get(3)?;
-            Ok(EmbeddingRow {
-                target_id: r.get(0)?,
-                source_hash: r.get(1)?,
-                vector: vector
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-                code: code.map(|c| {
-                    c.chunks_exact(8)
-                        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-                        .collect()
-                }),
-            })
-        })?;
+        let rows = stmt.query_map(params![model_id, target.as_str()], embedding_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The stored embedding of one item, if it has one.
+    pub fn embedding(
+        &self,
+        model_id: i64,
+        target: EmbeddingTarget,
+        target_id: i64,
+    ) -> Result<Option<EmbeddingRow>> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT target_id, source_hash, vector, code FROM embeddings
+                 WHERE model_id = ?1 AND target_kind = ?2 AND target_id = ?3",
+            )?
+            .query_row(
+                params![model_id, target.as_str(), target_id],
+                embedding_from_row,
+            )
+            .optional()?)
     }
 
     /// (run id, recipe, status) of every training run, newest first.
@@ -288,4 +292,22 @@ pub struct RunRow {
     pub started_at: String,
     pub finished_at: Option<String>,
     pub config_json: String,
+}
+
+fn embedding_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EmbeddingRow> {
+    let vector: Vec<u8> = r.get(2)?;
+    let code: Option<Vec<u8>> = r.get(3)?;
+    Ok(EmbeddingRow {
+        target_id: r.get(0)?,
+        source_hash: r.get(1)?,
+        vector: vector
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        code: code.map(|c| {
+            c.chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect()
+        }),
+    })
 }

@@ -161,6 +161,24 @@ pub fn index_library(
     Ok(stats)
 }
 
+/// The embedding indexing stored for library view `m` with these models, when it is still
+/// current (same file, same drawn box): a query on a library polyp needs no encoding.
+pub fn stored_view_embedding(
+    store: &Store,
+    models: &TwinModels,
+    m: &store::MediaRow,
+) -> Result<Option<Vec<f32>>, TwinError> {
+    let Some(model) = store.model(VIEW_MODEL, &models.image_card.version)? else {
+        return Ok(None);
+    };
+    let drawn = store.view_box(m.id)?;
+    let source = super::view_source(m, drawn.as_ref());
+    Ok(store
+        .embedding(model.id, EmbeddingTarget::Media, m.id)?
+        .filter(|r| r.source_hash == source)
+        .map(|r| r.vector))
+}
+
 /// One retrieved twin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Twin {
@@ -225,7 +243,7 @@ impl TwinIndex {
         if rows.is_empty() {
             return Err(TwinError::EmptyIndex);
         }
-        let by_id: HashMap<i64, PolypRow> =
+        let mut by_id: HashMap<i64, PolypRow> =
             store.polyps()?.into_iter().map(|p| (p.id, p)).collect();
         let mut view_ids = store.all_polyp_view_ids()?;
         let dim = rows[0].vector.len();
@@ -235,11 +253,11 @@ impl TwinIndex {
         let mut vectors = Vec::new();
         let mut codes = Codes::new(words);
         for r in rows {
-            let Some(p) = by_id.get(&r.target_id) else {
+            let Some(p) = by_id.remove(&r.target_id) else {
                 continue;
             };
-            polyps.push(p.clone());
             views.push(view_ids.remove(&p.id).unwrap_or_default());
+            polyps.push(p);
             vectors.extend_from_slice(&r.vector);
             codes.push(&r.code.unwrap_or_else(|| models.coder.code(&r.vector)));
         }

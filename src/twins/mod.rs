@@ -9,7 +9,9 @@ pub mod review;
 pub mod scale;
 
 pub use codes::Coder;
-pub use index::{IndexStats, Search, Twin, TwinIndex, TwinResult, index_library};
+pub use index::{
+    IndexStats, Search, Twin, TwinIndex, TwinResult, index_library, stored_view_embedding,
+};
 
 use crate::model::preprocess::{Focus, TwinInput};
 use crate::model::scene::{SceneEncoder, SceneEncoderConfig};
@@ -309,8 +311,20 @@ pub fn query_images(
         return Err(TwinError::Image("no views to query with".into()));
     }
     let views = models.encode_views(images);
-    let embedding = models.combine(&views);
-    Ok((index.query(&embedding, k, search, exclude), embedding))
+    Ok(query_views(models, index, &views, k, search, exclude))
+}
+
+/// [`query_images`] from view embeddings already at hand (a library polyp's stored ones).
+pub fn query_views(
+    models: &TwinModels,
+    index: &TwinIndex,
+    views: &[Vec<f32>],
+    k: usize,
+    search: Search,
+    exclude: &[i64],
+) -> (TwinResult, Vec<f32>) {
+    let embedding = models.combine(views);
+    (index.query(&embedding, k, search, exclude), embedding)
 }
 
 /// A library view decoded, with where its polyp is: the box a reviewer drew on it (the

@@ -31,7 +31,7 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     let selected = lib
         .rows
         .iter()
-        .position(|r| r.selection(&lib.tree) == state.selection);
+        .position(|r| lib.row_selection(*r) == state.selection);
     let mut area = egui::ScrollArea::vertical().auto_shrink([false, false]);
     // A selection made elsewhere (arrow keys, a twin, a search hit) is scrolled into view
     // once, when it changes and is off screen; a click in the list does not move the list.
