@@ -194,7 +194,7 @@ fn bench_encode_prints_a_row_per_backend_model_and_batch() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("machine: "), "{text}");
     assert!(
-        text.contains("| burn-flex | twin-small | 1 | 1 |"),
+        text.contains("| burn-flex | twin-small | forward | 1 | 1 |"),
         "{text}"
     );
 
@@ -204,6 +204,46 @@ fn bench_encode_prints_a_row_per_backend_model_and_batch() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown model `vit-h14`"));
+}
+
+/// `bench train` times a whole optimizer step and writes its rows as JSON a script can read.
+#[test]
+fn bench_train_times_a_step_and_writes_the_rows_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("train.json");
+    let out = endotwin()
+        .args(["bench", "train", "--models", "twin-small", "--batches", "2"])
+        .args(["--runs", "1", "--seconds", "0", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("| burn-flex | twin-small | train | 2 | 1 |"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(v["machine"].as_str().is_some_and(|m| !m.is_empty()));
+    let row = &v["rows"][0];
+    assert_eq!(row["mode"], "train");
+    assert_eq!(row["batch"], 2);
+    assert!(row["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{row}");
+    // No reference ran: the ratio is null, not invented.
+    assert!(row["ratio_to_pytorch"].is_null());
+    // The file is not written over without --force.
+    let again = endotwin()
+        .args(["bench", "train", "--models", "twin-small", "--batches", "2"])
+        .args(["--runs", "1", "--seconds", "0", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
 }
 
 #[test]

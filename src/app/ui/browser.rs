@@ -36,8 +36,11 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     // A selection made elsewhere (arrow keys, a twin, a search hit) is scrolled into view
     // once, when it changes and is off screen; a click in the list does not move the list.
     let memory = ui.scope_id().with("browser selection");
-    let (last, visible): (Option<Selection>, (usize, usize)) =
-        ui.data(|d| d.get_temp(memory)).unwrap_or((None, (0, 0)));
+    // Before the first frame drew any line, the top screenful counts as visible.
+    let first_screen = (0, (ui.available_height() / height) as usize);
+    let (last, visible): (Option<Selection>, (usize, usize)) = ui
+        .data(|d| d.get_temp(memory))
+        .unwrap_or((None, first_screen));
     if last != Some(state.selection)
         && let Some(at) = selected
         && !(visible.0..visible.1).contains(&at)
