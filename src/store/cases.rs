@@ -232,6 +232,17 @@ pub fn set_caption(
 
 // ---- reads ----------------------------------------------------------------------------------
 
+/// [`POLYP_QUERY`] for every polyp at once: the views counted in one pass over `polyp_views`
+/// instead of two lookups a polyp (a 100k-polyp library lists in a fraction of the time). The
+/// first view is the one with the lowest index: SQLite gives a bare column the values of the
+/// row that `min()` picked.
+const ALL_POLYPS_QUERY: &str =
+    "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
+        pa.histology, pa.vienna_class, coalesce(v.n, 0), v.first
+    FROM polyps p LEFT JOIN pathology pa ON pa.polyp_id = p.id
+    LEFT JOIN (SELECT polyp_id, count(*) AS n, media_id AS first, min(view_index)
+               FROM polyp_views GROUP BY polyp_id) v ON v.polyp_id = p.id";
+
 const POLYP_QUERY: &str =
     "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
         pa.histology, pa.vienna_class,
@@ -299,7 +310,7 @@ impl Store {
     pub fn polyps(&self) -> Result<Vec<PolypRow>> {
         let mut stmt = self
             .conn()
-            .prepare(&format!("{POLYP_QUERY} ORDER BY p.code"))?;
+            .prepare(&format!("{ALL_POLYPS_QUERY} ORDER BY p.code"))?;
         let rows = stmt.query_map([], polyp_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
