@@ -28,10 +28,6 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     // Only the lines on screen are laid out (`show_rows`): every line is one height, and
     // the lines were worked out when the library or the filter last changed.
     let height = THUMB + ui.spacing().item_spacing.y;
-    let selected = lib
-        .rows
-        .iter()
-        .position(|r| lib.row_selection(*r) == state.selection);
     let mut area = egui::ScrollArea::vertical().auto_shrink([false, false]);
     // A selection made elsewhere (arrow keys, a twin, a search hit) is scrolled into view
     // once, when it changes and is off screen; a click in the list does not move the list.
@@ -41,8 +37,12 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
     let (last, visible): (Option<Selection>, (usize, usize)) = ui
         .data(|d| d.get_temp(memory))
         .unwrap_or((None, first_screen));
+    // The selection's line is looked for only when the selection changed, not every frame.
     if last != Some(state.selection)
-        && let Some(at) = selected
+        && let Some(at) = lib
+            .rows
+            .iter()
+            .position(|r| lib.row_selection(*r) == state.selection)
         && !(visible.0..visible.1).contains(&at)
     {
         area = area.vertical_scroll_offset((at as f32 - 2.0).max(0.0) * height);
