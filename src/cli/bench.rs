@@ -79,7 +79,8 @@ pub struct EncoderArgs {
     #[arg(long)]
     gpu: bool,
     /// A Python with torch: runs tests/fixtures/bench_pytorch.py (bundled) with the same
-    /// models, batches and 2 threads after the burn rows, and adds `ratio_to_pytorch`.
+    /// models and batches, as many threads as burn-flex uses (the machine's cores), after the
+    /// burn rows, and adds `ratio_to_pytorch`.
     #[arg(long)]
     pytorch: Option<PathBuf>,
     #[arg(long)]
@@ -347,10 +348,15 @@ fn encoders(args: EncoderArgs, mode: &str) -> Result<()> {
             Some(1.0).filter(|_| best(model, *batch) == Some(*ms)),
         );
     }
-    t.save(args.json.as_deref(), json!({ "threads": 2 }))
+    t.save(args.json.as_deref(), json!({ "threads": threads() }))
 }
 
 type Row = (String, String, usize, usize, f64, Option<f64>);
+
+/// The threads burn-flex computes on (rayon's pool: one per core), which the reference gets too.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// Runs the bundled PyTorch reference script with `python` and reads its JSON rows.
 fn pytorch(
@@ -372,7 +378,7 @@ fn pytorch(
     eprintln!("running the PyTorch reference ({})...", python.display());
     let status = std::process::Command::new(python)
         .arg(&script)
-        .args(["--mode", mode, "--threads", "2"])
+        .args(["--mode", mode, "--threads", &threads().to_string()])
         .args([
             "--models",
             &join(models.iter().map(|m| m.to_string()).collect()),
