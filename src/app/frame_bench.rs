@@ -139,26 +139,45 @@ pub(super) fn frame_with(ctx: &egui::Context, app: &mut App, events: Vec<egui::E
 
 fn phase(name: &str, ctx: &egui::Context, app: &mut App, seconds: f64) -> FramePhase {
     let steps_before = app.training_run().map_or(0, |r| r.log().losses.len());
+    let times = paced_frames(ctx, app, seconds, |_| Vec::new());
+    let steps = app.training_run().map_or(0, |r| r.log().losses.len()) - steps_before;
+    FramePhase::of_times(name, times, steps, 16.0)
+}
+
+/// Frames for `seconds` at up to 60 a second (as on a display), each with the events `input`
+/// gives for its number; their milliseconds.
+pub(super) fn paced_frames(
+    ctx: &egui::Context,
+    app: &mut App,
+    seconds: f64,
+    mut input: impl FnMut(usize) -> Vec<egui::Event>,
+) -> Vec<f64> {
     let mut times = Vec::new();
     let start = Instant::now();
     while start.elapsed().as_secs_f64() < seconds {
-        let ms = frame(ctx, app);
+        let ms = frame_with(ctx, app, input(times.len()));
         times.push(ms);
-        // At most 60 frames a second, as on a display.
         let left = 1000.0 / 60.0 - ms;
         if left > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(left / 1000.0));
         }
     }
-    times.sort_by(f64::total_cmp);
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    FramePhase {
-        name: name.into(),
-        frames: times.len(),
-        median_ms: at(0.5),
-        p95_ms: at(0.95),
-        max_ms: *times.last().unwrap_or(&f64::NAN),
-        steps: app.training_run().map_or(0, |r| r.log().losses.len()) - steps_before,
-        target_ms: Some(16.0),
+    times
+}
+
+impl FramePhase {
+    /// The median, 95th percentile and worst of `times` (ms).
+    pub(super) fn of_times(name: &str, mut times: Vec<f64>, steps: usize, target_ms: f64) -> Self {
+        times.sort_by(f64::total_cmp);
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        FramePhase {
+            name: name.into(),
+            frames: times.len(),
+            median_ms: at(0.5),
+            p95_ms: at(0.95),
+            max_ms: *times.last().unwrap_or(&f64::NAN),
+            steps,
+            target_ms: Some(target_ms),
+        }
     }
 }

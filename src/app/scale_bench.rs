@@ -4,7 +4,7 @@
 //! the index's load by themselves, the Twins tab's first answer, a twin query on a selected polyp (encoding included), and frames
 //! while the map shows every polyp. The CPU side of each frame (logic, layout, tessellation).
 
-use super::frame_bench::{FramePhase, frame_with};
+use super::frame_bench::{FramePhase, frame_with, paced_frames};
 use super::state::{Selection, Tab};
 use super::{App, Command};
 use crate::compute::Compute;
@@ -38,7 +38,7 @@ pub fn large_library(
     ));
     say("scrolling the browser...");
     let over_browser = egui::Event::PointerMoved(egui::pos2(150.0, 500.0));
-    let times = frames(&ctx, &mut app, seconds, |_| {
+    let times = paced_frames(&ctx, &mut app, seconds, |_| {
         vec![
             over_browser.clone(),
             egui::Event::MouseWheel {
@@ -152,7 +152,7 @@ pub fn large_library(
         100.0,
     ));
     say("frames with the map of every polyp...");
-    let times = frames(&ctx, &mut app, seconds, |_| Vec::new());
+    let times = paced_frames(&ctx, &mut app, seconds, |_| Vec::new());
     phases.push(summary("Twins tab, the map of every polyp", times, 16.0));
     Ok(phases)
 }
@@ -179,40 +179,10 @@ fn wait_for_answer(ctx: &egui::Context, app: &mut App, before: Option<f64>) -> R
     }
 }
 
-/// Frames for `seconds` at up to 60 a second, each with the events `input` gives.
-fn frames(
-    ctx: &egui::Context,
-    app: &mut App,
-    seconds: f64,
-    mut input: impl FnMut(usize) -> Vec<egui::Event>,
-) -> Vec<f64> {
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while start.elapsed().as_secs_f64() < seconds {
-        let ms = frame_with(ctx, app, input(times.len()));
-        times.push(ms);
-        let left = 1000.0 / 60.0 - ms;
-        if left > 0.0 {
-            std::thread::sleep(Duration::from_secs_f64(left / 1000.0));
-        }
-    }
-    times
-}
-
 fn once(name: &str, took: Duration, target_ms: f64) -> FramePhase {
     summary(name, vec![took.as_secs_f64() * 1000.0], target_ms)
 }
 
-fn summary(name: &str, mut times: Vec<f64>, target_ms: f64) -> FramePhase {
-    times.sort_by(f64::total_cmp);
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    FramePhase {
-        name: name.into(),
-        frames: times.len(),
-        median_ms: at(0.5),
-        p95_ms: at(0.95),
-        max_ms: *times.last().unwrap_or(&f64::NAN),
-        steps: 0,
-        target_ms: Some(target_ms),
-    }
+fn summary(name: &str, times: Vec<f64>, target_ms: f64) -> FramePhase {
+    FramePhase::of_times(name, times, 0, target_ms)
 }

@@ -7,34 +7,56 @@ pub mod retrieve;
 pub mod train;
 
 pub use retrieve::{RetrieveOptions, RetrieveRow, retrieve};
-pub use train::{TrainOptions, TrainRow, train};
+pub use train::train;
 
 use crate::compute::{self, BackendPref};
 use crate::model::vit::VitConfig;
 use burn::tensor::{Device, Distribution, Tensor};
 use std::time::{Duration, Instant};
 
+/// One row of `bench encode` (`ms`: one forward of the batch) or `bench train` (`ms`: one
+/// optimizer step), or of the PyTorch reference's output.
 #[derive(Debug, Clone)]
-pub struct EncodeRow {
+pub struct EncoderRow {
     pub backend: String,
-    pub model: &'static str,
+    pub model: String,
     pub batch: usize,
     pub runs: usize,
-    pub ms_per_batch: f64,
-    pub images_per_s: f64,
+    pub ms: f64,
     /// Peak resident set of the process while this row ran (Linux), MiB.
     pub peak_rss_mib: Option<f64>,
 }
 
-pub struct EncodeOptions {
+impl EncoderRow {
+    pub fn images_per_s(&self) -> f64 {
+        self.batch as f64 * 1000.0 / self.ms
+    }
+}
+
+pub struct EncoderOptions {
     pub batches: Vec<usize>,
-    /// Each row runs at least this many timed forwards...
+    /// Each row runs at least this many timed forwards (or steps)...
     pub min_runs: usize,
     /// ...and at least this long.
     pub min_time: Duration,
     /// Time burn-wgpu too, on any adapter (software ones included).
     pub gpu: bool,
     pub models: Vec<&'static str>,
+}
+
+impl EncoderOptions {
+    /// Runs `f` once to warm up (kernels compile, buffers and optimizer state are made), then
+    /// at least `min_runs` times and `min_time` long: (runs, ms per run).
+    pub(crate) fn time(&self, mut f: impl FnMut()) -> (usize, f64) {
+        f();
+        let start = Instant::now();
+        let mut runs = 0;
+        while runs < self.min_runs || start.elapsed() < self.min_time {
+            f();
+            runs += 1;
+        }
+        (runs, start.elapsed().as_secs_f64() * 1000.0 / runs as f64)
+    }
 }
 
 pub const MODELS: [&str; 2] = ["vit-b32", "twin-small"];
@@ -60,7 +82,7 @@ pub fn devices(gpu: bool) -> Vec<(String, Device)> {
 }
 
 /// Runs `report` after each row so a long run shows progress.
-pub fn encode(options: &EncodeOptions, mut report: impl FnMut(&EncodeRow)) -> Vec<EncodeRow> {
+pub fn encode(options: &EncoderOptions, mut report: impl FnMut(&EncoderRow)) -> Vec<EncoderRow> {
     let mut rows = Vec::new();
     for (backend, device) in devices(options.gpu) {
         for &model in &options.models {
@@ -77,23 +99,14 @@ pub fn encode(options: &EncodeOptions, mut report: impl FnMut(&EncodeRow)) -> Ve
                     Distribution::Normal(0.0, 1.0),
                     &device,
                 );
-                // Warm-up: kernels compile (wgpu, autotune) and buffers are allocated once.
-                let _ = vit.forward(x.clone()).into_data();
-                let start = Instant::now();
-                let mut runs = 0;
-                while runs < options.min_runs || start.elapsed() < options.min_time {
-                    // Reading the result back waits for the device: the figure is end to end.
-                    let _ = vit.forward(x.clone()).into_data();
-                    runs += 1;
-                }
-                let ms = start.elapsed().as_secs_f64() * 1000.0 / runs as f64;
-                let row = EncodeRow {
+                // Reading the result back waits for the device: the figure is end to end.
+                let (runs, ms) = options.time(|| drop(vit.forward(x.clone()).into_data()));
+                let row = EncoderRow {
                     backend: backend.clone(),
-                    model,
+                    model: model.to_string(),
                     batch,
                     runs,
-                    ms_per_batch: ms,
-                    images_per_s: batch as f64 * 1000.0 / ms,
+                    ms,
                     peak_rss_mib: peak_rss_mib(),
                 };
                 report(&row);

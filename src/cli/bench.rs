@@ -268,90 +268,50 @@ fn encoders(args: EncoderArgs, mode: &str) -> Result<()> {
         "peak_rss_mib",
         "ratio_to_pytorch",
     ]);
-    let min_time = std::time::Duration::from_secs_f64(args.seconds.max(0.0));
-    let mut ours: Vec<Row> = Vec::new();
-    let add = |t: &mut Table, backend: &str, model: &str, batch, runs, ms: f64, rss, ratio| {
-        t.row(vec![
-            backend.into(),
-            model.into(),
-            mode.into(),
-            json!(batch),
-            json!(runs),
-            num(ms),
-            num(batch as f64 * 1000.0 / ms),
-            opt(rss),
-            opt(ratio),
-        ])
+    let options = bench::EncoderOptions {
+        batches: batches.clone(),
+        min_runs: args.runs.max(1),
+        min_time: std::time::Duration::from_secs_f64(args.seconds.max(0.0)),
+        gpu: args.gpu,
+        models: chosen.clone(),
     };
-    if mode == "train" {
-        let options = bench::TrainOptions {
-            batches: batches.clone(),
-            models: chosen.clone(),
-            min_runs: args.runs.max(1),
-            min_time,
-            gpu: args.gpu,
-        };
-        bench::train(&options, |r| {
-            ours.push((
-                r.backend.clone(),
-                r.model.to_string(),
-                r.batch,
-                r.runs,
-                r.ms,
-                r.peak_rss_mib,
-            ));
-        });
-    } else {
-        let options = bench::EncodeOptions {
-            batches: batches.clone(),
-            min_runs: args.runs.max(1),
-            min_time,
-            gpu: args.gpu,
-            models: chosen.clone(),
-        };
-        bench::encode(&options, |r| {
-            ours.push((
-                r.backend.clone(),
-                r.model.to_string(),
-                r.batch,
-                r.runs,
-                r.ms_per_batch,
-                r.peak_rss_mib,
-            ));
-        });
-    }
+    let ours = match mode {
+        "train" => bench::train(&options, |_| {}),
+        _ => bench::encode(&options, |_| {}),
+    };
     let reference = match &args.pytorch {
         Some(python) => pytorch(python, mode, &chosen, &batches, &args)?,
         None => Vec::new(),
     };
     // The fastest PyTorch row of the same model and batch is the reference.
-    let best = |model: &str, batch: usize| {
+    let best = |r: &bench::EncoderRow| {
         reference
             .iter()
-            .filter(|r| r.1 == model && r.2 == batch)
-            .map(|r| r.4)
+            .filter(|p| p.model == r.model && p.batch == r.batch)
+            .map(|p| p.ms)
             .min_by(f64::total_cmp)
     };
-    for (backend, model, batch, runs, ms, rss) in &ours {
-        let ratio = best(model, *batch).map(|p| ms / p);
-        add(&mut t, backend, model, *batch, *runs, *ms, *rss, ratio);
+    let add = |t: &mut Table, r: &bench::EncoderRow, ratio: Option<f64>| {
+        t.row(vec![
+            r.backend.clone().into(),
+            r.model.clone().into(),
+            mode.into(),
+            json!(r.batch),
+            json!(r.runs),
+            num(r.ms),
+            num(r.images_per_s()),
+            opt(r.peak_rss_mib),
+            opt(ratio),
+        ])
+    };
+    for r in &ours {
+        add(&mut t, r, best(r).map(|p| r.ms / p));
     }
-    for (backend, model, batch, runs, ms, rss) in &reference {
-        add(
-            &mut t,
-            backend,
-            model,
-            *batch,
-            *runs,
-            *ms,
-            *rss,
-            Some(1.0).filter(|_| best(model, *batch) == Some(*ms)),
-        );
+    for r in &reference {
+        add(&mut t, r, Some(1.0).filter(|_| best(r) == Some(r.ms)));
     }
     t.save(args.json.as_deref(), json!({ "threads": threads() }))
 }
-
-type Row = (String, String, usize, usize, f64, Option<f64>);
 
 /// The threads burn-flex computes on (rayon's pool: one per core), which the reference gets too.
 fn threads() -> usize {
@@ -365,7 +325,7 @@ fn pytorch(
     models: &[&str],
     batches: &[usize],
     args: &EncoderArgs,
-) -> Result<Vec<Row>> {
+) -> Result<Vec<bench::EncoderRow>> {
     let dir = std::env::temp_dir().join(format!("endotwin-bench-pytorch-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let script = dir.join("bench_pytorch.py");
@@ -406,15 +366,13 @@ fn pytorch(
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| {
-            (
-                r["backend"].as_str().unwrap_or("pytorch").to_string(),
-                r["model"].as_str().unwrap_or("").to_string(),
-                r["batch"].as_u64().unwrap_or(0) as usize,
-                r["runs"].as_u64().unwrap_or(0) as usize,
-                r["ms"].as_f64().unwrap_or(f64::NAN),
-                r["peak_rss_mib"].as_f64(),
-            )
+        .map(|r| bench::EncoderRow {
+            backend: r["backend"].as_str().unwrap_or("pytorch").to_string(),
+            model: r["model"].as_str().unwrap_or("").to_string(),
+            batch: r["batch"].as_u64().unwrap_or(0) as usize,
+            runs: r["runs"].as_u64().unwrap_or(0) as usize,
+            ms: r["ms"].as_f64().unwrap_or(f64::NAN),
+            peak_rss_mib: r["peak_rss_mib"].as_f64(),
         })
         .collect())
 }
@@ -429,25 +387,28 @@ fn frames(seconds: f64, library: Option<PathBuf>, json: Option<PathBuf>) -> Resu
     println!(
         "GUI frames at up to 60 per second, 1400x860, CPU side (the GPU's drawing not included)"
     );
-    let mut t = Table::new(&[
-        "phase",
-        "frames",
-        "median_ms",
-        "p95_ms",
-        "max_ms",
-        "training_steps",
-    ]);
-    for p in &phases {
+    let t = phase_table(&phases, "training_steps", |p| p.steps.into());
+    t.save(json.as_deref(), json!({}))
+}
+
+/// The frame phases as a table; its last column is `last`.
+fn phase_table(
+    phases: &[endotwin::app::frame_bench::FramePhase],
+    last: &'static str,
+    value: impl Fn(&endotwin::app::frame_bench::FramePhase) -> Value,
+) -> Table {
+    let mut t = Table::new(&["phase", "frames", "median_ms", "p95_ms", "max_ms", last]);
+    for p in phases {
         t.row(vec![
             p.name.clone().into(),
             p.frames.into(),
             num(p.median_ms),
             num(p.p95_ms),
             num(p.max_ms),
-            p.steps.into(),
+            value(p),
         ]);
     }
-    t.save(json.as_deref(), json!({}))
+    t
 }
 
 fn large_library(library: &Path, seconds: f64, json: Option<PathBuf>) -> Result<()> {
@@ -458,24 +419,7 @@ fn large_library(library: &Path, seconds: f64, json: Option<PathBuf>) -> Result<
         "GUI on {}: CPU side of each frame (GPU drawing not included)",
         library.display()
     );
-    let mut t = Table::new(&[
-        "phase",
-        "frames",
-        "median_ms",
-        "p95_ms",
-        "max_ms",
-        "target_ms",
-    ]);
-    for p in &phases {
-        t.row(vec![
-            p.name.clone().into(),
-            p.frames.into(),
-            num(p.median_ms),
-            num(p.p95_ms),
-            num(p.max_ms),
-            opt(p.target_ms),
-        ]);
-    }
+    let t = phase_table(&phases, "target_ms", |p| opt(p.target_ms));
     t.save(
         json.as_deref(),
         json!({ "library": library.display().to_string() }),
