@@ -93,20 +93,16 @@ fn unit(v: Vec<f32>) -> Vec<f32> {
     v.into_iter().map(|x| x / norm).collect()
 }
 
-/// The sign code of each vector (bit `j` set where value `j` is positive), `dim / 64` words
-/// each (`dim` a multiple of 64): for isotropic vectors, as good as any random rotation's.
+/// The sign code of each vector ([`crate::model::hash::pack_signs`]), `dim / 64` words each
+/// (`dim` a multiple of 64), back to back: for isotropic vectors, as good as any random
+/// rotation's.
 pub fn sign_codes(vectors: &[f32], dim: usize) -> Vec<u64> {
     assert!(
         dim.is_multiple_of(64),
         "dimension {dim} is not a multiple of 64"
     );
     vectors
-        .chunks_exact(64)
-        .map(|chunk| {
-            chunk
-                .iter()
-                .enumerate()
-                .fold(0u64, |w, (b, x)| if *x > 0.0 { w | 1 << b } else { w })
-        })
+        .chunks_exact(dim)
+        .flat_map(crate::model::hash::pack_signs)
         .collect()
 }
