@@ -3,7 +3,7 @@
 
 mod cli;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use endotwin::compute::BackendPref;
 use std::path::PathBuf;
 
@@ -94,14 +94,15 @@ enum Command {
 
 fn main() {
     cli::quiet_platform_warnings();
-    let parsed = Cli::parse();
-    if let Err(e) = run(parsed) {
+    let matches = Cli::command().get_matches();
+    let parsed = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Err(e) = run(parsed, &matches) {
         eprintln!("error: {}", cli::one_line(&e));
         std::process::exit(1);
     }
 }
 
-fn run(parsed: Cli) -> anyhow::Result<()> {
+fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let pref = BackendPref::resolve(parsed.backend)?;
     if parsed.library.is_none()
         && std::env::var_os("ENDOTWIN_LIBRARY")
@@ -120,6 +121,7 @@ fn run(parsed: Cli) -> anyhow::Result<()> {
     }
     let library = parsed.library.unwrap_or_else(endotwin::default_library);
     cli::set_output_rules(&library, parsed.force);
+    cli::check_named_outputs(matches)?;
     let command = parsed
         .command
         .unwrap_or(Command::Gui(cli::gui::GuiArgs::default()));

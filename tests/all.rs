@@ -13,6 +13,7 @@ mod cli;
 mod clip_import;
 mod docs;
 mod dual_losses;
+mod guards;
 mod gui;
 mod gui_labelling;
 mod gui_promises;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every file of the library folder (database included) with its bytes' hash.
-fn files(lib: &Path) -> Vec<(PathBuf, String)> {
+pub(crate) fn files(lib: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let mut stack = vec![lib.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -43,7 +43,7 @@ fn media_files(lib: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Runs `c`, killing it after `secs`: a hang fails the test instead of stalling the suite.
-fn run_within(mut c: Command, secs: u64) -> common::Ran {
+pub(crate) fn run_within(mut c: Command, secs: u64) -> common::Ran {
     use std::io::Read;
     let mut child = c
         .stdout(std::process::Stdio::piped())
@@ -80,14 +80,14 @@ fn run_within(mut c: Command, secs: u64) -> common::Ran {
     }
 }
 
-fn endotwin_cmd(lib: &Path, args: &[&str]) -> Command {
+pub(crate) fn endotwin_cmd(lib: &Path, args: &[&str]) -> Command {
     let mut c = common::endotwin(lib);
     c.args(args);
     c
 }
 
 #[cfg(unix)]
-fn mkfifo(path: &Path) {
+pub(crate) fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
     assert!(ok, "mkfifo {}", path.display());
 }

@@ -16,9 +16,12 @@ pub fn large_library(
     seconds: f64,
     say: &mut dyn FnMut(&str),
 ) -> Result<Vec<FramePhase>, String> {
-    if !crate::store::resolve_db_path(library).exists() {
-        return Err(format!("{}: no library there", library.display()));
-    }
+    // Opened once first, so a library that cannot open (missing, damaged) is refused by its
+    // reason, not by the GUI's empty state.
+    drop(
+        crate::store::Store::open(library, crate::store::OpenMode::Existing)
+            .map_err(|e| e.to_string())?,
+    );
     let ctx = egui::Context::default();
     let mut phases = Vec::new();
     say("cold start...");

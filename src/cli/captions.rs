@@ -256,9 +256,10 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         println!("wrote {}", path.display());
     }
     if let Some(path) = &a.confusion {
-        endotwin::eval::report::captions::confusion_png(&e.categories[0])
-            .save(path)
-            .with_context(|| format!("{}: cannot write", path.display()))?;
+        super::write_png(
+            path,
+            &endotwin::eval::report::captions::confusion_png(&e.categories[0]),
+        )?;
         println!("wrote {}", path.display());
     }
     Ok(())

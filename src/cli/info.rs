@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use endotwin::compute::{self, BackendPref};
-use endotwin::store::{OpenMode, Store};
+use endotwin::store::Store;
 use std::path::Path;
 
 pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
@@ -15,7 +15,7 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
     }
     let check = endotwin::engine::device_check(&compute);
     println!("device check (2x2 matmul): {check:?}");
-    let store = Store::open(library, OpenMode::Existing)?;
+    let store = Store::open_to_inspect(library)?;
     let stats = store.stats()?;
     println!("library: {}", store.db_path().display());
     println!(

@@ -170,23 +170,11 @@ const MAX_LABELS_FILE: u64 = 64 << 20;
 
 /// A labels file's text: a regular file (not a FIFO or device) of at most 64 MiB.
 fn read_labels_file(file: &Path) -> Result<String> {
-    let meta =
-        std::fs::metadata(file).with_context(|| format!("{}: cannot read", file.display()))?;
-    if !meta.is_file() {
-        anyhow::bail!(
-            "{}: not a regular file (a folder, FIFO or device)",
-            file.display()
-        );
-    }
-    if meta.len() > MAX_LABELS_FILE {
-        anyhow::bail!(
-            "{}: {} MB; a labels file may be at most {} MB",
-            file.display(),
-            meta.len() >> 20,
-            MAX_LABELS_FILE >> 20
-        );
-    }
-    std::fs::read_to_string(file).with_context(|| format!("{}: cannot read", file.display()))
+    Ok(endotwin::plumbing::input::read_text(
+        file,
+        MAX_LABELS_FILE,
+        "a labels file",
+    )?)
 }
 
 /// `text` with every character that is not printable on one line written as `\u{..}`.

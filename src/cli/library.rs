@@ -3,7 +3,7 @@
 //! library's rules. Reads only; each problem one line; exit status 1 when there is one.
 
 use anyhow::Result;
-use endotwin::store::{OpenMode, Store};
+use endotwin::store::{Store, StoreError};
 use std::path::Path;
 
 #[derive(clap::Subcommand)]
@@ -19,7 +19,12 @@ pub fn run(library: &Path, what: LibraryWhat) -> Result<()> {
 }
 
 fn check(library: &Path) -> Result<()> {
-    let store = Store::open(library, OpenMode::Existing)?;
+    // Read-only: the check writes nothing, not even a stale run's status (a library that
+    // needs a migration first is opened as `info` opens it).
+    let store = match Store::open_read_only(library) {
+        Err(StoreError::ReadOnlyNeedsMigration { .. }) => Store::open_to_inspect(library)?,
+        other => other?,
+    };
     let bar = super::stage_bar();
     bar.set_message("hashing media");
     let report = store.library_check(&|done, total| {

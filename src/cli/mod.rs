@@ -29,16 +29,50 @@ pub fn set_output_rules(library: &std::path::Path, force: bool) {
     let _ = OUTPUT_RULES.set((library.to_path_buf(), force));
 }
 
+/// The library and `--force` of [`set_output_rules`] (none and no force before it is called).
+fn output_rules() -> (Option<&'static std::path::Path>, bool) {
+    OUTPUT_RULES
+        .get()
+        .map(|(l, f)| (Some(l.as_path()), *f))
+        .unwrap_or((None, false))
+}
+
+/// Checks a file the command will write (`--json`, `--confusion`, `--out`) against the
+/// output guard now, before the work that makes it: never the library's own files or
+/// anything but a regular file, never an existing file without `--force`.
+pub fn check_output(path: &std::path::Path) -> anyhow::Result<()> {
+    let (library, force) = output_rules();
+    endotwin::plumbing::output::check_output(path, library, force)?;
+    Ok(())
+}
+
+/// The arguments that name a file a command writes when it is done; [`check_named_outputs`]
+/// puts them through the output guard before the command starts.
+const OUTPUT_ARGS: &[&str] = &["json", "confusion"];
+
+/// Checks every `--json` and `--confusion` of the parsed command line ([`check_output`]), so
+/// a command that may not write its file is refused at once, not after an hour's evaluation.
+pub fn check_named_outputs(matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    let mut level = Some(matches);
+    while let Some(m) = level {
+        for id in OUTPUT_ARGS {
+            if let Ok(Some(paths)) = m.try_get_many::<std::path::PathBuf>(id) {
+                for path in paths {
+                    check_output(path)?;
+                }
+            }
+        }
+        level = m.subcommand().map(|(_, sub)| sub);
+    }
+    Ok(())
+}
+
 /// Writes a file the user asked for (`--out`, `--json`): never over the library's own files,
 /// never over an existing file without `--force`; written beside and renamed into place, so
 /// a failed write leaves what was there.
 pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
-    let (library, force) = OUTPUT_RULES
-        .get()
-        .map(|(l, f)| (Some(l.as_path()), *f))
-        .unwrap_or((None, false));
-    endotwin::plumbing::output::check_output(path, library, force)?;
+    check_output(path)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -50,6 +84,13 @@ pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> 
             let _ = std::fs::remove_file(&tmp);
         })
         .with_context(|| format!("{}: cannot write", path.display()))
+}
+
+/// Writes `image` as a PNG file through [`write_output`].
+pub fn write_png(path: &std::path::Path, image: &image::RgbImage) -> anyhow::Result<()> {
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    image.write_to(&mut bytes, image::ImageFormat::Png)?;
+    write_output(path, bytes.get_ref())
 }
 
 /// Joins an error chain into one line, dropping links already contained in the previous one.

@@ -114,6 +114,9 @@ pub struct ReportArgs {
     pub json: Option<PathBuf>,
 }
 
+/// The largest checkpoint `import-hf-clip` reads (CLIP ViT-L/14 in f32 is 1.7 GB).
+const MAX_CHECKPOINT: u64 = 8 << 30;
+
 pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Result<()> {
     use endotwin::engine::promote;
     let reindex = |name: &str| -> Result<()> {
@@ -166,6 +169,12 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             reindex(&name)
         }
         ModelWhat::ImportHfClip { weights, out, name } => {
+            endotwin::model::weights::check_name(&name)?;
+            // A FIFO would block the read for ever and /dev/zero never end: refused at once.
+            endotwin::plumbing::input::check_file(&weights, MAX_CHECKPOINT, "a CLIP checkpoint")?;
+            for ext in ["json", "bpk"] {
+                super::check_output(&out.join(format!("{name}.{ext}")))?;
+            }
             let (path, config) = endotwin::model::hf_clip::import_to_card(&weights, &out, &name)?;
             println!(
                 "{}: CLIP {}px/{} image tower ({} blocks), text tower ({} blocks, vocab {}), {}-d joint space",
@@ -320,6 +329,24 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         (None, Some(card)) => (card, None),
         (None, None) => anyhow::bail!("give --run N or --card FILE"),
     };
+    // Every file the report writes is checked before it is made (minutes of evaluation):
+    // the report beside the card is replaced, a --json file only with --force; the
+    // library's own files and anything but a regular file never.
+    let shipped = card
+        .canonicalize()
+        .ok()
+        .zip(endotwin::default_models_dir().canonicalize().ok())
+        .is_some_and(|(c, m)| c.starts_with(m));
+    let beside = (!shipped).then(|| report::json_path(&card));
+    for json in beside.iter() {
+        for path in [json.clone(), report::Report::png_path(json)] {
+            endotwin::plumbing::output::check_output(&path, None, true)?;
+        }
+    }
+    for json in a.json.iter() {
+        super::check_output(json)?;
+        super::check_output(&report::Report::png_path(json))?;
+    }
     let compute = endotwin::compute::select(pref)?;
     let data = ReportData {
         held_out: a.held_out,
@@ -336,12 +363,6 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         .with_context(|| format!("report of {}", card.display()))?;
     print!("{}", made.text());
     // Beside the card, except the shipped models' (never written to); --json wherever asked.
-    let shipped = card
-        .canonicalize()
-        .ok()
-        .zip(endotwin::default_models_dir().canonicalize().ok())
-        .is_some_and(|(c, m)| c.starts_with(m));
-    let beside = (!shipped).then(|| report::json_path(&card));
     for json in beside.into_iter().chain(a.json) {
         let png = made.save(&json)?;
         println!("wrote {} and {}", json.display(), png.display());

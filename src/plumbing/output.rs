@@ -1,9 +1,10 @@
 //! Where a command may write a file it was asked to write (`--out`, `--json`): never over a
-//! library's own files (its database, the database's journal files, anything in `media/`),
-//! never over anything that is not a regular file, and over an existing file only when the
-//! user said `--force`.
+//! library's own files (its database under whatever name it was opened, the database's
+//! journal files, anything in `media/`), never over anything that is not a regular file, and
+//! over an existing file only when the user said `--force`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OutputError {
@@ -26,8 +27,25 @@ const LIBRARY_NAMES: &[&str] = &[
     "media-pending.journal",
 ];
 
-/// Whether `out` may be written: `library` is the library folder the command runs on (and
-/// any folder holding a `library.sqlite` is treated as one).
+/// The files SQLite keeps beside a database, by the suffix it adds to the database's name.
+const JOURNAL_SUFFIXES: &[&str] = &["", "-wal", "-shm", "-journal"];
+
+/// Every database this process has opened (the store tells on each open), whatever its name.
+static OPEN_DATABASES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Marks `db` as a library database: no output is written over it, its journal files or the
+/// `media/` folder beside it, `--force` or not, for as long as the process runs.
+pub fn protect_database(db: &Path) {
+    let db = resolve(db);
+    let mut open = OPEN_DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+    if !open.contains(&db) {
+        open.push(db);
+    }
+}
+
+/// Whether `out` may be written: `library` is the library the command runs on (its folder or
+/// its database file, under any name), and any folder holding a `library.sqlite` and any
+/// database opened by this process ([`protect_database`]) are treated as libraries too.
 pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(), OutputError> {
     let resolved = resolve(out);
     let parent = resolved.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -35,9 +53,14 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // A library named by its database file (`--library x/cases.sqlite`): that file is its
+    // database, whatever it is called.
+    let library_db = library
+        .filter(|l| !l.is_dir() && l.extension().is_some())
+        .map(resolve);
     let library_root = library.map(|l| {
         let l = resolve(l);
-        if l.extension().is_some_and(|e| e == "sqlite") {
+        if l.extension().is_some_and(|e| e == "sqlite") || library_db.as_ref() == Some(&l) {
             l.parent().map(Path::to_path_buf).unwrap_or(l)
         } else {
             l
@@ -50,13 +73,54 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
             && (library_root.as_deref() == a.parent()
                 || a.with_file_name("library.sqlite").is_file())
     });
-    if (in_library_folder && LIBRARY_NAMES.contains(&name.as_str())) || in_media {
+    let databases: Vec<PathBuf> = OPEN_DATABASES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .chain(library_db)
+        .collect();
+    if (in_library_folder && LIBRARY_NAMES.contains(&name.as_str()))
+        || in_media
+        || databases.iter().any(|db| belongs_to(&resolved, db))
+    {
         return Err(OutputError::LibraryFile(out.to_path_buf()));
     }
     match std::fs::symlink_metadata(&resolved) {
         Ok(m) if !m.is_file() => Err(OutputError::NotAFile(out.to_path_buf())),
         Ok(_) if !force => Err(OutputError::Exists(out.to_path_buf())),
         _ => Ok(()),
+    }
+}
+
+/// Whether `out` (resolved) is the database `db`, one of its journal files, the same file
+/// through another (hard) link, or a file in the `media/` folder beside it.
+fn belongs_to(out: &Path, db: &Path) -> bool {
+    let named = JOURNAL_SUFFIXES.iter().any(|suffix| {
+        let mut journal = db.as_os_str().to_owned();
+        journal.push(suffix);
+        out == Path::new(&journal)
+    });
+    let in_media = db
+        .parent()
+        .is_some_and(|root| out.starts_with(root.join("media")));
+    named || in_media || same_file(out, db)
+}
+
+/// Whether `a` and `b` are one file on disk (both exist and share device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        false
     }
 }
 
@@ -120,5 +184,45 @@ mod tests {
         // A file named like a database outside any library is the user's own.
         let own = dir.path().join("library.sqlite");
         assert_eq!(check_output(&own, Some(&lib), false), Ok(()));
+    }
+
+    #[test]
+    fn a_database_opened_under_another_name_is_the_librarys_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = dir.path().join("x");
+        std::fs::create_dir_all(&x).unwrap();
+        let db = x.join("cases.sqlite");
+        std::fs::write(&db, b"x").unwrap();
+        for name in ["cases.sqlite", "cases.sqlite-wal", "cases.sqlite-shm"] {
+            let out = x.join(name);
+            assert_eq!(
+                check_output(&out, Some(&db), true),
+                Err(OutputError::LibraryFile(out.clone())),
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            check_output(&x.join("media/ab/c.png"), Some(&db), true),
+            Err(OutputError::LibraryFile(_))
+        ));
+        assert_eq!(
+            check_output(&x.join("labels.csv"), Some(&db), false),
+            Ok(())
+        );
+        // Opened by the process (not named on the command line): still refused.
+        let other = dir.path().join("y/other.db");
+        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+        std::fs::write(&other, b"x").unwrap();
+        protect_database(&other);
+        assert!(matches!(
+            check_output(&other, None, true),
+            Err(OutputError::LibraryFile(_))
+        ));
+        let link = dir.path().join("hard.db");
+        std::fs::hard_link(&other, &link).unwrap();
+        assert!(matches!(
+            check_output(&link, None, true),
+            Err(OutputError::LibraryFile(_))
+        ));
     }
 }

@@ -57,6 +57,8 @@ pub enum PromptSetError {
         path: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Input(#[from] crate::plumbing::input::InputError),
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -118,13 +120,13 @@ pub fn default_set(name: &str) -> PromptSet {
         .unwrap_or_else(|| panic!("assets/prompt_sets.toml has no set `{name}`"))
 }
 
+/// The largest prompt set file read (a set is a few lines; a thousand sets are kilobytes).
+const MAX_PROMPT_FILE: u64 = 16 << 20;
+
 /// Prompt sets from a file (a prompt set TOML, or plain text: one prompt per line).
 pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, PromptSetError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PromptSetError::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let text = crate::plumbing::input::read_text(path, MAX_PROMPT_FILE, "a prompt set file")?;
     let is_toml = path.extension().is_some_and(|e| e == "toml") || text.contains("[[set]]");
     if is_toml {
         return parse_prompt_sets(&text, &shown);

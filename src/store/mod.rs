@@ -5,6 +5,7 @@
 
 mod cases;
 mod check;
+mod connection;
 mod labels;
 mod listing;
 mod media;
@@ -42,7 +43,8 @@ pub use values::{
 };
 pub use videos::*;
 
-use rusqlite::{Connection, OpenFlags, Transaction};
+use connection::{check_sqlite_header, open_connection};
+use rusqlite::{Connection, Transaction};
 use std::path::{Path, PathBuf};
 
 /// File name of the SQLite database inside a library folder.
@@ -223,9 +225,16 @@ impl Store {
             wait_notice: None,
             checked: false,
         };
+        crate::plumbing::output::protect_database(&store.db_path);
         store.check_and_migrate(mode)?;
-        if !store.read_only {
-            models::mark_stale_runs(&store.conn)?;
+        // The one write of an open: checked first, so a damaged database is refused untouched.
+        let stale = match store.read_only {
+            true => Vec::new(),
+            false => models::stale_runs(&store.conn)?,
+        };
+        if !stale.is_empty() {
+            store.ensure_intact()?;
+            models::mark_stale_runs(&store.conn, &stale)?;
         }
         Ok(store)
     }
@@ -431,6 +440,10 @@ impl Store {
                 supported: CURRENT_VERSION,
             });
         }
+        if found > 0 {
+            // A migration writes: a damaged database is refused before it.
+            self.ensure_intact()?;
+        }
         if self.db_path != Path::new(":memory:") {
             // WAL lets the GUI read while the engine writes; set once, it sticks to the file.
             self.conn
@@ -459,51 +472,6 @@ impl Store {
             reason: e.to_string(),
         }
     }
-}
-
-/// Refuses a non-empty file that does not start with the SQLite header, before SQLite
-/// (which opens lazily) could touch it.
-fn check_sqlite_header(path: &Path, len: u64) -> Result<()> {
-    use std::io::Read;
-    if len == 0 {
-        return Ok(());
-    }
-    let mut header = [0u8; 16];
-    let mut file = std::fs::File::open(path).map_err(|source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let n = file.read(&mut header).map_err(|source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if n < 16 || &header != b"SQLite format 3\0" {
-        return Err(StoreError::NotALibrary {
-            path: path.to_path_buf(),
-            reason: "not an SQLite database".into(),
-        });
-    }
-    Ok(())
-}
-
-fn open_connection(path: &Path, read_only: bool) -> Result<Connection> {
-    let conn = if read_only {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        match Connection::open_with_flags(path, flags) {
-            Ok(c) if c.query_row("PRAGMA user_version", [], |_| Ok(())).is_ok() => c,
-            // A WAL library in a read-only folder cannot create its -shm file; SQLite can
-            // still read it as immutable.
-            _ => {
-                let uri = format!("file:{}?immutable=1", path.display());
-                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
-            }
-        }
-    } else {
-        Connection::open(path)?
-    };
-    conn.busy_timeout(LOCK_WAIT)?;
-    conn.execute_batch("PRAGMA foreign_keys = ON;")?;
-    Ok(conn)
 }
 
 /// Current UTC time as RFC 3339 text (seconds), without pulling in a date crate.

@@ -104,29 +104,34 @@ pub fn start_run(
     Ok(tx.last_insert_rowid())
 }
 
-/// Marks `running` runs whose process is gone as `interrupted` (a `kill -9` leaves no chance
-/// to say so). A run of a live process, or one this machine cannot check, is left alone.
-pub(super) fn mark_stale_runs(conn: &rusqlite::Connection) -> Result<usize> {
+/// The `running` runs whose process is gone (a `kill -9` leaves no chance to say so). A run
+/// of a live process, or one this machine cannot check, is not among them.
+pub(super) fn stale_runs(conn: &rusqlite::Connection) -> Result<Vec<i64>> {
     let mut stmt = conn.prepare("SELECT id, pid FROM training_runs WHERE status = 'running'")?;
     let running: Vec<(i64, Option<i64>)> = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let proc_fs = Path::new("/proc/self").exists();
-    let mut marked = 0;
-    for (id, pid) in running {
-        let gone = match pid {
+    Ok(running
+        .into_iter()
+        .filter(|(_, pid)| match pid {
             // Recorded before runs named their process: nothing can still be writing it.
             None => true,
             Some(pid) if proc_fs => !Path::new(&format!("/proc/{pid}")).exists(),
             Some(_) => false,
-        };
-        if gone {
-            conn.execute(
-                "UPDATE training_runs SET status = 'interrupted', finished_at = ?2 WHERE id = ?1 AND status = 'running'",
-                params![id, now_utc()],
-            )?;
-            marked += 1;
-        }
+        })
+        .map(|(id, _)| id)
+        .collect())
+}
+
+/// Marks the runs `ids` (from [`stale_runs`]) as `interrupted`.
+pub(super) fn mark_stale_runs(conn: &rusqlite::Connection, ids: &[i64]) -> Result<usize> {
+    let mut marked = 0;
+    for id in ids {
+        marked += conn.execute(
+            "UPDATE training_runs SET status = 'interrupted', finished_at = ?2 WHERE id = ?1 AND status = 'running'",
+            params![id, now_utc()],
+        )?;
     }
     Ok(marked)
 }

@@ -46,7 +46,7 @@ fn output_within(
     timeout: std::time::Duration,
 ) -> Result<std::process::Output, String> {
     let name = cmd.get_program().to_string_lossy().into_owned();
-    let mut child = cmd
+    let mut child = own_group(&mut cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,7 +69,7 @@ fn output_within(
                 std::thread::sleep(std::time::Duration::from_millis(20))
             }
             Ok(None) => {
-                let _ = child.kill();
+                kill_group(&mut child);
                 let _ = child.wait();
                 return Err(format!(
                     "{name} did not answer within {} s and was stopped ({TOOL_TIMEOUT_ENV} sets the limit)",
@@ -84,6 +84,31 @@ fn output_within(
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
     })
+}
+
+/// Starts `cmd` in a process group of its own, so [`kill_group`] stops what it started too:
+/// `ENDOTWIN_FFMPEG` may name a wrapper script whose child holds the pipe after the script
+/// itself is gone.
+fn own_group(cmd: &mut Command) -> &mut Command {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    cmd
+}
+
+/// Kills `child`'s whole process group ([`own_group`]), then `child` itself.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) has no memory effects. `child` leads its own group (own_group) and is
+        // not reaped yet, so the group id is still its and names no other process's group.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }
 
 /// File extensions taken for video files (the GUI's file dialog and drops).
@@ -281,7 +306,9 @@ struct Decoder(std::sync::Arc<std::sync::Mutex<Child>>);
 impl Drop for Decoder {
     fn drop(&mut self) {
         if let Ok(mut child) = self.0.lock() {
-            let _ = child.kill();
+            if matches!(child.try_wait(), Ok(None)) {
+                kill_group(&mut child);
+            }
             let _ = child.wait();
         }
     }
@@ -315,7 +342,7 @@ impl Watchdog {
                 if quiet > timeout && !done.load(Ordering::Relaxed) {
                     fired.store(true, Ordering::Relaxed);
                     if let Ok(mut c) = child.lock() {
-                        let _ = c.kill();
+                        kill_group(&mut c);
                     }
                     return;
                 }
@@ -386,7 +413,7 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         info.frames.or(info.estimated_frames).unwrap_or(0),
     );
 
-    let mut child = Command::new(&tools.ffmpeg)
+    let mut child = own_group(&mut Command::new(&tools.ffmpeg))
         .args(["-nostdin", "-v", "error", "-i"])
         .arg(path)
         .args(["-map", "0:v:0", "-vsync", "passthrough"])

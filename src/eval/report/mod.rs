@@ -111,6 +111,8 @@ pub enum ReportError {
         path: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Output(#[from] crate::plumbing::output::OutputError),
 }
 
 /// Where a report's held-out data comes from.
@@ -233,21 +235,30 @@ pub fn json_path(card: &Path) -> PathBuf {
 }
 
 impl Report {
-    /// Writes the report as JSON at `json` and its picture beside it (`.png`).
+    /// Where [`Report::save`] puts the picture of a report saved at `json`.
+    pub fn png_path(json: &Path) -> PathBuf {
+        json.with_extension("png")
+    }
+
+    /// Writes the report as JSON at `json` and its picture beside it (`.png`), each written
+    /// beside and renamed into place. Both paths go through the output guard first: never a
+    /// library's own file or anything but a regular file (an existing report is replaced;
+    /// the caller checks a path the user named against `--force`).
     pub fn save(&self, json: &Path) -> Result<PathBuf, ReportError> {
-        let io = |path: &Path| {
-            let path = path.display().to_string();
-            move |source| ReportError::Io { path, source }
-        };
+        use crate::plumbing::output::check_output;
+        let png = Report::png_path(json);
+        check_output(json, None, true)?;
+        check_output(&png, None, true)?;
         let text = serde_json::to_string_pretty(self).expect("a report serialises");
-        std::fs::write(json, text).map_err(io(json))?;
-        let png = json.with_extension("png");
+        let mut picture = std::io::Cursor::new(Vec::new());
         draw::picture(self)
-            .save(&png)
+            .write_to(&mut picture, image::ImageFormat::Png)
             .map_err(|e| ReportError::Io {
                 path: png.display().to_string(),
                 source: std::io::Error::other(e.to_string()),
             })?;
+        write_replacing(json, text.as_bytes())?;
+        write_replacing(&png, picture.get_ref())?;
         Ok(png)
     }
 
@@ -346,6 +357,25 @@ impl Curves {
             negatives,
         }
     }
+}
+
+/// Writes `bytes` to a file beside `path` and renames it into place: a failed write leaves
+/// what was there.
+fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.partial"));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| {
+            let _ = std::fs::remove_file(&tmp);
+            ReportError::Io {
+                path: path.display().to_string(),
+                source,
+            }
+        })
 }
 
 #[cfg(test)]

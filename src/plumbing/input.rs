@@ -1,0 +1,101 @@
+//! Reading a file the user named (a prompt set, a labels CSV, a checkpoint): a regular file
+//! of at most a given size, checked before a byte is read. A FIFO would block the read for
+//! ever and a device (`/dev/zero`) never end; both are refused at once, by name.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{0}: not a regular file (a folder, FIFO or device)")]
+    NotAFile(PathBuf),
+    #[error("{path}: {} MB; {what} may be at most {} MB", .bytes >> 20, .max >> 20)]
+    TooLarge {
+        path: PathBuf,
+        bytes: u64,
+        max: u64,
+        what: &'static str,
+    },
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The size of `path` when it is a regular file (links followed) of at most `max` bytes;
+/// `what` names the kind of file in the refusal ("a prompt set").
+pub fn check_file(path: &Path, max: u64, what: &'static str) -> Result<u64, InputError> {
+    let meta = std::fs::metadata(path).map_err(|source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(InputError::NotAFile(path.to_path_buf()));
+    }
+    if meta.len() > max {
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+            max,
+            what,
+        });
+    }
+    Ok(meta.len())
+}
+
+/// The bytes of `path`, a regular file of at most `max` bytes ([`check_file`]); a file that
+/// grows past `max` while it is read is refused too.
+pub fn read_file(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, InputError> {
+    let len = check_file(path, max, what)?;
+    let read = |source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .map_err(read)?;
+    if bytes.len() as u64 > max {
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: bytes.len() as u64,
+            max,
+            what,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The text of `path` ([`read_file`]), which must be UTF-8.
+pub fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, InputError> {
+    String::from_utf8(read_file(path, max, what)?).map_err(|e| InputError::Read {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_a_folder_and_a_large_file_are_refused_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            read_file(dir.path(), 10, "a test file"),
+            Err(InputError::NotAFile(_))
+        ));
+        #[cfg(unix)]
+        assert!(matches!(
+            read_file(Path::new("/dev/zero"), 10, "a test file"),
+            Err(InputError::NotAFile(_))
+        ));
+        let big = dir.path().join("big");
+        std::fs::write(&big, [0u8; 11]).unwrap();
+        let e = read_file(&big, 10, "a test file").unwrap_err();
+        assert!(e.to_string().contains("a test file may be at most"), "{e}");
+        assert_eq!(read_text(&big, 11, "a test file").unwrap().len(), 11);
+    }
+}

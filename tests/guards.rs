@@ -1,0 +1,344 @@
+//! Every path behind the same guards (issue 43): every file a command writes goes through the
+//! output guard, whatever the command and whatever name the library was opened under; a
+//! damaged database is checked before the first write of an open; files read by name are
+//! regular files of bounded size; a tool's watchdog stops the tool's whole process group.
+//! Each case goes through the command line and checks the library byte-identical.
+
+use crate::common;
+use crate::hostile::library_with_cases;
+use crate::store_safety::{endotwin_cmd, files, mkfifo, run_within};
+
+use common::run;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The names of `endotwin <path> --help`'s subcommands (none for a leaf command).
+fn subcommands(path: &[String]) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_endotwin"))
+        .args(path)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|name| name != "help")
+        .collect()
+}
+
+/// Every leaf command of `endotwin` (`["eval", "twins"]`, `["info"]`, ...) with its help.
+fn leaf_commands() -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![Vec::<String>::new()];
+    while let Some(path) = todo.pop() {
+        let subs = subcommands(&path);
+        if subs.is_empty() && !path.is_empty() {
+            let help = Command::new(env!("CARGO_BIN_EXE_endotwin"))
+                .args(&path)
+                .arg("--help")
+                .output()
+                .unwrap();
+            out.push((path, String::from_utf8_lossy(&help.stdout).into_owned()));
+            continue;
+        }
+        for s in subs {
+            let mut p = path.clone();
+            p.push(s);
+            todo.push(p);
+        }
+    }
+    out
+}
+
+/// The arguments a command needs besides the output file to get as far as its output check.
+fn required_args(command: &[String], data: &Path) -> Vec<String> {
+    let shipped = endotwin::default_models_dir();
+    let arg = |p: PathBuf| p.display().to_string();
+    match command.join(" ").as_str() {
+        "eval real" => vec!["--data".into(), arg(data.to_path_buf())],
+        "model report" => vec!["--card".into(), arg(shipped.join("captions.json"))],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn every_command_that_writes_a_file_refuses_the_library_an_existing_file_and_a_fifo() {
+    let (lib, _src) = library_with_cases();
+    let before = files(lib.path());
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("existing.json");
+    std::fs::write(&existing, b"keep me").unwrap();
+    let fifo = dir.path().join("pipe.json");
+    mkfifo(&fifo);
+    let media_file = files(lib.path())
+        .into_iter()
+        .map(|(p, _)| p)
+        .find(|p| p.starts_with("media"))
+        .unwrap();
+    let mut covered = Vec::new();
+    for (command, help) in leaf_commands() {
+        for flag in ["--json", "--confusion"] {
+            if !help.contains(&format!("{flag} <")) {
+                continue;
+            }
+            covered.push(format!("{} {flag}", command.join(" ")));
+            let cases: [(&Path, bool, &str); 5] = [
+                (
+                    &lib.path().join("library.sqlite"),
+                    true,
+                    "library's own file",
+                ),
+                (&lib.path().join(&media_file), true, "library's own file"),
+                (
+                    &lib.path().join("library.sqlite-wal"),
+                    true,
+                    "library's own file",
+                ),
+                (&existing, false, "--force"),
+                (&fifo, true, "not a regular file"),
+            ];
+            for (target, force, says) in cases {
+                let mut c = endotwin_cmd(lib.path(), &[]);
+                if force {
+                    c.arg("--force");
+                }
+                c.args(&command)
+                    .args(required_args(&command, dir.path()))
+                    .arg(flag)
+                    .arg(target);
+                let r = run_within(c, 60);
+                assert!(
+                    !r.ok() && r.says(says) && r.says(&target.display().to_string()),
+                    "{} {flag} {}: refused at once, naming the file:\n{}",
+                    command.join(" "),
+                    target.display(),
+                    r.text()
+                );
+            }
+        }
+    }
+    for expected in [
+        "model report --json",
+        "eval captions --confusion",
+        "eval captions --json",
+        "eval twins --json",
+        "bench frames --json",
+    ] {
+        assert!(covered.iter().any(|c| c == expected), "{covered:?}");
+    }
+    assert_eq!(files(lib.path()), before, "the library changed");
+    assert!(!lib.path().join("library.png").exists());
+    assert_eq!(std::fs::read(&existing).unwrap(), b"keep me");
+}
+
+#[test]
+fn a_report_beside_an_existing_picture_is_refused_without_force() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    std::fs::write(dir.path().join("r.png"), b"keep me").unwrap();
+    let card = endotwin::default_models_dir().join("captions.json");
+    let mut c = endotwin_cmd(lib.path(), &["model", "report", "--card"]);
+    c.arg(&card).arg("--json").arg(&json);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("r.png") && r.says("--force"),
+        "{}",
+        r.text()
+    );
+    assert!(!json.exists());
+    assert_eq!(std::fs::read(dir.path().join("r.png")).unwrap(), b"keep me");
+}
+
+#[test]
+fn a_library_opened_under_another_name_is_never_written_over_even_with_force() {
+    let (lib, _src) = library_with_cases();
+    let db = lib.path().join("cases.sqlite");
+    std::fs::rename(lib.path().join("library.sqlite"), &db).unwrap();
+    let before = files(lib.path());
+    for target in ["cases.sqlite", "cases.sqlite-wal", "cases.sqlite-shm"] {
+        let out = lib.path().join(target);
+        for command in [&["labels", "export"][..], &["contact-sheet"][..]] {
+            let mut c = common::endotwin(&db);
+            c.arg("--force").args(command).arg("--out").arg(&out);
+            let r = run(c);
+            assert!(
+                !r.ok() && r.says("library's own file") && r.says(target),
+                "{command:?} --out {target}:\n{}",
+                r.text()
+            );
+        }
+    }
+    assert_eq!(files(lib.path()), before, "the library changed");
+    // Another file beside it is the user's to write.
+    let csv = lib.path().join("labels.csv");
+    let mut c = common::endotwin(&db);
+    c.args(["labels", "export", "--out"]).arg(&csv);
+    let r = run(c);
+    assert!(r.ok(), "{}", r.text());
+}
+
+#[test]
+fn a_damaged_database_with_a_stale_run_is_not_written_to_at_open() {
+    let (lib, _src) = library_with_cases();
+    let db = lib.path().join("library.sqlite");
+    {
+        // A run whose process is gone (none recorded), left `running`; then an index whose
+        // schema text no longer matches its table.
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "INSERT INTO training_runs (recipe, config_json, status, started_at)
+              VALUES ('twins', '{}', 'running', '2024-01-01T00:00:00Z');
+             PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
+              WHERE name = 'media_examination';
+             PRAGMA writable_schema = OFF;",
+        )
+        .unwrap();
+    }
+    let before = files(lib.path());
+    let out = tempfile::tempdir().unwrap();
+    let csv = out.path().join("l.csv");
+    let lib_arg = lib.path().display().to_string();
+    let commands: [Vec<String>; 4] = [
+        vec!["info".into()],
+        vec![
+            "labels".into(),
+            "export".into(),
+            "--out".into(),
+            csv.display().to_string(),
+        ],
+        vec!["library".into(), "check".into()],
+        vec![
+            "bench".into(),
+            "frames".into(),
+            "--seconds".into(),
+            "0.2".into(),
+            "--library".into(),
+            lib_arg,
+        ],
+    ];
+    for command in commands {
+        let mut c = common::endotwin(lib.path());
+        c.args(&command);
+        let r = run_within(c, 120);
+        let name = command[..2.min(command.len())].join(" ");
+        assert_eq!(
+            files(lib.path()),
+            before,
+            "{name} wrote to a damaged library:\n{}",
+            r.text()
+        );
+        match name.as_str() {
+            "info" => assert!(r.says("DAMAGED"), "{}", r.text()),
+            "library check" => assert!(
+                !r.ok() && r.stdout.contains("database:") && r.says("nothing was changed"),
+                "{}",
+                r.text()
+            ),
+            _ => assert!(
+                !r.ok() && r.says("damaged") && r.says("library.sqlite"),
+                "{name}: {}",
+                r.text()
+            ),
+        }
+    }
+    assert!(!csv.exists());
+    let status: String =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap()
+            .query_row("SELECT status FROM training_runs", [], |r| r.get(0))
+            .unwrap();
+    assert_eq!(status, "running");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_device_named_as_input_is_refused_at_once() {
+    let (lib, src) = library_with_cases();
+    let before = files(lib.path());
+    let fifo = src.path().join("pipe");
+    mkfifo(&fifo);
+    let image = src.path().join("base/A/1.png");
+    for input in [fifo.as_path(), Path::new("/dev/zero")] {
+        let mut c = endotwin_cmd(lib.path(), &["prompts", "score", "--image"]);
+        c.arg(&image).arg("--prompts").arg(input);
+        let r = run_within(c, 60);
+        assert!(
+            !r.ok() && r.says("not a regular file") && r.says(&input.display().to_string()),
+            "prompts score --prompts {}: {}",
+            input.display(),
+            r.text()
+        );
+        let models = tempfile::tempdir().unwrap();
+        let mut c = endotwin_cmd(lib.path(), &["model", "import-hf-clip"]);
+        c.arg(input).arg("--out").arg(models.path());
+        let r = run_within(c, 60);
+        assert!(
+            !r.ok() && r.says("not a regular file") && r.says(&input.display().to_string()),
+            "import-hf-clip {}: {}",
+            input.display(),
+            r.text()
+        );
+        assert_eq!(std::fs::read_dir(models.path()).unwrap().count(), 0);
+    }
+    assert_eq!(files(lib.path()), before);
+}
+
+/// An executable shell script at `path`.
+#[cfg(unix)]
+fn script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_wrapper_scripts_child_holding_the_pipe_is_stopped_with_it() {
+    let (lib, src) = library_with_cases();
+    let before = files(lib.path());
+    let tools = tempfile::tempdir().unwrap();
+    let pid_file = tools.path().join("child.pid");
+    script(
+        &tools.path().join("ffprobe"),
+        "#!/bin/sh\necho '{\"streams\":[{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}],\"format\":{\"duration\":\"0.12\"}}'\n",
+    );
+    // Not `exec`: the shell waits on a child that holds ffmpeg's stdout.
+    script(
+        &tools.path().join("ffmpeg"),
+        &format!(
+            "#!/bin/sh\nsleep 600 &\necho $! > '{}'\nwait\n",
+            pid_file.display()
+        ),
+    );
+    let video = src.path().join("rec.mp4");
+    std::fs::write(&video, b"\0\0\0\x18ftypmp42 not really").unwrap();
+    let mut c = endotwin_cmd(lib.path(), &["import", "video"]);
+    c.arg(&video)
+        .env("ENDOTWIN_FFMPEG", tools.path().join("ffmpeg"))
+        .env("ENDOTWIN_TOOL_TIMEOUT_S", "2");
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("gave no frame for 2 s") && r.says("rec.mp4"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(lib.path()), before);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .next();
+    assert!(
+        matches!(state, None | Some("Z") | Some("X")),
+        "the wrapper's child {} still runs: {stat}",
+        pid.trim()
+    );
+}
