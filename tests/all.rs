@@ -6,6 +6,7 @@
 
 mod common;
 
+mod backbone;
 mod backend;
 mod caption_model;
 mod captions;

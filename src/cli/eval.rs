@@ -66,6 +66,11 @@ pub enum EvalWhat {
         /// The models folder (default: the shipped models).
         #[arg(long)]
         models: Option<PathBuf>,
+        /// ImageNet MobileNetV2 weights (torchvision's feature layers, safetensors) for the
+        /// twins' "not fine-tuned" row (default: `mobilenetv2_imagenet_features.safetensors` in
+        /// a `pretrained/` folder beside `--data`, when there).
+        #[arg(long)]
+        backbone: Option<PathBuf>,
         /// Seed of the frames drawn per sequence, the background windows and the bootstrap.
         #[arg(long, default_value_t = 7)]
         seed: u64,
@@ -96,9 +101,10 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
         EvalWhat::Real {
             data,
             models,
+            backbone,
             seed,
             json,
-        } => real(pref, &data, models, seed, json),
+        } => real(pref, &data, models, backbone, seed, json),
         EvalWhat::Captions(args) => super::captions::eval(pref, args),
         EvalWhat::Prompts(args) => super::prompts::eval(pref, args),
         EvalWhat::Twins {
@@ -270,13 +276,20 @@ fn real(
     pref: BackendPref,
     data: &Path,
     models: Option<PathBuf>,
+    backbone: Option<PathBuf>,
     seed: u64,
     json: Option<PathBuf>,
 ) -> Result<()> {
     let compute = compute::select(pref)?;
     let models = models.unwrap_or_else(endotwin::default_models_dir);
+    let backbone = backbone.or_else(|| {
+        let beside = data
+            .parent()
+            .map(|p| p.join("pretrained/mobilenetv2_imagenet_features.safetensors"))?;
+        beside.is_file().then_some(beside)
+    });
     let started = std::time::Instant::now();
-    let e = endotwin::eval::real::run(data, &models, seed, &compute.device)?;
+    let e = endotwin::eval::real::run(data, &models, backbone.as_deref(), seed, &compute.device)?;
     println!(
         "real frames under {} (seed {seed}); brackets: bootstrap 95 %",
         data.display()

@@ -89,7 +89,14 @@ fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
 }
 
 /// Runs every part whose data is under `data`, with the models in `models`.
-pub fn run(data: &Path, models: &Path, seed: u64, device: &Device) -> Result<RealEval, RealError> {
+/// `backbone`: ImageNet MobileNetV2 weights (safetensors) for the "not fine-tuned" twin row.
+pub fn run(
+    data: &Path,
+    models: &Path,
+    backbone: Option<&Path>,
+    seed: u64,
+    device: &Device,
+) -> Result<RealEval, RealError> {
     let mut eval = RealEval {
         seed,
         ..RealEval::default()
@@ -109,7 +116,7 @@ pub fn run(data: &Path, models: &Path, seed: u64, device: &Device) -> Result<Rea
     if cvc.is_empty() {
         eval.notes.push("twins: no cvc-clinicdb*/ folder".into());
     } else {
-        twins(&cvc, models, seed, device, &mut eval)?;
+        twins(&cvc, models, backbone, seed, device, &mut eval)?;
     }
     if kvasir.is_empty() {
         eval.notes
@@ -130,6 +137,7 @@ pub fn run(data: &Path, models: &Path, seed: u64, device: &Device) -> Result<Rea
 fn twins(
     roots: &[PathBuf],
     models: &Path,
+    backbone: Option<&Path>,
     seed: u64,
     device: &Device,
     eval: &mut RealEval,
@@ -202,15 +210,31 @@ fn twins(
         return Ok(());
     }
     let loaded = crate::twins::TwinModels::load(models, device)?;
-    let result = super::twins::run(
-        &store,
-        &[super::twins::Candidate {
-            label: String::new(),
-            models: &loaded,
-        }],
-        6.min(report.polyps - 1),
-        seed,
-    )?;
+    let mut candidates = vec![super::twins::Candidate {
+        label: String::new(),
+        models: &loaded,
+    }];
+    let shelf = match backbone {
+        Some(path) => Some(crate::twins::TwinModels::off_the_shelf(
+            path,
+            loaded.input(),
+            device,
+        )?),
+        None => {
+            eval.notes.push(
+                "twins: no ImageNet backbone weights given: the not-fine-tuned row is missing"
+                    .into(),
+            );
+            None
+        }
+    };
+    if let Some(shelf) = &shelf {
+        candidates.push(super::twins::Candidate {
+            label: "MobileNetV2 ImageNet, not fine-tuned".into(),
+            models: shelf,
+        });
+    }
+    let result = super::twins::run(&store, &candidates, 6.min(report.polyps - 1), seed)?;
     let mut methods: Vec<String> = Vec::new();
     for r in &result.reid {
         if !methods.contains(&r.method) && !r.method.contains("hash") {

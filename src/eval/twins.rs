@@ -103,6 +103,8 @@ struct Polyp {
     learned: Vec<Vec<Vec<f32>>>,
     raw: Vec<Vec<f32>>,
     hist: Vec<Vec<f32>>,
+    /// The colour histogram of the crop the first candidate encodes (not the whole frame).
+    crop_hist: Vec<Vec<f32>>,
 }
 
 /// Which feature of a polyp's views a row uses.
@@ -112,6 +114,7 @@ enum Feature {
     Learned(usize),
     Raw,
     Hist,
+    CropHist,
 }
 
 impl Polyp {
@@ -120,6 +123,7 @@ impl Polyp {
             Feature::Learned(i) => &self.learned[i],
             Feature::Raw => &self.raw,
             Feature::Hist => &self.hist,
+            Feature::CropHist => &self.crop_hist,
         }
     }
 }
@@ -157,6 +161,16 @@ pub fn run(
             }
         };
         let (raw, hist) = images.iter().map(|(image, _)| features(image)).unzip();
+        let crop = candidates
+            .first()
+            .map(|c| c.models.input())
+            .unwrap_or_else(|| crate::model::preprocess::TwinInput::new(224));
+        let crop_hist = images
+            .iter()
+            .map(|(image, focus)| {
+                features(&image::DynamicImage::ImageRgb8(crop.apply(image, *focus))).1
+            })
+            .collect();
         polyps.push(Polyp {
             class,
             neoplastic: p.vienna_class.is_some_and(|v| v >= 3),
@@ -166,6 +180,7 @@ pub fn run(
                 .collect(),
             raw,
             hist,
+            crop_hist,
         });
     }
     let Some(first) = candidates.first() else {
@@ -277,6 +292,12 @@ pub fn run(
             "colour histogram 8x8x8 (baseline)".into(),
             &mean,
             Feature::Hist,
+            Scoring::Cosine,
+        );
+        add(
+            "colour histogram 8x8x8 of the crop (baseline)".into(),
+            &mean,
+            Feature::CropHist,
             Scoring::Cosine,
         );
         // The claims that need a paired test: scene vs mean, model vs colour histogram.

@@ -186,32 +186,7 @@ impl Vit {
     /// of a full turn (`turns` 1, 2 or 4): the same for an image and its quarter turn when
     /// `turns` is 4.
     pub fn forward_turned(&self, images: Tensor<4>, turns: u32) -> Tensor<2> {
-        let unit = |x: Tensor<4>| super::block::l2_normalize(self.forward(x));
-        let [batch, _, _, _] = images.dims();
-        let turned: Vec<Tensor<4>> = match turns {
-            2 => vec![images.clone(), images.flip([2, 3])],
-            4 => {
-                let mut all = vec![images.clone()];
-                let mut turned = images;
-                for _ in 0..3 {
-                    // A quarter turn: transpose the pixel grid, then mirror its columns.
-                    turned = turned.swap_dims(2, 3).flip([3]);
-                    all.push(turned.clone());
-                }
-                all
-            }
-            _ => return unit(images),
-        };
-        // Every turn in one forward (one batch of turns x images): the same values as a
-        // forward per turn, in a quarter of the calls.
-        let count = turned.len();
-        let all = unit(Tensor::cat(turned, 0)); // [turns * batch, dim]
-        let [_, dim] = all.dims();
-        let sum = all
-            .reshape([count, batch, dim])
-            .sum_dim(0)
-            .reshape([batch, dim]);
-        super::block::l2_normalize(sum)
+        super::twin_encoder::turned(images, turns, |x| self.forward(x))
     }
 
     /// The embedding of tokens [batch, tokens, width] (CLS first): the normalised CLS,

@@ -20,6 +20,7 @@ pub mod scene_encoder;
 pub mod tracklet_losses;
 pub mod tracklet_recipe;
 pub mod tracklets;
+pub mod twin_backbone;
 
 pub use checkpoint::Checkpoint;
 pub use recipe::{Recipe, RecipeContext, RecipeError, Settings, TrainObserver, Trained};
@@ -33,6 +34,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
         &tracklet_recipe::TrackletRecipe,
         &caption_recipe::CaptionRecipe,
         &prompt_recipe::PromptRecipe,
+        &twin_backbone::TwinBackboneRecipe,
     ]
 }
 

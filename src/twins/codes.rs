@@ -9,7 +9,7 @@
 use super::{TwinError, encode, load_view};
 use crate::model::hash::pack_signs;
 use crate::model::preprocess::TwinInput;
-use crate::model::vit::Vit;
+use crate::model::twin_encoder::TwinEncoder;
 use crate::plumbing::Progress;
 use crate::store::Store;
 use burn::tensor::Device;
@@ -295,7 +295,7 @@ fn polar(m: burn::tensor::Tensor<2>, d: usize) -> burn::tensor::Tensor<2> {
 /// training data), for the code centre and rotation. Views that do not decode are left out.
 pub fn training_embeddings(
     store: &Store,
-    encoder: &Vit,
+    encoder: &TwinEncoder,
     input: TwinInput,
     device: &Device,
     progress: &Progress,

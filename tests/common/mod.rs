@@ -184,3 +184,29 @@ pub fn device_rng() -> std::sync::MutexGuard<'static, ()> {
     static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
     DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// `../shared/pretrained/<file>` when it is there; skipped outside CI as [`realdata`] is.
+pub fn pretrained(file: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/pretrained")
+        .join(file);
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI must have {}", path.display());
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "skipped {test}: {} is not here (pretrained weights live beside the repository)\n",
+            path.display()
+        )
+        .as_bytes(),
+    );
+    None
+}
