@@ -342,3 +342,76 @@ fn a_wrapper_scripts_child_holding_the_pipe_is_stopped_with_it() {
         pid.trim()
     );
 }
+
+/// A CVC-ClinicDB folder of three 24 x 16 frames (TIFF, as released) with their masks and
+/// `table` as its README.txt.
+fn small_cvc(root: &Path, readme: &str) {
+    for d in ["Original", "Ground Truth"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for n in 1..=3u8 {
+        let frame = image::RgbImage::from_fn(24, 16, |x, y| {
+            image::Rgb([120 + n * 20, (x * 5) as u8, (y * 7) as u8])
+        });
+        frame.save(root.join(format!("Original/{n}.tif"))).unwrap();
+        let mask = image::GrayImage::from_fn(24, 16, |x, y| {
+            image::Luma([if (6..18).contains(&x) && (4..12).contains(&y) {
+                255
+            } else {
+                0
+            }])
+        });
+        mask.save(root.join(format!("Ground Truth/{n}.tif")))
+            .unwrap();
+    }
+    std::fs::write(root.join("README.txt"), readme).unwrap();
+}
+
+#[test]
+fn a_cvc_readme_row_past_every_frame_or_overlapping_another_is_refused_by_line() {
+    let (lib, _src) = library_with_cases();
+    let before = files(lib.path());
+    let src = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "       |      0 to 4294967295    |\t 1\t|\n",
+            &["line 1", "4294967295"][..],
+        ),
+        (
+            "       |      1 to 2    |\t 1\t|\n       |      2 to 3    |\t 2\t|\n",
+            &["line 1", "line 2", "two sequences"][..],
+        ),
+    ];
+    for (readme, names) in cases {
+        small_cvc(src.path(), readme);
+        let mut c = endotwin_cmd(lib.path(), &["import", "cvc-clinicdb"]);
+        c.arg(src.path());
+        let r = run_within(c, 60);
+        assert!(!r.ok(), "{readme}: {}", r.text());
+        for name in names {
+            assert!(r.says(name), "{readme}: says {name}:\n{}", r.text());
+        }
+        assert!(r.says("README.txt"), "{}", r.text());
+        assert_eq!(files(lib.path()), before, "{readme}: the library changed");
+    }
+    // A sequences.csv without its header keeps its first row: three frames, one polyp.
+    std::fs::write(src.path().join("sequences.csv"), "1,4\n2,4\n3,4\n").unwrap();
+    let mut c = endotwin_cmd(lib.path(), &["import", "cvc-clinicdb"]);
+    c.arg(src.path());
+    let r = run_within(c, 60);
+    assert!(r.ok(), "{}", r.text());
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let polyp = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code.ends_with("seq04"))
+        .expect("sequence 4 imported");
+    assert_eq!(
+        store.polyp_views(polyp.id).unwrap().len(),
+        3,
+        "{}",
+        r.text()
+    );
+}

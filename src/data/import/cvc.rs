@@ -135,9 +135,14 @@ pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
     if csv.is_file() {
         let text = super::paths::read_manifest(&csv)?;
         let mut out = BTreeMap::new();
-        for (i, line) in text.lines().enumerate().skip(1) {
+        for (i, line) in text.lines().enumerate() {
             let line = line.trim();
-            if line.is_empty() {
+            // The header (`frame,sequence`) is any first line that is not a row of numbers.
+            let is_row = line
+                .split(',')
+                .take(2)
+                .all(|c| c.trim().parse::<u32>().is_ok());
+            if line.is_empty() || (i == 0 && !is_row) {
                 continue;
             }
             let cells: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -179,36 +184,134 @@ pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
             }
         })?;
     let text = String::from_utf8_lossy(&bytes);
-    let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| l.contains(" to ")) {
-        let numbers: Vec<u32> = line
-            .split(|c: char| !c.is_ascii_digit())
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        if let [first, last, seq] = numbers[..]
-            && first <= last
-        {
-            for frame in first..=last {
-                out.insert(frame, seq);
-            }
-        }
-    }
-    if out.is_empty() {
+    let rows = readme_rows(&text, &readme)?;
+    if rows.is_empty() {
         return Err(format!(
             "{}: no `first to last | sequence` rows",
             readme.display()
         ));
     }
+    // Each row's range is walked over the frames Original/ holds, never over every number it
+    // spans (`0 to 4294967295` is four billion numbers and a handful of frames).
+    let present = frames_present(root);
+    let mut out = BTreeMap::new();
+    for row in &rows {
+        for &frame in present.range(row.first..=row.last) {
+            out.insert(frame, row.sequence);
+        }
+    }
     Ok(out)
+}
+
+/// The most frames one README row may span: CVC-ClinicDB's longest sequence has 25 and the
+/// whole release 612.
+const MAX_ROW_FRAMES: u64 = 100_000;
+
+/// One `first to last | sequence` row of the README, with its line number.
+struct ReadmeRow {
+    first: u32,
+    last: u32,
+    sequence: u32,
+    line: usize,
+}
+
+/// The README's `first to last | sequence` rows. A row spanning more than
+/// [`MAX_ROW_FRAMES`] frames, and two rows whose ranges share a frame but not their
+/// sequence, are refused by line (as `sequences.csv` refuses a frame in two sequences).
+fn readme_rows(text: &str, readme: &Path) -> Result<Vec<ReadmeRow>, String> {
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if !line.contains(" to ") {
+            continue;
+        }
+        let numbers: Vec<u32> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        let [first, last, sequence] = numbers[..] else {
+            continue;
+        };
+        if first > last {
+            continue;
+        }
+        if u64::from(last - first) + 1 > MAX_ROW_FRAMES {
+            return Err(format!(
+                "{} line {}: frames {first} to {last} are {} frames, more than a sequence has (at most {MAX_ROW_FRAMES}): `{}`",
+                readme.display(),
+                i + 1,
+                u64::from(last - first) + 1,
+                line.trim()
+            ));
+        }
+        rows.push(ReadmeRow {
+            first,
+            last,
+            sequence,
+            line: i + 1,
+        });
+    }
+    let mut by_start: Vec<&ReadmeRow> = rows.iter().collect();
+    by_start.sort_by_key(|r| (r.first, r.last));
+    let mut reach: Option<&ReadmeRow> = None;
+    for row in by_start {
+        match reach {
+            Some(prev) if row.first <= prev.last && row.sequence != prev.sequence => {
+                return Err(format!(
+                    "{}: line {} (frames {} to {}, sequence {}) and line {} (frames {} to {}, sequence {}) put frame {} in two sequences",
+                    readme.display(),
+                    prev.line,
+                    prev.first,
+                    prev.last,
+                    prev.sequence,
+                    row.line,
+                    row.first,
+                    row.last,
+                    row.sequence,
+                    row.first
+                ));
+            }
+            Some(prev) if prev.last >= row.last => {}
+            _ => reach = Some(row),
+        }
+    }
+    Ok(rows)
+}
+
+/// The frame numbers of the images in `root`'s Original/ (by file name; none when there is
+/// no such folder).
+fn frames_present(root: &Path) -> std::collections::BTreeSet<u32> {
+    let Some(dir) = child_folder(root, "original") else {
+        return Default::default();
+    };
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| EXTENSIONS.contains(&e.to_string_lossy().to_lowercase().as_str()))
+        })
+        .filter_map(|p| p.file_stem()?.to_str()?.parse().ok())
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Empty files named as the frames `numbers` in `root`'s Original/ (only names are read).
+    fn frames(root: &Path, numbers: &[u32]) {
+        std::fs::create_dir_all(root.join("Original")).unwrap();
+        for n in numbers {
+            std::fs::write(root.join(format!("Original/{n}.tif")), b"").unwrap();
+        }
+    }
+
     #[test]
     fn the_readme_table_gives_each_frame_its_sequence() {
         let dir = tempfile::tempdir().unwrap();
+        frames(dir.path(), &[1, 25, 26, 429, 447, 547]);
         std::fs::write(
             dir.path().join("README.txt"),
             "       |      1 to  25    |\t 1\t|\n       |    429 to 447    |\t21\t|\n\t  |    547 to 571    |27\t|\n",
@@ -228,5 +331,24 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(3, 2)]
         );
+        // A table without its header keeps its first row.
+        std::fs::write(dir.path().join("sequences.csv"), "3,2\n4,2\n").unwrap();
+        assert_eq!(sequence_table(dir.path()).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_huge_or_overlapping_readme_row_is_refused_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        frames(dir.path(), &[1, 2, 3]);
+        let readme = dir.path().join("README.txt");
+        std::fs::write(&readme, "| 0 to 4294967295 | 1 |\n").unwrap();
+        let e = sequence_table(dir.path()).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("4294967295"), "{e}");
+        std::fs::write(&readme, "| 1 to 25 | 1 |\n| 20 to 30 | 2 |\n").unwrap();
+        let e = sequence_table(dir.path()).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("line 2"), "{e}");
+        // A range far past the frames there is walked over those frames only.
+        std::fs::write(&readme, "| 1 to 99999 | 1 |\n").unwrap();
+        assert_eq!(sequence_table(dir.path()).unwrap().len(), 3);
     }
 }
