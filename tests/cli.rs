@@ -262,7 +262,8 @@ fn train_list_names_every_recipe_one_a_line() {
             "scene-encoder",
             "tracklets",
             "captions",
-            "prompts"
+            "prompts",
+            "twin-backbone"
         ],
         "{text}"
     );

@@ -93,7 +93,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         .twin_models
         .clone()
         .unwrap_or_else(endotwin::default_models_dir);
-    let twins = match endotwin::twins::TwinModels::load(&twin_dir, &compute.device) {
+    let twins = match endotwin::twins::TwinModels::load_frames(&twin_dir, &compute.device) {
         Ok(t) => Some(t),
         Err(e) if a.twin_models.is_some() => {
             return Err(e).with_context(|| format!("--twin-models {}", twin_dir.display()));

@@ -268,7 +268,7 @@ pub fn build(
     } else {
         None
     };
-    let twins = crate::twins::TwinModels::load(models, device).ok();
+    let twins = crate::twins::TwinModels::load_frames(models, device).ok();
     let head = match &twins {
         Some(t) => super::shipped_head(models, t),
         None => Ok(None),

@@ -196,7 +196,7 @@ impl Recipe for TrackletRecipe {
                 let dir = settings
                     .path(&o, "twin-models")
                     .unwrap_or_else(|| ctx.models.clone());
-                let twins = crate::twins::TwinModels::load(&dir, &ctx.device)
+                let twins = crate::twins::TwinModels::load_frames(&dir, &ctx.device)
                     .map_err(|e| RecipeError::Setting(format!("--backbone twin: {e}")))?;
                 ctx.observer
                     .message("encoding every fragment frame with the twin image encoder...");

@@ -23,6 +23,10 @@ use std::path::Path;
 
 pub const IMAGE_MODEL: &str = "twin-image";
 pub const SCENE_MODEL: &str = "twin-scene";
+/// The frozen per-frame encoders of the tracklet comparisons (the phantom-trained ViT pair
+/// the tracklet head learned over); a models folder without them lends its twin encoders.
+pub const FRAME_IMAGE_MODEL: &str = "tracklet-frames";
+pub const FRAME_SCENE_MODEL: &str = "tracklet-frames-scene";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TwinError {
@@ -63,11 +67,31 @@ pub struct TwinModels {
 impl TwinModels {
     /// `<dir>/twin-image.json` (required) and `<dir>/twin-scene.json` (optional).
     pub fn load(dir: &Path, device: &Device) -> Result<TwinModels, TwinError> {
-        let image_path = dir.join(format!("{IMAGE_MODEL}.json"));
+        TwinModels::load_named(dir, IMAGE_MODEL, SCENE_MODEL, device)
+    }
+
+    /// The tracklet comparisons' frame encoders: `<dir>/tracklet-frames.json` (and its scene
+    /// encoder) when there, else the folder's twin encoders ([`TwinModels::load`]).
+    pub fn load_frames(dir: &Path, device: &Device) -> Result<TwinModels, TwinError> {
+        if dir.join(format!("{FRAME_IMAGE_MODEL}.json")).is_file() {
+            TwinModels::load_named(dir, FRAME_IMAGE_MODEL, FRAME_SCENE_MODEL, device)
+        } else {
+            TwinModels::load(dir, device)
+        }
+    }
+
+    /// `<dir>/<image>.json` (required) and `<dir>/<scene>.json` (optional).
+    pub fn load_named(
+        dir: &Path,
+        image: &str,
+        scene: &str,
+        device: &Device,
+    ) -> Result<TwinModels, TwinError> {
+        let image_path = dir.join(format!("{image}.json"));
         if !image_path.is_file() {
             return Err(TwinError::NoModel(dir.display().to_string()));
         }
-        let scene_path = dir.join(format!("{SCENE_MODEL}.json"));
+        let scene_path = dir.join(format!("{scene}.json"));
         TwinModels::load_cards(
             &image_path,
             Some(scene_path.as_path()).filter(|p| p.is_file()),

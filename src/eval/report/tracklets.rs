@@ -101,7 +101,7 @@ pub fn report(
         .any(|c| matches!(c.loaded, Loaded::Head(_)));
     let twins = if needs_twins {
         Some(
-            TwinModels::load(&models, device)
+            TwinModels::load_frames(&models, device)
                 .map_err(|e| ReportError::Data(format!("the twin image encoder: {e}")))?,
         )
     } else {
