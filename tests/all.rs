@@ -37,6 +37,7 @@ mod prompts;
 mod recipes;
 mod retrieval;
 mod shipped_models;
+mod silent_wrongs;
 mod store;
 mod store_safety;
 mod tracklet_pipeline;

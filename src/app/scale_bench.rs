@@ -107,8 +107,8 @@ pub fn large_library(
         .state
         .library
         .as_ref()
-        .and_then(|l| l.tree.first()?.polyps.first().map(|p| p.id))
-        .ok_or("the library has no polyps")?;
+        .and_then(|l| l.tree.iter().find_map(|n| n.polyps.first().map(|p| p.id)))
+        .ok_or("the library has no polyps (in any examination)")?;
     app.send(Command::Select(Selection::Polyp(first)));
     app.send(Command::ShowTab(Tab::TWINS));
     let start = Instant::now();

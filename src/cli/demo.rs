@@ -142,6 +142,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             out.display()
         );
     }
+    let new_folder = !out.exists();
     let mut store = Store::open(out, OpenMode::CreateIfMissing)?;
     let progress = Arc::new(Progress::new());
     let bar = super::stage_bar();
@@ -150,7 +151,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let result = phantom::generate(&mut store, &cfg, &progress);
     bar.finish_and_clear();
     let _ = watcher.join();
-    let report = result?;
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            // A demo that made nothing leaves no empty library behind.
+            let _ = store.discard_if_empty(new_folder);
+            return Err(e.into());
+        }
+    };
     println!(
         "phantom seed {} ({:?}) -> {}: {} examinations, {} polyps, {} views, {} videos ({} frames, {} boxes), {} capsule images in {:.1}s",
         cfg.seed,
@@ -213,9 +221,20 @@ pub fn contact_sheet(library: &Path, args: ContactSheetArgs) -> Result<()> {
     let sheet = endotwin::data::contact_sheet::contact_sheet(&store, args.columns, args.tile)?;
     let mut png = std::io::Cursor::new(Vec::new());
     sheet
+        .image
         .write_to(&mut png, image::ImageFormat::Png)
         .context("could not encode the PNG")?;
     super::write_output(&args.out, png.get_ref())?;
+    if !sheet.unreadable.is_empty() {
+        for line in &sheet.unreadable {
+            eprintln!("unreadable {line}");
+        }
+        anyhow::bail!(
+            "wrote {} with {} tile(s) crossed out in red: their files could not be read (listed above; `endotwin library check` lists every changed file)",
+            args.out.display(),
+            sheet.unreadable.len()
+        );
+    }
     println!("wrote {}", args.out.display());
     Ok(())
 }

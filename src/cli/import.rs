@@ -26,6 +26,11 @@ pub struct ImportArgs {
     /// `id` and `frame_id`.
     #[arg(long, value_name = "VIDEO_CODE")]
     onto_video: Option<String>,
+    /// Follow symbolic links that lead outside the folder (data kept on another disk); by
+    /// default they are refused, each named. A link back to a folder above it (a loop) is
+    /// refused either way.
+    #[arg(long)]
+    follow_links: bool,
 }
 
 pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
@@ -35,6 +40,7 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
         strict,
         update_labels,
         onto_video,
+        follow_links,
     } = args;
     if !path.exists() {
         anyhow::bail!("{}: no such file or folder", path.display());
@@ -44,6 +50,7 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
     let options = ImportOptions {
         strict,
         update_labels,
+        follow_links,
     };
     let job = match onto_video {
         Some(video) if layout == ImportLayout::Coco => Job::ImportBoxes {

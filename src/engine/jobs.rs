@@ -184,32 +184,25 @@ pub(super) fn run(
             layout,
             path,
             options,
-        } => {
-            let mut store = open_for_import(library, progress)?;
-            import::run(layout, &mut store, &path, options, progress)
-                .map(JobOutput::Imported)
-                .map_err(|e| e.to_string())
-        }
+        } => import_job(library, progress, |store| {
+            import::run(layout, store, &path, options, progress)
+        }),
         Job::ImportBoxes {
             path,
             video,
             options,
-        } => {
-            let mut store = open_for_import(library, progress)?;
-            import::boxes_onto_video(&mut store, &path, &video, options, progress)
-                .map(JobOutput::Imported)
-                .map_err(|e| e.to_string())
-        }
+        } => import_job(library, progress, |store| {
+            import::boxes_onto_video(store, &path, &video, options, progress)
+        }),
         Job::ImportFiles { files, options } => {
-            let mut store = open_for_import(library, progress)?;
             let root = files
                 .first()
                 .and_then(|f| f.parent())
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
-            import_files(&mut store, &root, &files, options, progress)
-                .map(JobOutput::Imported)
-                .map_err(|e| e.to_string())
+            import_job(library, progress, |store| {
+                import_files(store, &root, &files, options, progress)
+            })
         }
         Job::Thumbnails => {
             let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
@@ -471,6 +464,27 @@ fn open_for_import(library: &Path, progress: &std::sync::Arc<Progress>) -> Resul
     let p = progress.clone();
     store.on_wait(Box::new(move |msg| p.stage(msg, 0)));
     Ok(store)
+}
+
+/// Runs an import into `library`. A library the import made and left holding nothing (the
+/// import refused, failed or found nothing to add) is removed again: no empty
+/// `library.sqlite` stays behind.
+fn import_job(
+    library: &Path,
+    progress: &std::sync::Arc<Progress>,
+    f: impl FnOnce(&mut Store) -> Result<ImportReport, import::ImportError>,
+) -> Result<JobOutput, String> {
+    let db = crate::store::resolve_db_path(library);
+    let new_library = !db.exists();
+    let new_folder = db.parent().is_none_or(|root| !root.exists());
+    let mut store = open_for_import(library, progress)?;
+    let result = f(&mut store);
+    if new_library && !result.as_ref().is_ok_and(|r| r.changed) {
+        store
+            .discard_if_empty(new_folder)
+            .map_err(|e| format!("{e} (removing the library this import made)"))?;
+    }
+    result.map(JobOutput::Imported).map_err(|e| e.to_string())
 }
 
 fn import_files(

@@ -88,6 +88,25 @@ fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
     out
 }
 
+/// The name of a CVC-ClinicDB folder's sets in the temporary multi-view layout: the folder's
+/// own name (unique among the folders of `data`) after its place in the list.
+fn set_prefix(root: &Path, k: usize) -> String {
+    let name: String = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{k}-{name}")
+}
+
 /// Runs every part whose data is under `data`, with the models in `models`.
 /// `backbone`: ImageNet MobileNetV2 weights (safetensors) for the "not fine-tuned" twin row.
 pub fn run(
@@ -146,9 +165,19 @@ fn twins(
     let tmp = tmp.path();
     let sets = tmp.join("sets");
     let mut rng = Rng::new(seed ^ 0x7_1115);
-    for root in roots {
+    let mut written = 0;
+    for (k, root) in roots.iter().enumerate() {
         eval.sources.push(root.display().to_string());
-        let table = import::cvc::sequence_table(root).map_err(RealError::Data)?;
+        let table = match import::cvc::sequence_table(root) {
+            Ok(table) => table,
+            Err(why) => {
+                eval.notes.push(format!(
+                    "twins: {}: {why}; this folder is left out",
+                    root.display()
+                ));
+                continue;
+            }
+        };
         let find = |sub: &str, n: u32| -> Option<PathBuf> {
             let dir = std::fs::read_dir(root)
                 .ok()?
@@ -169,14 +198,18 @@ fn twins(
                 by_sequence.entry(seq).or_default().push(frame);
             }
         }
+        let mut short = Vec::new();
         for (seq, mut frames) in by_sequence {
             if frames.len() < 4 {
+                short.push(format!("{seq} ({} frames)", frames.len()));
                 continue;
             }
             rng.shuffle(&mut frames);
             let mut chosen = frames[..4].to_vec();
             chosen.sort();
-            let dir = sets.join(format!("seq{seq:02}"));
+            // Keyed by folder and sequence: two folders' sequence 1 are two polyps.
+            let dir = sets.join(format!("{}-seq{seq:02}", set_prefix(root, k)));
+            written += 1;
             std::fs::create_dir_all(dir.join("masks")).map_err(io)?;
             for (i, n) in chosen.iter().enumerate() {
                 let (frame, mask) = (
@@ -192,6 +225,20 @@ fn twins(
                 .map_err(io)?;
             }
         }
+        if !short.is_empty() {
+            eval.notes.push(format!(
+                "twins: {}: {} sequence(s) with fewer than 4 masked frames left out: {}",
+                root.display(),
+                short.len(),
+                short.join(", ")
+            ));
+        }
+    }
+    if written < 2 {
+        eval.notes.push(format!(
+            "twins: {written} sequences with 4 masked frames; at least 2 are needed"
+        ));
+        return Ok(());
     }
     let mut store = Store::open_in_memory(&tmp.join("library"))?;
     let report = import::run(

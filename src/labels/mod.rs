@@ -281,11 +281,12 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
                 ));
                 continue;
             }
-            // Tags in any order or spacing are the same tags.
+            // Tags in any order or spacing are the same tags; a vocabulary term in any case
+            // is the vocabulary's term.
             let new = if key == tags::KEY {
                 new.as_deref().and_then(|v| tags::with(Some(v), "", false))
             } else {
-                new
+                new.map(|v| crate::store::canonical_label_value(&key, &v))
             };
             let old = store.current_label(TargetKind::Polyp, id, &key)?;
             if old != new {

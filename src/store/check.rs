@@ -116,8 +116,15 @@ impl Store {
         let mut named = std::collections::HashSet::new();
         for (i, m) in rows.iter().enumerate() {
             named.insert(m.rel_path.clone());
+            if !super::media::is_media_rel_path(&m.rel_path) {
+                // Named by `invalid_rows` below; never read.
+                progress(i + 1, rows.len());
+                continue;
+            }
             let path = self.media_path(m);
-            match std::fs::metadata(&path) {
+            // Never followed or read unless a regular file: a FIFO would block, a link to a
+            // device would never end.
+            match std::fs::symlink_metadata(&path) {
                 Ok(meta) if meta.is_file() => {
                     let same = meta.len() == m.bytes
                         && std::fs::read(&path).is_ok_and(|b| content_hash(&b) == m.hash);
@@ -129,7 +136,14 @@ impl Store {
                     }
                     out.media_checked += 1;
                 }
-                _ => out.missing.push(format!(
+                Ok(meta) => out.changed.push(format!(
+                    "media {} ({}): the file was replaced by {}; not read (imported from {})",
+                    m.id,
+                    m.rel_path,
+                    file_kind(&path, &meta),
+                    m.source_path
+                )),
+                Err(_) => out.missing.push(format!(
                     "media {} ({}): the file is missing (imported from {})",
                     m.id, m.rel_path, m.source_path
                 )),
@@ -275,7 +289,12 @@ impl Store {
         let mut stmt = self.conn().prepare("SELECT id, rel_path FROM media")?;
         for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
             let (id, rel) = row?;
-            if !self.root().join(&rel).is_file() {
+            if !super::media::is_media_rel_path(&rel) {
+                // A changed row (`../../etc/passwd`): named, never looked at.
+                bad.push(format!(
+                    "media {id}: its file name '{rel}' is not a file in media/; not read"
+                ));
+            } else if !self.root().join(&rel).is_file() {
                 bad.push(format!("media {id}: its file {rel} is missing"));
             }
         }
@@ -307,5 +326,84 @@ fn list_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
             Ok(_) => out.push(e.path()),
             Err(_) => {}
         }
+    }
+}
+
+/// What a media path that is not a regular file is, in words (for `library check`).
+fn file_kind(path: &std::path::Path, meta: &std::fs::Metadata) -> String {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        return match std::fs::read_link(path) {
+            Ok(to) => format!("a symbolic link (to {})", to.display()),
+            Err(_) => "a symbolic link".into(),
+        };
+    }
+    if t.is_dir() {
+        return "a folder".into();
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO (named pipe)".into();
+        }
+        if t.is_socket() {
+            return "a socket".into();
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device".into();
+        }
+    }
+    "something that is not a regular file".into()
+}
+
+impl Store {
+    /// Whether no table of the library holds a row (a library that was opened, perhaps just
+    /// made, and given nothing).
+    pub fn holds_nothing(&self) -> Result<bool> {
+        for table in TABLES
+            .iter()
+            .chain(&["models", "embeddings", "training_runs"])
+        {
+            let any: bool = self.conn().query_row(
+                &format!("SELECT EXISTS(SELECT 1 FROM {table})"),
+                [],
+                |r| r.get(0),
+            )?;
+            if any {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Removes a library this process just made when it holds nothing (an import that was
+    /// refused or imported nothing, a demo that failed): the database with its journal files,
+    /// an empty `media/` and, when `remove_folder`, the library folder if it is empty. A
+    /// library holding anything is kept. Says whether it was removed.
+    pub fn discard_if_empty(self, remove_folder: bool) -> Result<bool> {
+        if self.read_only || !self.holds_nothing()? {
+            return Ok(false);
+        }
+        let db = self.db_path.clone();
+        let root = self.root.clone();
+        drop(self);
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            let path = std::path::PathBuf::from(name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(super::StoreError::Io { path, source: e });
+                }
+                _ => {}
+            }
+        }
+        // Only empty folders go (remove_dir refuses the others).
+        let _ = std::fs::remove_dir(root.join(super::MEDIA_DIR));
+        if remove_folder {
+            let _ = std::fs::remove_dir(&root);
+        }
+        Ok(true)
     }
 }

@@ -113,6 +113,9 @@ impl Store {
         value: Option<&str>,
     ) -> Result<Option<String>> {
         check_reviewer(who)?;
+        // A vocabulary term in any case is stored as the vocabulary spells it.
+        let canonical = value.map(|v| super::values::canonical_label_value(key, v));
+        let value = canonical.as_deref();
         let old = self.current_label(target, target_id, key)?;
         if old.as_deref() == value {
             return Ok(old);
@@ -478,9 +481,12 @@ pub const MAX_REVIEWER_CHARS: usize = 64;
 /// The prefix that marks an importer's audit rows; no person signs with it.
 pub const IMPORTER_PREFIX: &str = "import:";
 
-/// Refuses a reviewer name that could forge the audit trail: it must be one line of
-/// printable text (no control, line-breaking or bidirectional-override characters), at most
-/// [`MAX_REVIEWER_CHARS`] characters, not blank, and not start with the importers' prefix.
+/// Refuses a reviewer name that could forge the audit trail or pass for another signer: it
+/// must be one line of printable text (no control, line-breaking or bidirectional-override
+/// characters, nothing invisible such as a soft hyphen or a Hangul filler), words separated
+/// by single plain spaces with none before or after, at most [`MAX_REVIEWER_CHARS`]
+/// characters, not blank, and not start with the importers' prefix in any form (NFKC and
+/// case: `import：bob` with a fullwidth colon is `import:bob`).
 pub fn check_reviewer(who: &str) -> Result<()> {
     let refuse = |why: &str| {
         Err(StoreError::Invalid(format!(
@@ -492,15 +498,37 @@ pub fn check_reviewer(who: &str) -> Result<()> {
             "a label change needs the name of who makes it".into(),
         ));
     }
-    if let Some(c) = who.chars().find(|&c| !super::values::is_printable(c)) {
-        return refuse(&format!("it holds the character U+{:04X}", c as u32));
+    if let Some(c) = who
+        .chars()
+        .find(|&c| !super::values::is_printable(c) || super::values::is_default_ignorable(c))
+    {
+        return refuse(&format!(
+            "it holds the character U+{:04X}, which shows as nothing or breaks the line",
+            c as u32
+        ));
     }
     if who.chars().count() > MAX_REVIEWER_CHARS {
         return refuse(&format!("longer than {MAX_REVIEWER_CHARS} characters"));
     }
-    if who.trim_start().to_lowercase().starts_with(IMPORTER_PREFIX) {
+    if who.trim() != who {
+        return refuse("it starts or ends with a space (another signer's name with a space)");
+    }
+    if let Some(c) = who.chars().find(|&c| c.is_whitespace() && c != ' ') {
         return refuse(&format!(
-            "`{IMPORTER_PREFIX}` marks the importers' own audit rows"
+            "it holds the space U+{:04X}; words are separated by plain spaces",
+            c as u32
+        ));
+    }
+    if who.contains("  ") {
+        return refuse("it holds two spaces in a row; words are separated by one space");
+    }
+    let folded: String = super::values::fold_like_nfkc(who)
+        .chars()
+        .filter(|c| !c.is_whitespace() && !super::values::is_default_ignorable(*c))
+        .collect();
+    if folded.starts_with(IMPORTER_PREFIX) {
+        return refuse(&format!(
+            "`{IMPORTER_PREFIX}` (in any form or case) marks the importers' own audit rows"
         ));
     }
     Ok(())

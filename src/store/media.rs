@@ -272,6 +272,10 @@ impl Store {
             id: media.id,
             file: media.rel_path.clone(),
         };
+        if !is_media_rel_path(&media.rel_path) {
+            // A tampered row (`../../etc/passwd`) names no file of the library: never read.
+            return Err(changed());
+        }
         let meta = std::fs::metadata(&path).map_err(|source| StoreError::Io {
             path: path.clone(),
             source,

@@ -38,8 +38,8 @@ pub use models::{
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;
 pub use values::{
-    HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, check_label_value,
-    duplicate_column, is_printable,
+    HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, canonical_label_value,
+    check_label_value, duplicate_column, is_printable,
 };
 pub use videos::*;
 
@@ -210,6 +210,12 @@ impl Store {
                 return Err(StoreError::NotALibrary {
                     path: db_path,
                     reason: "is a folder".into(),
+                });
+            }
+            if !meta.is_file() {
+                return Err(StoreError::NotALibrary {
+                    path: db_path,
+                    reason: "not a regular file (a FIFO, socket or device)".into(),
                 });
             }
             check_sqlite_header(&db_path, meta.len())?;

@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 
 pub fn read(
     path: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
-    let source = SourceRoot::new(path)?;
+    let source = SourceRoot::with_links(path, links)?;
     let (root, csvs): (PathBuf, Vec<PathBuf>) = if path.is_dir() {
         (
             path.to_path_buf(),

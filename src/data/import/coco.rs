@@ -129,11 +129,12 @@ pub fn read_onto(
 
 pub fn read(
     path: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
     let coco = parse(path)?;
-    let source = SourceRoot::new(path)?;
+    let source = SourceRoot::with_links(path, links)?;
     let root = source.path().to_path_buf();
     let stem = path
         .file_stem()

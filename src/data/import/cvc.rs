@@ -17,6 +17,7 @@ const EXTENSIONS: [&str; 3] = ["tif", "tiff", "png"];
 
 pub fn read(
     root: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
@@ -31,7 +32,7 @@ pub fn read(
     let originals = child_folder(root, "original").ok_or_else(|| not_cvc("no Original/"))?;
     let masks = child_folder(root, "ground truth").ok_or_else(|| not_cvc("no Ground Truth/"))?;
     let table = sequence_table(root).map_err(|why| not_cvc(&why))?;
-    let source = SourceRoot::new(root)?;
+    let source = SourceRoot::with_links(root, links)?;
     let frames = numbered_images(&source, &originals, problems)?;
     let mask_files = numbered_images(&source, &masks, problems)?;
     // Sequence -> its frames in order.

@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 pub fn read(
     root: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let files = SourceRoot::new(root)?.image_files(root, problems)?;
+    let files = SourceRoot::with_links(root, links)?.image_files(root, problems)?;
     if files.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(
             root,

@@ -10,13 +10,14 @@ use std::path::Path;
 
 pub fn read(
     root: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let files = SourceRoot::new(root)?.image_files(root, problems)?;
+    let files = SourceRoot::with_links(root, links)?.image_files(root, problems)?;
     let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading images", files.len() as u64);
     for path in files {

@@ -11,6 +11,7 @@ use std::path::Path;
 
 pub fn read(
     root: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
@@ -21,7 +22,7 @@ pub fn read(
             "not a Kvasir-SEG folder: expected images/ and masks/ inside",
         ));
     }
-    let source = SourceRoot::new(root)?;
+    let source = SourceRoot::with_links(root, links)?;
     let files = source.images_in(&images_dir, problems)?;
     let mut exam = PlanExam::new(folder_name(root), "colonoscopy", root);
     progress.stage("reading images", files.len() as u64);

@@ -18,7 +18,7 @@ pub mod plan;
 pub mod realcolon;
 pub mod video;
 
-pub use paths::SourceRoot;
+pub use paths::{Links, SourceRoot};
 pub use plan::Plan;
 
 use crate::data::images::{self, ImageError};
@@ -34,6 +34,9 @@ pub struct ImportOptions {
     /// Apply labels that differ from the library's (one audit row each) instead of keeping
     /// the library's and reporting the difference.
     pub update_labels: bool,
+    /// Follow symbolic links that lead outside the source folder (data on another disk)
+    /// instead of refusing them; links back to a folder above them are still refused.
+    pub follow_links: bool,
 }
 
 /// One item that could not be imported, and why.
@@ -326,16 +329,22 @@ pub fn run(
         return Err(ImportError::source_error(path, "no such file or folder"));
     }
     let mut problems = Problems::default();
+    let links = if options.follow_links {
+        Links::Follow
+    } else {
+        Links::Inside
+    };
+    let p = &mut problems;
     let plan = match layout {
-        ImportLayout::Images => folder::read(path, progress, &mut problems)?,
-        ImportLayout::KvasirSeg => kvasir::read(path, progress, &mut problems)?,
-        ImportLayout::Hyperkvasir => hyperkvasir::read(path, progress, &mut problems)?,
-        ImportLayout::Multiview => multiview::read_folders(path, progress, &mut problems)?,
-        ImportLayout::CvcClinicdb => cvc::read(path, progress, &mut problems)?,
-        ImportLayout::Endofinder => multiview::read_jsonl(path, progress, &mut problems)?,
-        ImportLayout::Coco => coco::read(path, progress, &mut problems)?,
-        ImportLayout::RealColon => realcolon::read(path, progress, &mut problems)?,
-        ImportLayout::Captiv8 => captiv8::read(path, progress, &mut problems)?,
+        ImportLayout::Images => folder::read(path, links, progress, p)?,
+        ImportLayout::KvasirSeg => kvasir::read(path, links, progress, p)?,
+        ImportLayout::Hyperkvasir => hyperkvasir::read(path, links, progress, p)?,
+        ImportLayout::Multiview => multiview::read_folders(path, links, progress, p)?,
+        ImportLayout::CvcClinicdb => cvc::read(path, links, progress, p)?,
+        ImportLayout::Endofinder => multiview::read_jsonl(path, links, progress, p)?,
+        ImportLayout::Coco => coco::read(path, links, progress, p)?,
+        ImportLayout::RealColon => realcolon::read(path, links, progress, p)?,
+        ImportLayout::Captiv8 => captiv8::read(path, links, progress, p)?,
         ImportLayout::Video => video::read(path, progress)?,
     };
     write_checked(

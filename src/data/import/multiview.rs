@@ -15,13 +15,14 @@ use std::path::Path;
 /// optionally `vienna_class`, `size_mm` columns).
 pub fn read_folders(
     root: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let source = SourceRoot::new(root)?;
+    let source = SourceRoot::with_links(root, links)?;
     let dirs = source.folders_in(root, problems)?;
     if dirs.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(root, "no polyp folders inside"));
@@ -42,18 +43,20 @@ pub fn read_folders(
             pathology.remove(&code);
             continue;
         }
+        let files = source.images_in(&dir, problems)?;
         let mut views = Vec::new();
-        for path in source.images_in(&dir, problems)? {
-            if is_mask_file(&path) {
-                continue;
-            }
-            let Some(image) = try_prepare(&path, problems) else {
+        let mut claimed = Vec::new();
+        for path in files.iter().filter(|p| !is_mask_file(p)) {
+            let mask_path = mask_of(&source, path);
+            claimed.extend(mask_path.clone());
+            let Some(image) = try_prepare(path, problems) else {
                 continue;
             };
             let (width, height) = (image.width, image.height);
             let mut view = PlanImage::new(image, MediaKind::View);
-            if let Some(mask_path) = mask_of(&source, &path) {
-                match prepare_mask(&mask_path, width, height) {
+            if let Some(mask_path) = mask_path {
+                match prepare_mask(&mask_path, width, height).and_then(|m| check_not_black(m, path))
+                {
                     Ok(mask) => view.mask = Some(mask),
                     Err(reason) => {
                         problems.push(&mask_path, reason);
@@ -62,6 +65,13 @@ pub fn read_folders(
                 }
             }
             views.push(view);
+        }
+        for mask in unclaimed_masks(&source, &dir, &files, &claimed, problems)? {
+            problems.push(
+                &mask,
+                "a mask named for no view in this folder (masks are `masks/<view's name>` or \
+                 `<view's stem>_mask.<ext>`); not imported",
+            );
         }
         if views.is_empty() {
             problems.push(&dir, "no readable views in this polyp folder");
@@ -89,6 +99,43 @@ pub fn read_folders(
         problems.push(&csv_path, reason);
     }
     Ok(Plan { exams: vec![exam] })
+}
+
+/// A prepared mask with at least one polyp pixel, or why it is refused (an all-black mask
+/// outlines nothing: a view imported with it would claim a polyp nowhere in the frame).
+fn check_not_black(
+    mask: super::PreparedImage,
+    view: &Path,
+) -> Result<super::PreparedImage, String> {
+    let any_white = image::load_from_memory(&mask.bytes)
+        .map(|m| m.to_luma8().pixels().any(|p| p.0[0] > 0))
+        .unwrap_or(false);
+    if any_white {
+        Ok(mask)
+    } else {
+        Err(format!(
+            "mask of view {} is all black (no polyp pixel); the view is not imported (fix the \
+             mask, or remove it to import the view without one)",
+            view.display()
+        ))
+    }
+}
+
+/// The mask files of polyp folder `dir` (`*_mask.*` beside the views, every image in
+/// `masks/`) that no view in `files` claimed.
+fn unclaimed_masks(
+    source: &SourceRoot,
+    dir: &Path,
+    files: &[std::path::PathBuf],
+    claimed: &[std::path::PathBuf],
+    problems: &mut Problems,
+) -> Result<Vec<std::path::PathBuf>, ImportError> {
+    let mut masks: Vec<_> = files.iter().filter(|p| is_mask_file(p)).cloned().collect();
+    let masks_dir = dir.join("masks");
+    if masks_dir.is_dir() && source.check(&masks_dir).is_ok() {
+        masks.extend(source.images_in(&masks_dir, problems)?);
+    }
+    Ok(masks.into_iter().filter(|m| !claimed.contains(m)).collect())
 }
 
 /// A view's mask file named `<view>_mask.<ext>` beside it, read as the mask, not a view.
@@ -224,11 +271,12 @@ impl JsonlPolyp {
 /// both refused (named); an exact repeat is read once.
 pub fn read_jsonl(
     path: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
     let text = read_manifest(path).map_err(|e| ImportError::source_error(path, e))?;
-    let source = SourceRoot::new(path)?;
+    let source = SourceRoot::with_links(path, links)?;
     let root = source.path().to_path_buf();
     let stem = path
         .file_stem()

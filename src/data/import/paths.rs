@@ -19,11 +19,29 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 pub struct SourceRoot {
     named: PathBuf,
     canonical: PathBuf,
+    links: Links,
+}
+
+/// Whether an import follows symbolic links that lead outside the folder it was given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Links {
+    /// Refused by name (the default: a link must not pull in files from elsewhere unasked).
+    #[default]
+    Inside,
+    /// Followed wherever they lead (`import --follow-links`: data on another disk), except a
+    /// link back to a folder above it (a loop), which is refused by name.
+    Follow,
 }
 
 impl SourceRoot {
     /// `path` is a folder (the root itself) or a manifest file (its folder is the root).
+    /// Links leading outside it are refused ([`Links::Inside`]).
     pub fn new(path: &Path) -> Result<SourceRoot, ImportError> {
+        SourceRoot::with_links(path, Links::Inside)
+    }
+
+    /// [`SourceRoot::new`] with the given rule for links leading outside.
+    pub fn with_links(path: &Path, links: Links) -> Result<SourceRoot, ImportError> {
         let folder = if path.is_dir() {
             path.to_path_buf()
         } else {
@@ -38,6 +56,7 @@ impl SourceRoot {
         Ok(SourceRoot {
             named: folder,
             canonical,
+            links,
         })
     }
 
@@ -52,13 +71,31 @@ impl SourceRoot {
             .canonicalize()
             .map_err(|e| format!("'{}' cannot be resolved: {e}", path.display()))?;
         if real.starts_with(&self.canonical) {
-            Ok(real)
-        } else {
-            Err(format!(
-                "'{}' leads outside the import folder (to {}); refused",
+            return Ok(real);
+        }
+        match self.links {
+            Links::Inside => Err(format!(
+                "'{}' leads outside the import folder (to {}); refused (`import --follow-links` follows links)",
                 path.display(),
                 real.display()
-            ))
+            )),
+            // A link to a folder holding the import folder (or the link itself) would read
+            // everything around it again and again.
+            Links::Follow
+                if real.is_dir()
+                    && (self.canonical.starts_with(&real)
+                        || path
+                            .parent()
+                            .and_then(|p| p.canonicalize().ok())
+                            .is_some_and(|p| p.starts_with(&real))) =>
+            {
+                Err(format!(
+                    "symlink loop: '{}' leads back to {}, a folder above it; not read",
+                    path.display(),
+                    real.display()
+                ))
+            }
+            Links::Follow => Ok(real),
         }
     }
 

@@ -187,6 +187,7 @@ fn read_lesions(
 
 pub fn read(
     root: &Path,
+    links: super::Links,
     progress: &Progress,
     problems: &mut Problems,
 ) -> Result<Plan, ImportError> {
@@ -197,7 +198,7 @@ pub fn read(
             "not a REAL-Colon folder: expected video_info.csv and lesion_info.csv",
         ));
     }
-    let source = SourceRoot::new(root)?;
+    let source = SourceRoot::with_links(root, links)?;
     let videos = read_csv(&vpath)?;
     let lesions = read_lesions(&lpath, problems)?;
     let mut plan = Plan::default();

@@ -1,0 +1,474 @@
+//! Wrong without a word (issue 43): each case a command used to get wrong while exiting 0 or
+//! saying nothing, now named or refused. Each goes through the command line; the library is
+//! checked unchanged where nothing may change.
+
+use crate::common;
+use crate::hostile::library_with_cases;
+use crate::store_safety::{endotwin_cmd, files, run_within};
+
+use common::{import, png, run};
+use endotwin::store::{OpenMode, Store};
+use std::path::Path;
+
+/// The first view of polyp `code` in the library at `lib`, with its absolute path.
+fn first_view(lib: &Path, code: &str) -> (endotwin::store::MediaRow, std::path::PathBuf) {
+    let store = Store::open(lib, OpenMode::Existing).unwrap();
+    let polyp = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == code)
+        .unwrap();
+    let view = store.polyp_views(polyp.id).unwrap().remove(0);
+    let path = store.media_path(&view);
+    (view, path)
+}
+
+#[test]
+fn a_contact_sheet_names_a_swapped_view_and_fails() {
+    let (lib, _src) = library_with_cases();
+    let (view, path) = first_view(lib.path(), "base-A");
+    // Another picture under the view's name: same kind of file, other bytes.
+    png(&path, 24, 16, 200);
+    let out = tempfile::tempdir().unwrap();
+    let sheet = out.path().join("sheet.png");
+    let mut c = endotwin_cmd(lib.path(), &["contact-sheet", "--out"]);
+    c.arg(&sheet);
+    let r = run(c);
+    assert!(
+        !r.ok() && r.says("polyp base-A view 1") && r.says(&view.rel_path) && r.says("crossed out"),
+        "{}",
+        r.text()
+    );
+    // The sheet is written with the tile crossed out in red, and says so.
+    let img = image::open(&sheet).unwrap().to_rgb8();
+    assert_eq!(
+        img.get_pixel(2, 2).0,
+        [220, 30, 30],
+        "the first tile is crossed out"
+    );
+}
+
+#[test]
+fn a_refused_or_failed_import_leaves_no_library_behind() {
+    let src = tempfile::tempdir().unwrap();
+    // One good polyp and one unreadable view: --strict refuses the whole import.
+    png(&src.path().join("set/A/1.png"), 24, 16, 1);
+    std::fs::create_dir_all(src.path().join("set/B")).unwrap();
+    std::fs::write(src.path().join("set/B/1.png"), b"not a png").unwrap();
+    // A folder with nothing to import.
+    std::fs::create_dir_all(src.path().join("empty/x")).unwrap();
+    std::fs::write(src.path().join("empty/x/notes.png"), b"no picture").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &[&str]); 3] = [
+        ("multiview", "set", &["--strict"]),
+        ("images", "empty", &[]),
+        ("kvasir-seg", "set", &[]),
+    ];
+    for (layout, folder, extra) in cases {
+        // A new library folder: gone again; an existing empty folder: left empty.
+        let new = home.path().join(format!("new-{layout}"));
+        let r = import(&new, layout, &src.path().join(folder), extra);
+        assert!(!r.ok(), "{layout}: {}", r.text());
+        assert!(!new.exists(), "{layout}: a library was left at {new:?}");
+        let existing = home.path().join(format!("existing-{layout}"));
+        std::fs::create_dir_all(&existing).unwrap();
+        let r = import(&existing, layout, &src.path().join(folder), extra);
+        assert!(!r.ok(), "{layout}: {}", r.text());
+        assert_eq!(
+            std::fs::read_dir(&existing).unwrap().count(),
+            0,
+            "{layout}: the folder is no longer empty"
+        );
+    }
+    // An import that brings something makes the library as before.
+    let made = home.path().join("made");
+    let r = import(&made, "multiview", &src.path().join("set"), &[]);
+    assert!(r.ok(), "{}", r.text());
+    assert!(made.join("library.sqlite").is_file());
+    // A refused demo makes nothing either.
+    let demo = home.path().join("demo");
+    let mut c = common::endotwin(&demo);
+    c.args(["demo", "--size", "8", "--out"]).arg(&demo);
+    let r = run(c);
+    assert!(!r.ok() && r.says("nothing was written"), "{}", r.text());
+    assert!(!demo.exists());
+}
+
+#[test]
+fn multiview_names_masks_of_no_view_and_all_black_masks_per_view() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let p = src.path().join("set/P");
+    for n in 1..=3u8 {
+        png(&p.join(format!("{n}.png")), 24, 16, n);
+    }
+    let mask = |path: &Path, white: bool| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        image::GrayImage::from_fn(24, 16, |x, y| {
+            image::Luma([if white && (6..18).contains(&x) && (4..12).contains(&y) {
+                255
+            } else {
+                0
+            }])
+        })
+        .save(path)
+        .unwrap();
+    };
+    mask(&p.join("masks/1.png"), true);
+    mask(&p.join("masks/2.png"), false);
+    mask(&p.join("3_mask.png"), false);
+    // Named for views that are not there.
+    mask(&p.join("masks/9.png"), true);
+    mask(&p.join("7_mask.png"), true);
+    let r = import(lib.path(), "multiview", &src.path().join("set"), &[]);
+    assert!(r.ok(), "{}", r.text());
+    for orphan in ["masks/9.png", "7_mask.png"] {
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.contains(orphan))
+            .unwrap_or_else(|| panic!("{orphan} not named:\n{}", r.text()));
+        assert!(line.contains("named for no view"), "{line}");
+    }
+    for (mask, view) in [("masks/2.png", "2.png"), ("3_mask.png", "3.png")] {
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.contains(mask))
+            .unwrap_or_else(|| panic!("{mask} not named:\n{}", r.text()));
+        assert!(line.contains("all black") && line.contains(view), "{line}");
+    }
+    assert!(r.says("1 views (all with masks)"), "{}", r.text());
+    // --strict refuses the set for them, writing nothing.
+    let strict = tempfile::tempdir().unwrap();
+    let r = import(
+        strict.path(),
+        "multiview",
+        &src.path().join("set"),
+        &["--strict"],
+    );
+    assert!(!r.ok() && r.says("nothing was written"), "{}", r.text());
+}
+
+/// A CVC-ClinicDB folder whose sequences have the given frame counts (frames numbered on
+/// from `first`, sequence numbers 1, 2, ...), 24 x 16 TIFFs with masks.
+fn cvc_folder(root: &Path, frames_per_sequence: &[u32], seed: u8) {
+    for d in ["Original", "Ground Truth"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let mut table = String::from("frame,sequence\n");
+    let mut n = 1u32;
+    for (s, &count) in frames_per_sequence.iter().enumerate() {
+        for _ in 0..count {
+            let tone = (seed as u32 * 50 + s as u32 * 40 + n) as u8;
+            image::RgbImage::from_fn(24, 16, |x, y| {
+                image::Rgb([tone, (x * 9) as u8 ^ tone, (y * 13) as u8])
+            })
+            .save(root.join(format!("Original/{n}.tif")))
+            .unwrap();
+            image::GrayImage::from_fn(24, 16, |x, y| {
+                image::Luma([if (4..20).contains(&x) && (3..13).contains(&y) {
+                    255
+                } else {
+                    0
+                }])
+            })
+            .save(root.join(format!("Ground Truth/{n}.tif")))
+            .unwrap();
+            table.push_str(&format!("{n},{}\n", s + 1));
+            n += 1;
+        }
+    }
+    std::fs::write(root.join("sequences.csv"), table).unwrap();
+}
+
+#[test]
+fn eval_real_keeps_folders_apart_and_notes_what_it_leaves_out() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("cvc-clinicdb-empty")).unwrap();
+    cvc_folder(&data.path().join("cvc-clinicdb-a"), &[4, 4], 1);
+    cvc_folder(&data.path().join("cvc-clinicdb-b"), &[4, 4, 3], 2);
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("real.json");
+    let lib = tempfile::tempdir().unwrap();
+    let mut c = endotwin_cmd(lib.path(), &["eval", "real", "--data"]);
+    c.arg(data.path()).arg("--json").arg(&json);
+    let r = run_within(c, 600);
+    assert!(r.ok(), "{}", r.text());
+    let e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        e["twin_polyps"], 4,
+        "two folders' sequences 1 and 2 are four polyps"
+    );
+    let notes: Vec<String> = e["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("cvc-clinicdb-empty") && n.contains("left out")),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("cvc-clinicdb-b")
+            && n.contains("fewer than 4")
+            && n.contains("3 (3 frames)")),
+        "{notes:?}"
+    );
+    // Three frames a sequence: measured as nothing, with a note, not a temporary-folder error.
+    let short = tempfile::tempdir().unwrap();
+    cvc_folder(&short.path().join("cvc-clinicdb"), &[3, 3], 3);
+    let mut c = endotwin_cmd(lib.path(), &["eval", "real", "--data"]);
+    c.arg(short.path());
+    let r = run_within(c, 600);
+    assert!(
+        r.ok()
+            && r.says("fewer than 4")
+            && r.says("at least 2 are needed")
+            && !r.says("no such file"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn bench_frames_finds_a_polyp_past_a_capsule_examination() {
+    let lib = tempfile::tempdir().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
+    let mut c = std::process::Command::new("cp");
+    c.arg("-r")
+        .arg(sample.join("library.sqlite"))
+        .arg(sample.join("media"))
+        .arg(lib.path());
+    assert!(c.status().unwrap().success());
+    let mut c = endotwin_cmd(
+        lib.path(),
+        &["bench", "frames", "--seconds", "0.1", "--library"],
+    );
+    c.arg(lib.path());
+    let r = run_within(c, 600);
+    assert!(!r.says("has no polyps"), "{}", r.text());
+    assert!(r.ok(), "{}", r.text());
+}
+
+/// Imports `csv` as labels with `--apply --who who`.
+fn labels_import(lib: &Path, csv: &str, who: &str) -> common::Ran {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labels.csv");
+    std::fs::write(&file, csv).unwrap();
+    let mut c = endotwin_cmd(lib, &["labels", "import"]);
+    c.arg(&file).args(["--apply", "--who", who]);
+    run(c)
+}
+
+#[test]
+fn labels_import_stores_a_histology_term_in_the_vocabularys_spelling() {
+    let (lib, _src) = library_with_cases();
+    let r = labels_import(
+        lib.path(),
+        "polyp,histology,location\nbase-A,TUBULAR ADENOMA HG,  SIGMOID colon\n",
+        "alice",
+    );
+    assert!(r.ok(), "{}", r.text());
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let a = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == "base-A")
+        .unwrap();
+    assert_eq!(a.histology.as_deref(), Some("tubular adenoma HG"));
+    assert_eq!(a.location.as_deref(), Some("sigmoid colon"));
+    // The same term in another case again is no change.
+    let r = labels_import(
+        lib.path(),
+        "polyp,histology\nbase-A,Tubular Adenoma hg\n",
+        "alice",
+    );
+    assert!(r.ok() && r.says("no changes"), "{}", r.text());
+}
+
+#[test]
+fn reviewer_names_that_pass_for_another_signer_are_refused() {
+    let (lib, _src) = library_with_cases();
+    let bad = [
+        "import\u{FF1A}bob",
+        "IMPORT:bob",
+        "\u{FF49}mport:bob",
+        "bo\u{00AD}b",
+        "\u{3164}",
+        "bob\u{3164}",
+        "bob ",
+        " bob",
+        "bob\u{00A0}smith",
+        "bob  smith",
+    ];
+    let before = files(lib.path());
+    for who in bad {
+        let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
+        assert!(
+            !r.ok() && r.says("reviewer name"),
+            "{who:?} was accepted:\n{}",
+            r.text()
+        );
+    }
+    assert_eq!(files(lib.path()), before, "the library changed");
+    // The same rule on a caption correction and a tracklet edit.
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let capsule = store
+        .examinations()
+        .unwrap()
+        .into_iter()
+        .find_map(|e| store.loose_frames(e.id).unwrap().into_iter().next())
+        .unwrap();
+    for who in bad {
+        let e = store
+            .correct_caption(who, capsule.id, Some(("ulcer", None)))
+            .unwrap_err();
+        assert!(e.to_string().contains("reviewer name"), "{who:?}: {e}");
+        let e = store.new_review_polyp(who, 1).unwrap_err();
+        assert!(e.to_string().contains("reviewer name"), "{who:?}: {e}");
+    }
+    drop(store);
+    assert_eq!(files(lib.path()), before, "the library changed");
+    for who in ["Dr. Anna Müller", "bob", "李 雷"] {
+        let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
+        assert!(r.ok(), "{who:?}: {}", r.text());
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn library_check_names_a_fifo_a_link_and_a_changed_row_and_reads_none() {
+    use crate::store_safety::mkfifo;
+    let (lib, _src) = library_with_cases();
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let a = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == "base-A")
+        .unwrap();
+    let views = store.polyp_views(a.id).unwrap();
+    let (fifo_view, link_view) = (&views[0], &views[1]);
+    let fifo_path = store.media_path(fifo_view);
+    let link_path = store.media_path(link_view);
+    drop(store);
+    std::fs::remove_file(&fifo_path).unwrap();
+    mkfifo(&fifo_path);
+    std::fs::remove_file(&link_path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &link_path).unwrap();
+    // A row whose file name leads outside the library, to a FIFO that would block a read.
+    let outside = tempfile::tempdir().unwrap();
+    mkfifo(&outside.path().join("trap"));
+    let rel = format!(
+        "../{}/trap",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let capsule_id: i64 = {
+        let conn = rusqlite::Connection::open(lib.path().join("library.sqlite")).unwrap();
+        let id = conn
+            .query_row("SELECT id FROM media WHERE kind = 'capsule'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        conn.execute(
+            "UPDATE media SET rel_path = ?1 WHERE id = ?2",
+            rusqlite::params![rel, id],
+        )
+        .unwrap();
+        id
+    };
+    let r = run_within(endotwin_cmd(lib.path(), &["library", "check"]), 60);
+    assert!(!r.ok(), "{}", r.text());
+    let line = |id: i64| {
+        r.stdout
+            .lines()
+            .find(|l| l.contains(&format!("media {id} ")) || l.contains(&format!("media {id}:")))
+            .unwrap_or_else(|| panic!("media {id} not named:\n{}", r.text()))
+            .to_string()
+    };
+    assert!(line(fifo_view.id).contains("FIFO"), "{}", r.text());
+    let link = line(link_view.id);
+    assert!(
+        link.contains("symbolic link") && link.contains("/dev/zero"),
+        "{link}"
+    );
+    let tampered = line(capsule_id);
+    assert!(
+        tampered.contains(&rel) && tampered.contains("not read"),
+        "{tampered}"
+    );
+    assert!(!r.stdout.contains("missing:"), "{}", r.text());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_database_is_refused_by_name_before_it_is_opened() {
+    use crate::store_safety::mkfifo;
+    let lib = tempfile::tempdir().unwrap();
+    let db = lib.path().join("library.sqlite");
+    mkfifo(&db);
+    for command in [
+        &["library", "check"][..],
+        &["info"][..],
+        &["labels", "history"][..],
+    ] {
+        let r = run_within(endotwin_cmd(lib.path(), command), 30);
+        assert!(
+            !r.ok() && r.says(&db.display().to_string()) && r.says("not a regular file"),
+            "{command:?}: {}",
+            r.text()
+        );
+        assert!(!r.says("disk I/O error"), "{}", r.text());
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn links_leading_outside_are_refused_unless_follow_links_and_loops_always() {
+    let src = tempfile::tempdir().unwrap();
+    let other_disk = tempfile::tempdir().unwrap();
+    let pics = src.path().join("pics");
+    png(&pics.join("a/1.png"), 16, 16, 1);
+    png(&other_disk.path().join("day2/2.png"), 16, 16, 2);
+    std::os::unix::fs::symlink(other_disk.path().join("day2"), pics.join("day2")).unwrap();
+    // A link back to the folder above the import folder: a loop either way.
+    std::os::unix::fs::symlink(src.path(), pics.join("a/up")).unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let r = run_within(
+        {
+            let mut c = endotwin_cmd(lib.path(), &["import", "images"]);
+            c.arg(&pics);
+            c
+        },
+        60,
+    );
+    assert!(
+        r.ok() && r.says("day2") && r.says("leads outside") && r.says("--follow-links"),
+        "{}",
+        r.text()
+    );
+    assert!(r.says("1 media added"), "{}", r.text());
+    let lib = tempfile::tempdir().unwrap();
+    let r = run_within(
+        {
+            let mut c = endotwin_cmd(lib.path(), &["import", "images", "--follow-links"]);
+            c.arg(&pics);
+            c
+        },
+        60,
+    );
+    assert!(r.ok() && r.says("2 media added"), "{}", r.text());
+    let up = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("a/up"))
+        .unwrap_or_else(|| panic!("the loop is not named:\n{}", r.text()));
+    assert!(up.contains("symlink loop"), "{up}");
+}
