@@ -10,6 +10,10 @@ use endotwin::prompts::model::{detection_texts, detector_path, load, polyp_proba
 use endotwin::prompts::records::{Records, frame_truth};
 use endotwin::store::{OpenMode, Store};
 
+/// 2v2 uAP of the mean of views the shipped twin encoder must reach on 20 held-out phantom
+/// polyps.
+const PHANTOM_FLOOR: f64 = 0.75;
+
 /// Within each examination, the share of (polyp frame, background frame) pairs in which
 /// `score` ranks the polyp frame higher (the within-examination AUROC), and the pairs.
 fn within_exam_auroc(
@@ -141,11 +145,9 @@ fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
     );
 }
 
-#[test]
-fn the_shipped_twin_encoders_find_a_held_out_polyps_other_views() {
-    let _rng = crate::common::device_rng();
+/// Re-identification of 20 held-out phantom polyps (test split, seed 223) by `models`.
+fn phantom_reid(models: &endotwin::twins::TwinModels) -> endotwin::eval::twins::TwinEval {
     use endotwin::eval::twins::{Candidate, run};
-    use endotwin::twins::TwinModels;
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
@@ -160,33 +162,75 @@ fn the_shipped_twin_encoders_find_a_held_out_polyps_other_views() {
         ..PhantomConfig::default()
     };
     phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
-    let device = Device::flex();
-    let models = TwinModels::load(&endotwin::default_models_dir(), &device).unwrap();
-    let e = run(
+    run(
         &store,
         &[Candidate {
             label: String::new(),
-            models: &models,
+            models,
         }],
         6,
         223,
     )
-    .unwrap();
-    let row = |needle: &str, views: &str| {
-        e.reid
-            .iter()
-            .find(|r| r.method.contains(needle) && r.views == views)
-            .unwrap_or_else(|| panic!("no {needle} {views} row in {:?}", e.reid))
-    };
-    let scene = row("scene", "2v2");
-    let mean = row("mean of views", "2v2");
-    let hist = row("colour histogram", "2v2");
-    for r in [scene, mean, hist] {
-        eprintln!(
-            "{} {}: acc@1 {:.3}, uAP {:.3}",
-            r.method, r.views, r.accuracy_at_1, r.uap
-        );
-    }
+    .unwrap()
+}
+
+fn reid_row<'a>(
+    e: &'a endotwin::eval::twins::TwinEval,
+    needle: &str,
+    views: &str,
+) -> &'a endotwin::eval::twins::ReidRow {
+    let r = e
+        .reid
+        .iter()
+        .find(|r| r.method.contains(needle) && r.views == views)
+        .unwrap_or_else(|| panic!("no {needle} {views} row in {:?}", e.reid));
+    eprintln!(
+        "{} {}: acc@1 {:.3}, uAP {:.3}",
+        r.method, r.views, r.accuracy_at_1, r.uap
+    );
+    r
+}
+
+/// The shipped twin encoder (ImageNet MobileNetV2 + the projection learned on real and
+/// phantom polyps; mean of views, no scene encoder) on held-out phantom polyps.
+#[test]
+fn the_shipped_twin_encoder_finds_a_held_out_polyps_other_views() {
+    let _rng = crate::common::device_rng();
+    let device = Device::flex();
+    let models =
+        endotwin::twins::TwinModels::load(&endotwin::default_models_dir(), &device).unwrap();
+    let e = phantom_reid(&models);
+    let mean = reid_row(&e, "mean of views, float", "2v2");
+    let hist = reid_row(&e, "colour histogram 8x8x8 (baseline)", "2v2");
+    // Measured here: mean of views 2v2 uAP 0.895, colour histogram 0.688 (20 polyps). The
+    // floor sits below the model and above the baseline; the same architecture untrained
+    // reaches about 0.03 on the real sequences (tests/backbone.rs), far below any floor.
+    assert!(
+        mean.uap >= PHANTOM_FLOOR,
+        "mean of views 2v2 uAP {}",
+        mean.uap
+    );
+    assert!(
+        mean.uap > hist.uap + 0.1,
+        "mean {} against colour histogram {}",
+        mean.uap,
+        hist.uap
+    );
+}
+
+/// The tracklet comparisons' frame encoders (the phantom-trained ViT and its scene encoder,
+/// shipped as `tracklet-frames`) keep their floors.
+#[test]
+fn the_shipped_frame_encoders_find_a_held_out_polyps_other_views() {
+    let _rng = crate::common::device_rng();
+    let device = Device::flex();
+    let models =
+        endotwin::twins::TwinModels::load_frames(&endotwin::default_models_dir(), &device).unwrap();
+    assert!(models.scene.is_some(), "tracklet-frames-scene is shipped");
+    let e = phantom_reid(&models);
+    let scene = reid_row(&e, "scene", "2v2");
+    let mean = reid_row(&e, "mean of views", "2v2");
+    let hist = reid_row(&e, "colour histogram", "2v2");
     // Measured here: scene encoder 2v2 uAP 1.000, mean of views 0.870, colour histogram
     // 0.688 (20 polyps: chance is 1 in 20, so every figure is higher than the README's on 500
     // polyps, 0.618 / 0.468 / 0.023). The floors sit well below the model and above the
