@@ -201,3 +201,113 @@ fn a_folder_without_images_is_an_error_naming_it() {
             .contains(&empty.path().display().to_string())
     );
 }
+
+/// A 32 x 16 JPEG of four flat quadrants (red, green / blue, white from the top left) whose
+/// EXIF says how to turn it (orientation 1-8).
+fn quadrant_jpeg(path: &Path, orientation: u16) {
+    let img =
+        image::RgbImage::from_fn(32, 16, |x, y| image::Rgb(QUADRANTS[quadrant(x, y, 32, 16)]));
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95)
+        .encode_image(&img)
+        .unwrap();
+    // APP1 "Exif": a little-endian TIFF header and one IFD entry, Orientation (0x0112).
+    let mut tiff = b"II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0".to_vec();
+    tiff.extend(orientation.to_le_bytes());
+    tiff.extend([0, 0, 0, 0, 0, 0]);
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend(tiff);
+    let mut out = jpeg[..2].to_vec();
+    out.extend([0xFF, 0xE1]);
+    out.extend(((app1.len() + 2) as u16).to_be_bytes());
+    out.extend(app1);
+    out.extend(&jpeg[2..]);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+const QUADRANTS: [[u8; 3]; 4] = [[220, 30, 30], [30, 200, 30], [30, 30, 220], [240, 240, 240]];
+
+/// Which quadrant of a `w` x `h` picture holds pixel (x, y): 0 top left, 1 top right, 2
+/// bottom left, 3 bottom right.
+fn quadrant(x: u32, y: u32, w: u32, h: u32) -> usize {
+    usize::from(x >= w / 2) + 2 * usize::from(y >= h / 2)
+}
+
+/// The stored pixel a picture of `w` x `h` with EXIF `orientation` shows at (x, y) once
+/// turned upright (EXIF 2.3: 2 mirrored, 3 upside down, 4 flipped, 5 transposed, 6 turned a
+/// quarter clockwise, 7 transversed, 8 a quarter anticlockwise).
+fn stored_pixel(orientation: u16, x: u32, y: u32, w: u32, h: u32) -> (u32, u32) {
+    match orientation {
+        1 => (x, y),
+        2 => (w - 1 - x, y),
+        3 => (w - 1 - x, h - 1 - y),
+        4 => (x, h - 1 - y),
+        5 => (y, x),
+        6 => (y, h - 1 - x),
+        7 => (w - 1 - y, h - 1 - x),
+        8 => (w - 1 - y, x),
+        _ => unreachable!(),
+    }
+}
+
+/// `image` (decoded from a 32 x 16 quadrant JPEG with `orientation`) shows each stored
+/// quadrant where that orientation puts it: checked at every upright quadrant's middle.
+fn assert_upright(image: &image::DynamicImage, orientation: u16, what: &str) {
+    let (w, h) = (32, 16);
+    let turned = orientation >= 5;
+    let (uw, uh) = if turned { (h, w) } else { (w, h) };
+    assert_eq!((image.width(), image.height()), (uw, uh), "{what}: size");
+    let rgb = image.to_rgb8();
+    for (x, y) in [
+        (uw / 4, uh / 4),
+        (3 * uw / 4, uh / 4),
+        (uw / 4, 3 * uh / 4),
+        (3 * uw / 4, 3 * uh / 4),
+    ] {
+        let (sx, sy) = stored_pixel(orientation, x, y, w, h);
+        let want = QUADRANTS[quadrant(sx, sy, w, h)];
+        let got = rgb.get_pixel(x, y).0;
+        assert!(
+            got.iter().zip(want).all(|(g, w)| g.abs_diff(w) < 40),
+            "{what}: upright ({x}, {y}) shows {got:?}, not {want:?} (stored ({sx}, {sy}))"
+        );
+    }
+}
+
+#[test]
+fn every_exif_orientation_is_turned_upright_pixel_for_pixel() {
+    let src = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    for o in 1..=8u16 {
+        let path = src.path().join(format!("in/orientation-{o}.jpg"));
+        quadrant_jpeg(&path, o);
+        let d = endotwin::data::images::decode_file(&path).unwrap();
+        assert_upright(&d.image, o, &format!("orientation {o}, read from its file"));
+    }
+    // The same through an import: the library records the upright size, and every read of
+    // the view (the hash-checked one) shows it upright.
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let report = import(&mut store, &src.path().join("in"), true).unwrap();
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    let exam = store.examinations().unwrap()[0].id;
+    let frames = store.loose_frames(exam).unwrap();
+    assert_eq!(frames.len(), 8);
+    for m in &frames {
+        let o: u16 = m
+            .source_path
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.strip_suffix(".jpg"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{}", m.source_path));
+        let what = format!("orientation {o}, imported");
+        let turned = o >= 5;
+        assert_eq!(
+            (m.width, m.height),
+            if turned { (16, 32) } else { (32, 16) },
+            "{what}"
+        );
+        let d = endotwin::data::images::decode_media(&store, m).unwrap();
+        assert_upright(&d.image, o, &what);
+    }
+}

@@ -1,6 +1,8 @@
 //! Property tests of the label paths: random label values in CSV and JSONL labels files and
 //! random reviewer names never store a value or an audit row that the value rules refuse,
-//! and an exported CSV cell always reads back to the value written.
+//! valid values are stored as given (a vocabulary term in the vocabulary's spelling, in
+//! whatever case it was written), and an exported CSV cell always reads back to the value
+//! written.
 
 use crate::common;
 
@@ -8,7 +10,10 @@ use common::png;
 use endotwin::data::import::{self, ImportLayout, ImportOptions};
 use endotwin::engine::Progress;
 use endotwin::labels::{csv_cell_in, csv_cell_out};
-use endotwin::store::{AuditFilter, Store, TargetKind, check_label_value, check_reviewer};
+use endotwin::store::{
+    AuditFilter, HISTOLOGY, LOCATIONS, MORPHOLOGY, SIZE_CLASSES, Store, TargetKind,
+    check_label_value, check_reviewer,
+};
 use proptest::prelude::*;
 
 /// An in-memory library with polyps `A` and `B` (imported, so they carry the importer's own
@@ -80,7 +85,65 @@ fn who() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Every label of both polyps passes the value rules (tags by their own), and every audit
+/// A vocabulary term as a person might type it: any letters in the other case, spaces
+/// around it. Gives (the typed value, the term as the vocabulary spells it).
+fn typed_term(terms: &'static [&'static str]) -> impl Strategy<Value = (String, String)> {
+    (
+        proptest::sample::select(terms),
+        proptest::collection::vec(any::<bool>(), 40),
+        "[ ]{0,2}",
+        "[ ]{0,2}",
+    )
+        .prop_map(|(term, flips, before, after)| {
+            let typed: String = term
+                .chars()
+                .zip(flips.iter().chain(std::iter::repeat(&false)))
+                .map(|(c, &flip)| match (flip, c.is_ascii_lowercase()) {
+                    (false, _) => c,
+                    (true, true) => c.to_ascii_uppercase(),
+                    (true, false) => c.to_ascii_lowercase(),
+                })
+                .collect();
+            (format!("{before}{typed}{after}"), term.to_string())
+        })
+}
+
+/// A valid value of a label column: (key, the value as given, the value the store must
+/// hold). Outside the vocabularies that is the value itself.
+fn valid_cell() -> impl Strategy<Value = (&'static str, String, String)> {
+    let same = |key: &'static str, s: BoxedStrategy<String>| {
+        s.prop_map(move |v| (key, v.clone(), v)).boxed()
+    };
+    let term = |key: &'static str, terms: &'static [&'static str]| {
+        typed_term(terms).prop_map(move |(typed, term)| (key, typed, term))
+    };
+    prop_oneof![
+        term("histology", HISTOLOGY),
+        term("location", LOCATIONS),
+        term("morphology", MORPHOLOGY),
+        term("size class", SIZE_CLASSES),
+        same(
+            "paris",
+            prop_oneof![
+                "0-(Ip|Isp|Is|IIa|IIb|IIc|III)",
+                "0-(Is|IIa|IIb)\\+(IIa|IIc|III)",
+            ]
+            .boxed()
+        ),
+        same(
+            "size_mm",
+            "([1-9][0-9]?|1[0-9]{2}|2[0-9]{2})(\\.[0-9]{1,2})?".boxed()
+        ),
+        same("vienna_class", "[1-5]".boxed()),
+        same("colour", "[a-z]([a-z ]{0,12}[a-z])?".boxed()),
+        same(
+            "surface",
+            "[a-zA-Z]([a-zA-Z0-9 ,.()/-]{0,20}[a-z])?".boxed()
+        ),
+    ]
+}
+
+/// Every label of both polyps passes the value rules/// Every label of both polyps passes the value rules (tags by their own), and every audit
 /// row that is not the import's own is signed by a valid reviewer name.
 fn library_keeps_its_rules(store: &Store) {
     for p in store.polyps().unwrap() {
@@ -129,16 +192,18 @@ proptest! {
         jsonl in any::<bool>(),
     ) {
         let (mut store, _media, _src) = library();
+        // The file names polyp A by its code in the library.
+        let code = store.polyps().unwrap()[0].code.clone();
         let text = if jsonl {
             let labels: serde_json::Map<String, serde_json::Value> = cells
                 .iter()
                 .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone())))
                 .collect();
-            format!("{}\n", serde_json::json!({"polyp": "A", "labels": labels}))
+            format!("{}\n", serde_json::json!({"polyp": code, "labels": labels}))
         } else {
             let mut w = csv::Writer::from_writer(Vec::new());
             w.write_record(std::iter::once("polyp").chain(cells.iter().map(|(k, _)| *k))).unwrap();
-            w.write_record(std::iter::once("A").chain(cells.iter().map(|(_, v)| v.as_str()))).unwrap();
+            w.write_record(std::iter::once(code.as_str()).chain(cells.iter().map(|(_, v)| v.as_str()))).unwrap();
             String::from_utf8(w.into_inner().unwrap()).unwrap()
         };
         if let Ok((changes, _problems)) = endotwin::labels::diff_file(&store, &text) {
@@ -148,6 +213,67 @@ proptest! {
         let polyp = store.polyps().unwrap()[0].id;
         for (k, v) in &cells {
             let _ = store.set_label(&signer, TargetKind::Polyp, polyp, k, Some(v));
+        }
+        library_keeps_its_rules(&store);
+    }
+
+    #[test]
+    fn valid_values_are_stored_as_given_in_the_vocabularys_spelling(
+        cells in proptest::collection::vec(valid_cell(), 1..6),
+        path in 0..3usize,
+    ) {
+        // One value a column: the last given for a key is the one that counts.
+        let mut wanted: Vec<(&str, String, String)> = Vec::new();
+        for cell in cells {
+            wanted.retain(|(k, _, _)| *k != cell.0);
+            wanted.push(cell);
+        }
+        let (mut store, _media, _src) = library();
+        let a = store.polyps().unwrap().into_iter().find(|p| p.code.ends_with("-A")).unwrap();
+        let (polyp, code) = (a.id, a.code);
+        match path {
+            // A CSV labels file, a JSON lines labels file, or the store's audited path (the GUI's).
+            0 | 1 => {
+                let text = if path == 0 {
+                    let mut w = csv::Writer::from_writer(Vec::new());
+                    w.write_record(std::iter::once("polyp").chain(wanted.iter().map(|c| c.0))).unwrap();
+                    w.write_record(std::iter::once(code.as_str()).chain(wanted.iter().map(|c| c.1.as_str()))).unwrap();
+                    String::from_utf8(w.into_inner().unwrap()).unwrap()
+                } else {
+                    let labels: serde_json::Map<String, serde_json::Value> = wanted
+                        .iter()
+                        .map(|(k, v, _)| (k.to_string(), serde_json::Value::String(v.clone())))
+                        .collect();
+                    format!("{}\n", serde_json::json!({"polyp": code, "labels": labels}))
+                };
+                let (changes, problems) = endotwin::labels::diff_file(&store, &text).unwrap();
+                prop_assert!(problems.is_empty(), "{problems:?} in\n{text}");
+                endotwin::labels::apply(&mut store, "dr. Jane Doe", &changes).unwrap();
+            }
+            _ => {
+                for (k, v, _) in &wanted {
+                    store.set_label("dr. Jane Doe", TargetKind::Polyp, polyp, k, Some(v)).unwrap();
+                }
+            }
+        }
+        let row = store.polyp(polyp).unwrap().unwrap();
+        let attributes = store.attributes(polyp).unwrap();
+        for (key, given, stored) in &wanted {
+            let label = store.current_label(TargetKind::Polyp, polyp, key).unwrap();
+            prop_assert_eq!(label.as_deref(), Some(stored.as_str()), "{} given as {:?}", key, given);
+            // What the browser, the filters and the details panel read says the same.
+            let shown = match *key {
+                "histology" => row.histology.clone(),
+                "location" => row.location.clone(),
+                "paris" => row.paris.clone(),
+                "size_mm" => {
+                    prop_assert_eq!(row.size_mm, Some(stored.parse::<f64>().unwrap()));
+                    continue;
+                }
+                "vienna_class" => row.vienna_class.map(|v| v.to_string()),
+                _ => attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()),
+            };
+            prop_assert_eq!(shown.as_deref(), Some(stored.as_str()), "{} given as {:?}", key, given);
         }
         library_keeps_its_rules(&store);
     }

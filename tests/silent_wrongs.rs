@@ -49,6 +49,115 @@ fn a_contact_sheet_names_a_swapped_view_and_fails() {
     );
 }
 
+/// Waits (at most 20 s) until `done` holds for the app, drawing between looks.
+fn wait_for_app(
+    h: &mut egui_kittest::Harness<'static, endotwin::app::App>,
+    what: &str,
+    done: &dyn Fn(&endotwin::app::App) -> bool,
+) {
+    for _ in 0..400 {
+        crate::gui::settle(h);
+        if done(h.state()) {
+            crate::gui::settle(h);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{what} never came");
+}
+
+#[test]
+fn the_captions_and_text_prompts_tabs_name_a_swapped_view_instead_of_answering() {
+    use burn::tensor::Device;
+    use endotwin::app::{Command, Selection, Tab, ToastLevel};
+    use endotwin::model::weights::{self, ModelCard, ModelKind};
+    let _rng = common::device_rng();
+    let lib = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    let store = crate::prompts::records_library(lib.path(), 2);
+    // Untrained tiny models: the hash check comes before any model sees the view.
+    let device = Device::flex();
+    let captions = crate::caption_model::tiny_config();
+    let card = ModelCard::new(
+        "captions",
+        ModelKind::CaptionModel,
+        "test",
+        "a tiny caption model",
+        &captions,
+    );
+    weights::save(&captions.init(&device), &card, models.path()).unwrap();
+    let records =
+        endotwin::prompts::records::Records::load(&store, 32, &endotwin::plumbing::Progress::new())
+            .unwrap();
+    let prompts = crate::prompts::tiny_config(&records);
+    for name in ["prompts", "prompts-detect", "prompts-round1"] {
+        let card = ModelCard::new(
+            name,
+            ModelKind::PromptModel,
+            "test",
+            "a tiny prompt model",
+            &prompts,
+        );
+        weights::save(&prompts.init(&device), &card, models.path()).unwrap();
+    }
+    // The polyp's first view now holds its second view's bytes: a real image, not the view.
+    let polyp = store.polyps().unwrap()[0].id;
+    let views = store.polyp_views(polyp).unwrap();
+    assert!(views.len() >= 2);
+    let other = std::fs::read(store.media_path(&views[1])).unwrap();
+    std::fs::write(store.media_path(&views[0]), other).unwrap();
+    drop(store);
+
+    let mut h = crate::gui::harness(lib.path());
+    h.state_mut().state.captions.models_dir = models.path().to_path_buf();
+    {
+        let panel = &mut h.state_mut().state.prompts;
+        panel.models_dir = models.path().to_path_buf();
+        panel.models = endotwin::engine::prompt_jobs::available(models.path());
+    }
+    crate::gui::settle(&mut h);
+    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    crate::gui::settle(&mut h);
+    let named =
+        |text: &str| text.contains(&format!("media {}", views[0].id)) && text.contains("changed");
+    let toasted = |a: &endotwin::app::App, tab: &str| {
+        a.state
+            .toasts
+            .iter()
+            .any(|t| t.level == ToastLevel::Error && t.text.starts_with(tab) && named(&t.text))
+    };
+
+    h.state_mut().send(Command::ShowTab(Tab("captions")));
+    wait_for_app(&mut h, "the Captions answer", &|a| {
+        a.state.captions.running.is_none() && a.state.captions.problem.is_some()
+    });
+    let panel = &h.state().state.captions;
+    let problem = panel.problem.clone().unwrap();
+    assert!(named(&problem), "{problem}");
+    assert!(panel.frames.is_empty(), "the swapped view was captioned");
+    assert!(
+        toasted(h.state(), "Captions:"),
+        "no error toast: {:?}",
+        h.state().state.toasts
+    );
+    crate::gui::shows_part(&h, &format!("media {}", views[0].id));
+
+    h.state_mut().send(Command::ShowTab(Tab("prompts")));
+    wait_for_app(&mut h, "the Text prompts answer", &|a| {
+        a.state.prompts.running.is_none() && a.state.prompts.problem.is_some()
+    });
+    let panel = &h.state().state.prompts;
+    let problem = panel.problem.clone().unwrap();
+    assert!(named(&problem), "{problem}");
+    assert!(panel.scores.is_none(), "the swapped view was scored");
+    assert!(
+        toasted(h.state(), "Text prompts:"),
+        "no error toast: {:?}",
+        h.state().state.toasts
+    );
+    crate::gui::shows_part(&h, &format!("media {}", views[0].id));
+}
+
 #[test]
 fn a_refused_or_failed_import_leaves_no_library_behind() {
     let src = tempfile::tempdir().unwrap();
@@ -293,21 +402,25 @@ fn labels_import_stores_a_histology_term_in_the_vocabularys_spelling() {
     assert!(r.ok() && r.says("no changes"), "{}", r.text());
 }
 
+/// Reviewer names that would pass for another signer (an importer, or a name that looks the
+/// same): every audited write refuses them.
+const LOOKALIKE_NAMES: [&str; 10] = [
+    "import\u{FF1A}bob",
+    "IMPORT:bob",
+    "\u{FF49}mport:bob",
+    "bo\u{00AD}b",
+    "\u{3164}",
+    "bob\u{3164}",
+    "bob ",
+    " bob",
+    "bob\u{00A0}smith",
+    "bob  smith",
+];
+
 #[test]
 fn reviewer_names_that_pass_for_another_signer_are_refused() {
     let (lib, _src) = library_with_cases();
-    let bad = [
-        "import\u{FF1A}bob",
-        "IMPORT:bob",
-        "\u{FF49}mport:bob",
-        "bo\u{00AD}b",
-        "\u{3164}",
-        "bob\u{3164}",
-        "bob ",
-        " bob",
-        "bob\u{00A0}smith",
-        "bob  smith",
-    ];
+    let bad = LOOKALIKE_NAMES;
     let before = files(lib.path());
     for who in bad {
         let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
@@ -340,6 +453,129 @@ fn reviewer_names_that_pass_for_another_signer_are_refused() {
         let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
         assert!(r.ok(), "{who:?}: {}", r.text());
     }
+}
+
+#[test]
+fn every_tracklet_edit_refuses_a_lookalike_reviewer_name_and_changes_nothing() {
+    let lib = tempfile::tempdir().unwrap();
+    // One short phantom video: its tracklets are all the edits need.
+    let cfg = endotwin::data::phantom::PhantomConfig {
+        seed: 5,
+        polyps: 2,
+        views_per_polyp: 4,
+        videos: 1,
+        frames_per_video: 120,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 32,
+        video_size: 32,
+        ..Default::default()
+    };
+    common::phantom_library(lib.path(), &cfg);
+    let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let video = store.videos().unwrap().remove(0).id;
+    let tracklets = store.video_tracklets(video).unwrap();
+    assert!(tracklets.len() >= 2, "{tracklets:?}");
+    let (a, b) = (&tracklets[0], &tracklets[1]);
+    let (box_id, first_box) = store
+        .video_boxes_with_ids(video)
+        .unwrap()
+        .into_iter()
+        .find(|(_, r)| r.tracklet_id == Some(a.id))
+        .unwrap();
+    let polyp = store.video_polyps(video).unwrap()[0].0;
+    let all = endotwin::store::AuditFilter {
+        limit: 0,
+        ..Default::default()
+    };
+    let snapshot = |store: &Store| {
+        (
+            store.video_tracklets(video).unwrap(),
+            store.video_boxes_with_ids(video).unwrap(),
+            store.link_decisions(video).unwrap(),
+            store.audit_log(&all).unwrap().len(),
+        )
+    };
+    let before_rows = snapshot(&store);
+    drop(store);
+    let before = files(lib.path());
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let middle = (a.first_frame + a.last_frame) / 2;
+    for who in LOOKALIKE_NAMES {
+        let refusals: Vec<(&str, endotwin::store::StoreError)> = vec![
+            (
+                "assign",
+                store.assign_tracklet(who, a.id, Some(polyp)).unwrap_err(),
+            ),
+            (
+                "assign none",
+                store.assign_tracklet(who, a.id, None).unwrap_err(),
+            ),
+            (
+                "split",
+                store.split_tracklet(who, a.id, middle).unwrap_err(),
+            ),
+            ("join", store.join_tracklets(who, a.id, b.id).unwrap_err()),
+            (
+                "add",
+                store
+                    .add_tracklet(
+                        who,
+                        video,
+                        None,
+                        &[(first_box.frame_index, [1.0, 1.0, 8.0, 8.0])],
+                        "drawn",
+                    )
+                    .unwrap_err(),
+            ),
+            ("remove", store.remove_tracklet(who, b.id).unwrap_err()),
+            (
+                "move box",
+                store
+                    .move_box(who, box_id, [2.0, 2.0, 9.0, 9.0])
+                    .unwrap_err(),
+            ),
+            (
+                "link",
+                store
+                    .decide_link(
+                        who,
+                        a.id,
+                        b.id,
+                        Some(endotwin::store::LinkDecision::Rejected),
+                    )
+                    .unwrap_err(),
+            ),
+            ("new polyp", store.new_review_polyp(who, video).unwrap_err()),
+        ];
+        for (edit, e) in refusals {
+            assert!(
+                e.to_string().contains("reviewer name"),
+                "{edit} as {who:?}: {e}"
+            );
+        }
+    }
+    assert_eq!(
+        snapshot(&store),
+        before_rows,
+        "a refused edit changed the rows"
+    );
+    drop(store);
+    assert_eq!(files(lib.path()), before, "the library changed");
+    // The same edits signed by a real name go through.
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    store
+        .move_box("dr. Jane Doe", box_id, [2.0, 2.0, 9.0, 9.0])
+        .unwrap();
+    store
+        .decide_link(
+            "dr. Jane Doe",
+            a.id,
+            b.id,
+            Some(endotwin::store::LinkDecision::Rejected),
+        )
+        .unwrap();
+    store.split_tracklet("dr. Jane Doe", a.id, middle).unwrap();
 }
 
 #[cfg(unix)]

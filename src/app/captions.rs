@@ -113,9 +113,16 @@ impl App {
                 true
             }
             Err(e) if panel.running == Some(id) || panel.searching == Some(id) => {
+                let described = panel.running == Some(id);
                 panel.running = panel.running.filter(|r| *r != id);
                 panel.searching = panel.searching.filter(|r| *r != id);
                 panel.problem = Some(e.clone());
+                if described {
+                    // No answer for the selection (a view whose file changed on disk, no
+                    // model): said where the user looks, whichever panel is open.
+                    self.state
+                        .toast(ToastLevel::Error, format!("Captions: {e}"));
+                }
                 true
             }
             _ => false,

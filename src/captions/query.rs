@@ -196,15 +196,19 @@ pub fn describe_media(
     let mut images = Vec::new();
     let mut kept = Vec::new();
     for key in keys {
-        let (path, name) = match key {
+        // A library view is read through the hash check: a file swapped on disk is refused by
+        // name, never described as if it were the view.
+        let (decoded, name) = match key {
             CaptionKey::Media(id) => {
                 let Some(m) = store.media(*id)? else { continue };
-                (store.media_path(&m), m.source_path.clone())
+                (
+                    crate::data::images::decode_media(store, &m),
+                    m.source_path.clone(),
+                )
             }
-            CaptionKey::File(p) => (p.clone(), p.display().to_string()),
+            CaptionKey::File(p) => (crate::data::images::decode_file(p), p.display().to_string()),
         };
-        let d = crate::data::images::decode_file(&path)
-            .map_err(|e| CaptionQueryError::Image(format!("{name}: {e}")))?;
+        let d = decoded.map_err(|e| CaptionQueryError::Image(format!("{name}: {e}")))?;
         images.push(d.image);
         kept.push(key.clone());
     }

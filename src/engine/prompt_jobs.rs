@@ -61,7 +61,15 @@ pub(super) fn run(
             prompts,
         } => {
             let loaded = load(&models, &name, compute)?;
-            let store = Store::open(library, OpenMode::Existing).ok();
+            // Opened files score without a library; a library view is never skipped because
+            // its library could not be opened.
+            let store = match Store::open(library, OpenMode::Existing) {
+                Ok(store) => Some(store),
+                Err(e) if keys.iter().any(|k| matches!(k, FrameKey::Media(_))) => {
+                    return Err(e.to_string());
+                }
+                Err(_) => None,
+            };
             query::score_frames(store.as_ref(), &loaded, &keys, &prompts, device)
                 .map(|s| PromptOutput::Scores(Box::new(s)))
                 .map_err(|e| e.to_string())

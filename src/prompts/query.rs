@@ -389,16 +389,17 @@ pub fn score_frames(
     let mut decoded = Vec::new();
     let mut kept = Vec::new();
     for key in keys {
-        let (path, name) = match (key, store) {
+        // A library view is read through the hash check: a file swapped on disk is refused by
+        // name, never scored as if it were the view.
+        let (read, name) = match (key, store) {
             (FrameKey::Media(id), Some(store)) => {
                 let Some(m) = store.media(*id)? else { continue };
-                (store.media_path(&m), m.source_path.clone())
+                (images::decode_media(store, &m), m.source_path.clone())
             }
             (FrameKey::Media(_), None) => continue,
-            (FrameKey::File(p), _) => (p.clone(), p.display().to_string()),
+            (FrameKey::File(p), _) => (images::decode_file(p), p.display().to_string()),
         };
-        let d =
-            images::decode_file(&path).map_err(|e| PromptError::Image(format!("{name}: {e}")))?;
+        let d = read.map_err(|e| PromptError::Image(format!("{name}: {e}")))?;
         decoded.push(d.image);
         kept.push(key.clone());
     }
