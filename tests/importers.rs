@@ -657,7 +657,7 @@ fn eval_real_scores_twins_detection_and_capsule_categories_beside_their_baseline
         return;
     };
     let mut c = crate::common::endotwin(lib.path());
-    c.args(["eval", "real", "--seed", "7", "--data"])
+    c.args(["eval", "real", "--seed", "7", "--draws", "2", "--data"])
         .arg(data.path())
         .arg("--backbone")
         .arg(&backbone)
@@ -695,6 +695,17 @@ fn eval_real_scores_twins_detection_and_capsule_categories_beside_their_baseline
         );
         assert!((0.0..=1.0).contains(&a) && (0.0..=1.0).contains(&b));
         assert!((mean - (a + b) / 2.0).abs() < 1e-9);
+    }
+    // Twins over two draws of frames: every method again, each with its interval.
+    assert_eq!(e["twin_draws"], 2, "{e}");
+    let over = e["twins_over_draws"].as_array().unwrap();
+    assert_eq!(over.len(), twins.len(), "{e}");
+    for f in over {
+        let (v, ci) = (f["value"].as_f64().unwrap(), &f["ci"]);
+        assert!(
+            ci[0].as_f64().unwrap() <= v && v <= ci[1].as_f64().unwrap(),
+            "{f}"
+        );
     }
     // Detection: the detector and redness on the same crops; a polyp-free window was found
     // for at least one image (the rest are named in a note).

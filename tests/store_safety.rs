@@ -654,9 +654,11 @@ fn fifos_devices_and_a_silent_ffmpeg_are_refused_without_a_hang() {
     // The twin model's weights linked to /dev/zero: refused before a byte is read.
     let models = tempfile::tempdir().unwrap();
     let shipped = endotwin::default_models_dir();
-    for f in ["twin-image.json"] {
-        std::fs::copy(shipped.join(f), models.path().join(f)).unwrap();
-    }
+    std::fs::copy(
+        shipped.join("twin-image.json"),
+        models.path().join("twin-image.json"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("/dev/zero", models.path().join("twin-image.bpk")).unwrap();
     let mut c = endotwin_cmd(lib.path(), &["twins", "--models"]);
     c.arg(models.path()).arg(src.path().join("base/A/1.png"));

@@ -50,6 +50,10 @@ pub struct RealEval {
     /// Twins: polyps (sequences) and, per method, uAP at 1v1 and 2v2 and their mean.
     pub twin_polyps: usize,
     pub twins: Vec<TwinFigure>,
+    /// Twins over several draws of frames (seeds `seed`, `seed + 1`, ...): per method, the
+    /// mean over draws of the mean uAP, with a bootstrap interval over draws.
+    pub twin_draws: usize,
+    pub twins_over_draws: Vec<Figure>,
     /// Detection: images used (a polyp crop and a background crop each).
     pub detection_images: usize,
     pub detection: Vec<Figure>,
@@ -109,11 +113,13 @@ fn set_prefix(root: &Path, k: usize) -> String {
 
 /// Runs every part whose data is under `data`, with the models in `models`.
 /// `backbone`: ImageNet MobileNetV2 weights (safetensors) for the "not fine-tuned" twin row.
+/// `draws`: how many draws of frames the twins are also scored over (1: the seed's only).
 pub fn run(
     data: &Path,
     models: &Path,
     backbone: Option<&Path>,
     seed: u64,
+    draws: usize,
     device: &Device,
 ) -> Result<RealEval, RealError> {
     let mut eval = RealEval {
@@ -136,6 +142,9 @@ pub fn run(
         eval.notes.push("twins: no cvc-clinicdb*/ folder".into());
     } else {
         twins(&cvc, models, backbone, seed, device, &mut eval)?;
+        if draws > 1 && !eval.twins.is_empty() {
+            over_draws(&cvc, models, backbone, seed, draws, device, &mut eval)?;
+        }
     }
     if kvasir.is_empty() {
         eval.notes
@@ -306,6 +315,53 @@ fn twins(
             });
         }
     }
+    Ok(())
+}
+
+/// [`RealEval::twins_over_draws`]: the twins again for seeds `seed + 1 .. seed + draws`.
+fn over_draws(
+    cvc: &[PathBuf],
+    models: &Path,
+    backbone: Option<&Path>,
+    seed: u64,
+    draws: usize,
+    device: &Device,
+    eval: &mut RealEval,
+) -> Result<(), RealError> {
+    let mut per_method: Vec<(String, Vec<f64>)> = eval
+        .twins
+        .iter()
+        .map(|t| (t.method.clone(), vec![t.uap_mean]))
+        .collect();
+    for d in 1..draws as u64 {
+        let mut one = RealEval::default();
+        twins(cvc, models, backbone, seed + d, device, &mut one)?;
+        for t in one.twins {
+            if let Some((_, v)) = per_method.iter_mut().find(|(m, _)| *m == t.method) {
+                v.push(t.uap_mean);
+            }
+        }
+    }
+    let resampled = resamples(draws, seed ^ 0xd1a5);
+    eval.twin_draws = draws;
+    eval.twins_over_draws = per_method
+        .into_iter()
+        .map(|(method, values)| {
+            let mean = |idx: &mut dyn Iterator<Item = f64>| {
+                let (sum, n) = idx.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+                sum / n.max(1) as f64
+            };
+            let all: Vec<f64> = resampled
+                .iter()
+                .map(|draw| mean(&mut draw.iter().map(|&i| values[i])))
+                .collect();
+            Figure {
+                method,
+                value: mean(&mut values.iter().copied()),
+                ci: interval(all),
+            }
+        })
+        .collect();
     Ok(())
 }
 
