@@ -529,7 +529,8 @@ fn model_report_sets_a_scene_encoder_against_the_mean_of_views_it_would_replace(
         .arg(endotwin::default_models_dir())
         .arg("--out")
         .arg(out.path())
-        .args(["--epochs", "1", "--batch", "2", "--name", "scene-t"]);
+        .args(["--epochs", "1", "--batch", "2", "--name", "scene-t"])
+        .args(["--image-model", "tracklet-frames"]);
     let ran = crate::common::run(c);
     assert!(ran.ok(), "{}", ran.text());
     let held = tempfile::tempdir().unwrap();

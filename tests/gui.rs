@@ -258,7 +258,7 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
     assert!(answer.result.twins.iter().all(|t| t.polyp.id != polyp.id));
     shows_part(&h, &format!("of {indexed} indexed polyps"));
     shows_part(&h, "Diagnosis vote:");
-    shows_part(&h, "read at 4 quarter turns");
+    shows_part(&h, "cut around its polyp mask");
     screenshot(&mut h, "twins");
 }
 

@@ -445,6 +445,19 @@ impl Recipe for SceneEncoderRecipe {
         let out = settings.path(&o, "out").unwrap_or_else(|| models.clone());
         let plain = ctx.device.clone();
         let image_path = models.join(format!("{}.json", settings.text(&o, "image-model")?));
+        if let Ok(card) = weights::read_card(&image_path)
+            && matches!(
+                card.config::<crate::model::twin_encoder::TwinEncoderConfig>(&image_path),
+                Ok(crate::model::twin_encoder::TwinEncoderConfig::Backbone(_))
+            )
+        {
+            return Err(RecipeError::Setting(format!(
+                "{}: a backbone image encoder; the scene encoder trains over a ViT image encoder \
+                 (its reconstruction reads the ViT's patches): pass --image-model \
+                 tracklet-frames, or a ViT card",
+                image_path.display()
+            )));
+        }
         let (encoder, image_card) =
             weights::load(&image_path, ModelKind::ImageEncoder, |c: &VitConfig| {
                 c.init(&plain)
@@ -529,6 +542,12 @@ impl Recipe for SceneEncoderRecipe {
             ),
             &config.scene,
         );
+        // The image encoder it combines the views of: another one's embeddings mean nothing.
+        card.reads = Some(crate::model::weights::Reads {
+            name: image_card.name.clone(),
+            version: image_card.version.clone(),
+            sha256: image_card.sha256.clone(),
+        });
         card.training = Some(Training {
             command: ctx.command_line.clone(),
             seed,

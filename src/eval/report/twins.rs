@@ -34,8 +34,20 @@ pub fn report(
     let scene = weights::read_card(card)?.kind == ModelKind::SceneEncoder;
     // A scene encoder is scored over the active image encoder, against that encoder's plain
     // mean of views (what the app uses without it); an image encoder beside the active one.
+    // The image encoder a scene encoder learned over (its card's `reads`), among the folder's
+    // twin and frame encoders; cards without `reads` take the twin encoder.
+    let reads = weights::read_card(card)?.reads;
+    let over = [crate::twins::IMAGE_MODEL, crate::twins::FRAME_IMAGE_MODEL]
+        .into_iter()
+        .find(|name| {
+            let path = dir.join(format!("{name}.json"));
+            reads
+                .as_ref()
+                .is_some_and(|r| weights::read_card(&path).is_ok_and(|c| c.sha256 == r.sha256))
+        })
+        .unwrap_or(crate::twins::IMAGE_MODEL);
     let image_card = match scene {
-        true => Some(dir.join(format!("{}.json", crate::twins::IMAGE_MODEL)))
+        true => Some(dir.join(format!("{over}.json")))
             .filter(|p| p.is_file())
             .ok_or_else(|| {
                 ReportError::Data(format!(
