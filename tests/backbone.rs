@@ -225,7 +225,11 @@ fn real_twins(cvc: &Path, models: &Path, seed: u64) -> Vec<(String, f64)> {
     let data = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(cvc, data.path().join("cvc-clinicdb-21-29")).unwrap();
     let cpu = compute::select(BackendPref::Cpu).unwrap();
-    let e = endotwin::eval::real::run(data.path(), models, None, seed, 1, &cpu.device).unwrap();
+    let rows = endotwin::eval::real::TwinRows {
+        draws: 1,
+        ..Default::default()
+    };
+    let e = endotwin::eval::real::run(data.path(), models, &rows, seed, &cpu.device).unwrap();
     assert_eq!(e.twin_polyps, 9);
     e.twins
         .iter()

@@ -246,7 +246,8 @@ fn the_timeline_compares_as_asked_and_says_what_stood_in() {
     revisit_library(lib.path(), src.path());
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
     let models = tempfile::tempdir().unwrap();
-    for name in ["twin-image", "twin-scene", "tracklet-head"] {
+    // The tracklet comparisons' frame encoders and the head that learned over them.
+    for name in ["tracklet-frames", "tracklet-frames-scene", "tracklet-head"] {
         for ext in ["json", "bpk"] {
             let file = format!("{name}.{ext}");
             std::fs::copy(shipped.join(&file), models.path().join(&file)).unwrap();
@@ -300,7 +301,7 @@ fn the_timeline_compares_as_asked_and_says_what_stood_in() {
     );
 
     // Without the scene encoder and the head, "best available" is the mean over frames.
-    std::fs::remove_file(models.path().join("twin-scene.json")).unwrap();
+    std::fs::remove_file(models.path().join("tracklet-frames-scene.json")).unwrap();
     std::fs::remove_file(&card_path).unwrap();
     assert_eq!(timeline(Comparison::Best).comparison, Comparison::TwinMean);
 }

@@ -471,16 +471,19 @@ fn a_voc_box_with_xmin_above_xmax_is_refused_naming_its_file() {
 
 // ---- 4. model cards never panic --------------------------------------------------------------
 
-fn edited_card(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+/// A shipped image encoder (`tracklet-frames`: the ViT; `twin-image`: the ImageNet backbone)
+/// copied as `twin-image` with its card edited.
+fn edited_card(from: &str, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
     let d = tempfile::tempdir().unwrap();
     std::fs::copy(
-        models.join("twin-image.bpk"),
+        models.join(format!("{from}.bpk")),
         d.path().join("twin-image.bpk"),
     )
     .unwrap();
     let mut card: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(models.join("twin-image.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(models.join(format!("{from}.json"))).unwrap())
+            .unwrap();
     edit(&mut card);
     std::fs::write(
         d.path().join("twin-image.json"),
@@ -500,7 +503,7 @@ fn a_card_with_an_edited_or_impossible_config_is_refused_not_a_panic() {
         run(c)
     };
     // Edited after saving: the config checksum catches it.
-    let d = edited_card(|c| c["config"]["heads"] = 0.into());
+    let d = edited_card("tracklet-frames", |c| c["config"]["heads"] = 0.into());
     let r = twins(d.path());
     assert!(
         !r.ok() && r.says("twin-image.json") && r.says("edited"),
@@ -514,7 +517,7 @@ fn a_card_with_an_edited_or_impossible_config_is_refused_not_a_panic() {
         ("heads", 7, "does not split over 7 heads"),
         ("image_size", 1_000_000, "image_size is 1000000"),
     ] {
-        let d = edited_card(|c| {
+        let d = edited_card("tracklet-frames", |c| {
             c["config"][field] = value.into();
             c.as_object_mut().unwrap().remove("config_sha256");
         });
@@ -525,6 +528,17 @@ fn a_card_with_an_edited_or_impossible_config_is_refused_not_a_panic() {
             r.text()
         );
     }
+    // The backbone encoder's config too: a layer MobileNetV2 does not have.
+    let d = edited_card("twin-image", |c| {
+        c["config"]["backbone"]["taps"] = serde_json::json!([3, 99]);
+        c.as_object_mut().unwrap().remove("config_sha256");
+    });
+    let r = twins(d.path());
+    assert!(
+        !r.ok() && r.says("twin-image.json") && r.says("tapped layer 99 does not exist"),
+        "{}",
+        r.text()
+    );
 }
 
 // ---- 5. no silent success ------------------------------------------------------------------

@@ -60,11 +60,19 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             "captions" => &[("epochs", "1"), ("batch", "4")],
             // A 32 px image tower in 8 px patches (not the default 64 px): every stage keeps it.
             "prompts" => &[("epochs", "1"), ("batch", "2"), ("size", "32")],
+            "twin-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();
         if recipe.options().iter().any(|o| o.name == "out") {
             settings.set("out", out_dir.clone());
+        }
+        if recipe.name() == "twin-backbone" {
+            // ImageNet's weights live beside the repository (skipped outside CI without them).
+            match crate::common::pretrained("mobilenetv2_imagenet_features.safetensors") {
+                Some(path) => settings.set("backbone", path.display().to_string()),
+                None => continue,
+            }
         }
         for (k, v) in tiny {
             settings.set(k, *v);
@@ -249,6 +257,7 @@ fn a_batch_too_big_for_memory_is_refused_before_anything_starts() {
             "tracklets" => ("anchors", &[("anchors", "4"), ("size", "16")]),
             "captions" => ("batch", &[("batch", "4")]),
             "prompts" => ("batch", &[("batch", "2")]),
+            "twin-backbone" => ("batch", &[("batch", "4")]),
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();

@@ -59,29 +59,7 @@ pub enum EvalWhat {
     /// (cvc-clinicdb*/, kvasir-seg*/, captiv8*/ below --data): twins on CVC-ClinicDB
     /// sequences, zero-shot detection on Kvasir-SEG crops, capsule categories on CAPTIV8,
     /// each with its baselines and bootstrap intervals.
-    Real {
-        /// The folder holding the datasets' folders.
-        #[arg(long)]
-        data: PathBuf,
-        /// The models folder (default: the shipped models).
-        #[arg(long)]
-        models: Option<PathBuf>,
-        /// ImageNet MobileNetV2 weights (torchvision's feature layers, safetensors) for the
-        /// twins' "not fine-tuned" row (default: `mobilenetv2_imagenet_features.safetensors` in
-        /// a `pretrained/` folder beside `--data`, when there).
-        #[arg(long)]
-        backbone: Option<PathBuf>,
-        /// Seed of the frames drawn per sequence, the background windows and the bootstrap.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// Also score the twins over this many draws of frames (seeds SEED, SEED+1, ...): one
-        /// draw of 4 frames a sequence moves a figure by 0.1-0.2.
-        #[arg(long, default_value_t = 1)]
-        draws: usize,
-        /// Also write the figures as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
+    Real(RealArgs),
     /// Capsule captions on held-out patients: caption retrieval (top-1, top-5) per model with
     /// its loss and shots, against the majority caption; categories (accuracy, multi-label
     /// macro-F1) against a colour histogram with the same linear classifier.
@@ -90,6 +68,36 @@ pub enum EvalWhat {
     /// frame (round 1 and the detector after its last cleansing round, JSON `round2`), zero-shot benign vs neoplastic per polyp, few-shot probes, the
     /// colour-histogram baseline, the untrained model, plain CLIP and the ablations.
     Prompts(super::prompts::EvalArgs),
+}
+
+/// `eval real`'s options.
+#[derive(clap::Args, Debug)]
+pub struct RealArgs {
+    /// The folder holding the datasets' folders.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The models folder (default: the shipped models).
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    /// ImageNet MobileNetV2 weights (torchvision's feature layers, safetensors) for the
+    /// twins' "not fine-tuned" row (default: `mobilenetv2_imagenet_features.safetensors` in
+    /// a `pretrained/` folder beside `--data`, when there).
+    #[arg(long)]
+    pub backbone: Option<PathBuf>,
+    /// Seed of the frames drawn per sequence, the background windows and the bootstrap.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Also score the twins over this many draws of frames (seeds SEED, SEED+1, ...): one
+    /// draw of 4 frames a sequence moves a figure by 0.1-0.2.
+    #[arg(long, default_value_t = 1)]
+    pub draws: usize,
+    /// More model sets in the twins' table (old and new side by side), each LABEL=FOLDER
+    /// with a twin-image card (and twin-scene, when it has one).
+    #[arg(long, value_name = "LABEL=FOLDER")]
+    pub compare: Vec<String>,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
@@ -102,14 +110,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             size,
         } => phantom(held_out, seed, polyps, views, size),
         EvalWhat::Tracklets(args) => super::tracklets::eval(pref, args),
-        EvalWhat::Real {
-            data,
-            models,
-            backbone,
-            seed,
-            draws,
-            json,
-        } => real(pref, &data, models, backbone, seed, draws, json),
+        EvalWhat::Real(args) => real(pref, args),
         EvalWhat::Captions(args) => super::captions::eval(pref, args),
         EvalWhat::Prompts(args) => super::prompts::eval(pref, args),
         EvalWhat::Twins {
@@ -277,15 +278,17 @@ fn print_twins(e: &TwinEval, models: &TwinModels, library: &Path) {
     );
 }
 
-fn real(
-    pref: BackendPref,
-    data: &Path,
-    models: Option<PathBuf>,
-    backbone: Option<PathBuf>,
-    seed: u64,
-    draws: usize,
-    json: Option<PathBuf>,
-) -> Result<()> {
+fn real(pref: BackendPref, args: RealArgs) -> Result<()> {
+    let RealArgs {
+        data,
+        models,
+        backbone,
+        seed,
+        draws,
+        compare,
+        json,
+    } = args;
+    let data = data.as_path();
     let compute = compute::select(pref)?;
     let models = models.unwrap_or_else(endotwin::default_models_dir);
     let backbone = backbone.or_else(|| {
@@ -295,14 +298,21 @@ fn real(
         beside.is_file().then_some(beside)
     });
     let started = std::time::Instant::now();
-    let e = endotwin::eval::real::run(
-        data,
-        &models,
-        backbone.as_deref(),
-        seed,
-        draws.max(1),
-        &compute.device,
-    )?;
+    let compare = compare
+        .iter()
+        .map(|c| match c.split_once('=') {
+            Some((label, dir)) if !label.is_empty() && !dir.is_empty() => {
+                Ok((label.to_string(), PathBuf::from(dir)))
+            }
+            _ => Err(anyhow::anyhow!("--compare {c}: give LABEL=FOLDER")),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rows = endotwin::eval::real::TwinRows {
+        backbone,
+        compare,
+        draws: draws.max(1),
+    };
+    let e = endotwin::eval::real::run(data, &models, &rows, seed, &compute.device)?;
     println!(
         "real frames under {} (seed {seed}); brackets: bootstrap 95 %",
         data.display()

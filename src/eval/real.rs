@@ -111,15 +111,24 @@ fn set_prefix(root: &Path, k: usize) -> String {
     format!("{k}-{name}")
 }
 
+/// What the twins are compared with beside the models evaluated.
+#[derive(Debug, Clone, Default)]
+pub struct TwinRows {
+    /// ImageNet MobileNetV2 weights (safetensors) for the "not fine-tuned" row.
+    pub backbone: Option<PathBuf>,
+    /// Other model folders (label, folder), each a row of its twin encoder (mean of views,
+    /// and its scene encoder when it has one): old and new model sets in one table.
+    pub compare: Vec<(String, PathBuf)>,
+    /// How many draws of frames the twins are also scored over (1: the seed's only).
+    pub draws: usize,
+}
+
 /// Runs every part whose data is under `data`, with the models in `models`.
-/// `backbone`: ImageNet MobileNetV2 weights (safetensors) for the "not fine-tuned" twin row.
-/// `draws`: how many draws of frames the twins are also scored over (1: the seed's only).
 pub fn run(
     data: &Path,
     models: &Path,
-    backbone: Option<&Path>,
+    rows: &TwinRows,
     seed: u64,
-    draws: usize,
     device: &Device,
 ) -> Result<RealEval, RealError> {
     let mut eval = RealEval {
@@ -141,9 +150,9 @@ pub fn run(
     if cvc.is_empty() {
         eval.notes.push("twins: no cvc-clinicdb*/ folder".into());
     } else {
-        twins(&cvc, models, backbone, seed, device, &mut eval)?;
-        if draws > 1 && !eval.twins.is_empty() {
-            over_draws(&cvc, models, backbone, seed, draws, device, &mut eval)?;
+        twins(&cvc, models, rows, seed, device, &mut eval)?;
+        if rows.draws > 1 && !eval.twins.is_empty() {
+            over_draws(&cvc, models, rows, seed, device, &mut eval)?;
         }
     }
     if kvasir.is_empty() {
@@ -165,7 +174,7 @@ pub fn run(
 fn twins(
     roots: &[PathBuf],
     models: &Path,
-    backbone: Option<&Path>,
+    rows: &TwinRows,
     seed: u64,
     device: &Device,
     eval: &mut RealEval,
@@ -270,7 +279,7 @@ fn twins(
         label: String::new(),
         models: &loaded,
     }];
-    let shelf = match backbone {
+    let shelf = match &rows.backbone {
         Some(path) => Some(crate::twins::TwinModels::off_the_shelf(
             path,
             loaded.input(),
@@ -290,6 +299,19 @@ fn twins(
             models: shelf,
         });
     }
+    let others = rows
+        .compare
+        .iter()
+        .map(|(label, dir)| {
+            crate::twins::TwinModels::load(dir, device)
+                .map(|m| (label.clone(), m))
+                .map_err(|e| RealError::Data(format!("--compare {label}={}: {e}", dir.display())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    candidates.extend(others.iter().map(|(label, m)| super::twins::Candidate {
+        label: label.clone(),
+        models: m,
+    }));
     let result = super::twins::run(&store, &candidates, 6.min(report.polyps - 1), seed)?;
     let mut methods: Vec<String> = Vec::new();
     for r in &result.reid {
@@ -322,9 +344,8 @@ fn twins(
 fn over_draws(
     cvc: &[PathBuf],
     models: &Path,
-    backbone: Option<&Path>,
+    rows: &TwinRows,
     seed: u64,
-    draws: usize,
     device: &Device,
     eval: &mut RealEval,
 ) -> Result<(), RealError> {
@@ -333,9 +354,10 @@ fn over_draws(
         .iter()
         .map(|t| (t.method.clone(), vec![t.uap_mean]))
         .collect();
+    let draws = rows.draws;
     for d in 1..draws as u64 {
         let mut one = RealEval::default();
-        twins(cvc, models, backbone, seed + d, device, &mut one)?;
+        twins(cvc, models, rows, seed + d, device, &mut one)?;
         for t in one.twins {
             if let Some((_, v)) = per_method.iter_mut().find(|(m, _)| *m == t.method) {
                 v.push(t.uap_mean);

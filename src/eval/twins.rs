@@ -247,6 +247,15 @@ pub fn run(
                     learned,
                     Scoring::Hamming(&c.models.coder),
                 );
+            } else if let Some((own, _)) = c.models.scene.as_ref().filter(|_| ci > 0) {
+                // A compared model set with its own scene encoder: its float row.
+                let by_own = |views: &[Vec<f32>]| combine(Some(own), views, device);
+                add(
+                    named(&c.label, "scene encoder, float"),
+                    &by_own,
+                    learned,
+                    Scoring::Cosine,
+                );
             }
             add(
                 named(&c.label, "mean of views, float"),

@@ -323,6 +323,7 @@ impl Recipe for TwinBackboneRecipe {
                 "Continue from the last checkpoint in `<out>/<name>.checkpoints/`",
             ),
             super::recipe::fork_option(),
+            super::memory::memory_option(),
         ]
     }
 
@@ -337,6 +338,16 @@ impl Recipe for TwinBackboneRecipe {
         let out = settings
             .path(&o, "out")
             .unwrap_or_else(|| ctx.models.clone());
+        // A projection step holds two rows a polyp (features, embedding, and their gradients);
+        // the frozen encoding runs 16 crops at a time outside the steps.
+        let dim = settings.count(&o, "dim")?.max(1);
+        super::memory::check(
+            "twin-backbone",
+            "batch",
+            2 * settings.count(&o, "batch")?.max(1),
+            (MobileNetV2Config::new().pooled_dim() + 2 * dim) as f64,
+            super::memory::budget(settings, &o, ctx.memory)?,
+        )?;
         let backbone_path = settings.path(&o, "backbone").ok_or_else(|| {
             RecipeError::Setting(
                 "--backbone is required: torchvision's ImageNet MobileNetV2 feature layers as \
@@ -350,8 +361,7 @@ impl Recipe for TwinBackboneRecipe {
                 "--context {context} is not a positive number"
             )));
         }
-        let twin = BackboneTwinConfig::new(MobileNetV2Config::new())
-            .with_projection(Some(settings.count(&o, "dim")?.max(1)));
+        let twin = BackboneTwinConfig::new(MobileNetV2Config::new()).with_projection(Some(dim));
         let config = TwinBackboneTrainingConfig::new(twin)
             .with_context(context)
             .with_copies(settings.count(&o, "copies")?.max(1))
