@@ -91,7 +91,7 @@ fn a_revisited_polyp_has_two_tracklets_and_a_short_training_run_is_scored() {
     assert!(purity > 0.5 && purity <= 1.0, "bag purity {purity}");
 
     let model = burn::module::Module::valid(&model);
-    let twins = endotwin::twins::TwinModels::load(
+    let twins = endotwin::twins::TwinModels::load_frames(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models"),
         &device,
     )

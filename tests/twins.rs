@@ -67,14 +67,15 @@ impl TrainEvents<TwinImageModel> for Quiet {
     }
 }
 
-/// A few fine-tuning steps on the library's views, from the shipped encoder.
+/// A few fine-tuning steps on the library's views, from the shipped ViT encoder (the tracklet
+/// comparisons' frame encoder, the first shipped twin encoder).
 fn train_a_few_steps(library: &Path, out: &Path) {
-    let shipped = endotwin::default_models_dir().join("twin-image.json");
+    let shipped = endotwin::default_models_dir().join("tracklet-frames.json");
     let device = Device::flex().autodiff();
     let (encoder, card) = weights::load(&shipped, ModelKind::ImageEncoder, |c: &VitConfig| {
         c.init(&device)
     })
-    .expect("the shipped twin-image model loads");
+    .expect("the shipped ViT image encoder loads");
     let encoder_config: VitConfig = card.config(&shipped).unwrap();
     let config = ImageEncoderTrainingConfig::new(encoder_config.clone())
         .with_epochs(1)
