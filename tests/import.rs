@@ -207,23 +207,7 @@ fn a_folder_without_images_is_an_error_naming_it() {
 fn quadrant_jpeg(path: &Path, orientation: u16) {
     let img =
         image::RgbImage::from_fn(32, 16, |x, y| image::Rgb(QUADRANTS[quadrant(x, y, 32, 16)]));
-    let mut jpeg = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95)
-        .encode_image(&img)
-        .unwrap();
-    // APP1 "Exif": a little-endian TIFF header and one IFD entry, Orientation (0x0112).
-    let mut tiff = b"II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0".to_vec();
-    tiff.extend(orientation.to_le_bytes());
-    tiff.extend([0, 0, 0, 0, 0, 0]);
-    let mut app1 = b"Exif\0\0".to_vec();
-    app1.extend(tiff);
-    let mut out = jpeg[..2].to_vec();
-    out.extend([0xFF, 0xE1]);
-    out.extend(((app1.len() + 2) as u16).to_be_bytes());
-    out.extend(app1);
-    out.extend(&jpeg[2..]);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, out).unwrap();
+    crate::common::jpeg_with_exif_orientation(path, &img, orientation);
 }
 
 const QUADRANTS: [[u8; 3]; 4] = [[220, 30, 30], [30, 200, 30], [30, 30, 220], [240, 240, 240]];

@@ -404,23 +404,7 @@ fn a_damaged_database_refuses_writes_and_says_so_in_info_and_check() {
 /// A JPEG of `w` x `h` whose EXIF says how to turn it (orientation 1-8).
 fn jpeg_with_orientation(path: &Path, w: u32, h: u32, orientation: u16) {
     let img = image::RgbImage::from_fn(w, h, |x, _| image::Rgb([(x * 20) as u8, 80, 160]));
-    let mut jpeg = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95)
-        .encode_image(&img)
-        .unwrap();
-    // APP1 "Exif": a little-endian TIFF header and one IFD entry, Orientation (0x0112).
-    let mut tiff = b"II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0".to_vec();
-    tiff.extend(orientation.to_le_bytes());
-    tiff.extend([0, 0, 0, 0, 0, 0]);
-    let mut app1 = b"Exif\0\0".to_vec();
-    app1.extend(tiff);
-    let mut out = jpeg[..2].to_vec();
-    out.extend([0xFF, 0xE1]);
-    out.extend(((app1.len() + 2) as u16).to_be_bytes());
-    out.extend(app1);
-    out.extend(&jpeg[2..]);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, out).unwrap();
+    crate::common::jpeg_with_exif_orientation(path, &img, orientation);
 }
 
 #[test]

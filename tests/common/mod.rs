@@ -157,9 +157,21 @@ pub fn shared_required() -> bool {
 /// `../shared/realdata/<sub>` when it is there. A user's clone has no `../shared`: the test
 /// says so and is skipped (returns `None`), unless [`shared_required`].
 pub fn realdata(sub: &str) -> Option<PathBuf> {
+    shared("realdata", sub, "real frames")
+}
+
+/// `../shared/pretrained/<file>` when it is there; skipped as [`realdata`] is.
+pub fn pretrained(file: &str) -> Option<PathBuf> {
+    shared("pretrained", file, "pretrained weights").filter(|p| p.is_file())
+}
+
+/// `../shared/<folder>/<item>` when it is there, else a panic when [`shared_required`], else
+/// `None` and a line saying which test skipped and why.
+fn shared(folder: &str, item: &str, what: &str) -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/realdata")
-        .join(sub);
+        .join("../shared")
+        .join(folder)
+        .join(item);
     if path.exists() {
         return Some(path);
     }
@@ -177,7 +189,7 @@ pub fn realdata(sub: &str) -> Option<PathBuf> {
     let _ = std::io::Write::write_all(
         &mut std::io::stderr(),
         format!(
-            "skipped {test}: {} is not here (real frames live beside the repository, not in it)\n",
+            "skipped {test}: {} is not here ({what} live beside the repository, not in it)\n",
             path.display()
         )
         .as_bytes(),
@@ -195,31 +207,23 @@ pub fn device_rng() -> std::sync::MutexGuard<'static, ()> {
     DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `../shared/pretrained/<file>` when it is there; skipped as [`realdata`] is.
-pub fn pretrained(file: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/pretrained")
-        .join(file);
-    if path.is_file() {
-        return Some(path);
-    }
-    if shared_required() {
-        panic!(
-            "ENDOTWIN_REQUIRE_REALDATA is set but {} is not here",
-            path.display()
-        );
-    }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("a test")
-        .to_string();
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!(
-            "skipped {test}: {} is not here (pretrained weights live beside the repository)\n",
-            path.display()
-        )
-        .as_bytes(),
-    );
-    None
+/// Writes `image` as a JPEG whose EXIF says how to turn it (orientation 1-8).
+pub fn jpeg_with_exif_orientation(path: &Path, image: &image::RgbImage, orientation: u16) {
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95)
+        .encode_image(image)
+        .unwrap();
+    // APP1 "Exif": a little-endian TIFF header and one IFD entry, Orientation (0x0112).
+    let mut tiff = b"II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0".to_vec();
+    tiff.extend(orientation.to_le_bytes());
+    tiff.extend([0, 0, 0, 0, 0, 0]);
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend(tiff);
+    let mut out = jpeg[..2].to_vec();
+    out.extend([0xFF, 0xE1]);
+    out.extend(((app1.len() + 2) as u16).to_be_bytes());
+    out.extend(app1);
+    out.extend(&jpeg[2..]);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, out).unwrap();
 }
