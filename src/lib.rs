@@ -15,6 +15,7 @@ pub mod retrieval;
 pub mod store;
 pub mod tracklets;
 pub mod train;
+pub mod trust;
 pub mod twins;
 
 /// The sample library shipped with the repository (`sample_db/`), found relative to the

@@ -148,7 +148,7 @@ pub struct ModelCard {
     /// before the signs: iterative quantisation on its training data. Absent: no rotation.
     /// Written as one hex string (8 digits per little-endian f32): 65536 values as a JSON
     /// array would be a 1.6 MB card.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "f32_hex")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::plumbing::f32_hex")]
     pub code_rotation: Option<Vec<f32>>,
     /// Longer binary codes: `bits` (a multiple of the embedding's d) instead of d, the first
     /// d bits as without it, the others the signs of the same embedding turned by seeded
@@ -160,6 +160,14 @@ pub struct ModelCard {
     /// Absent in older cards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<Reads>,
+    /// How far an input's embedding lies from what the model learned from, with the
+    /// threshold beyond which its answers are marked unfamiliar (`endotwin model trust`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub familiarity: Option<crate::trust::Familiarity>,
+    /// Calibrations of the confidences the model's answers show, by name (`vote`,
+    /// `category`, `detector`), fitted on validation.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub calibration: std::collections::BTreeMap<String, crate::trust::Calibration>,
 }
 
 /// The frozen model a card was trained over ([`ModelCard::reads`]).
@@ -201,6 +209,8 @@ impl ModelCard {
             code_rotation: None,
             code_bits: None,
             reads: None,
+            familiarity: None,
+            calibration: Default::default(),
             sha256: String::new(),
             config_sha256: None,
             promoted_from: None,
@@ -535,50 +545,3 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `Option<Vec<f32>>` as a hex string, 8 digits per value (its little-endian bytes).
-mod f32_hex {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &Option<Vec<f32>>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            None => s.serialize_none(),
-            Some(values) => {
-                let mut text = String::with_capacity(values.len() * 8);
-                for x in values {
-                    for b in x.to_le_bytes() {
-                        text.push_str(&format!("{b:02x}"));
-                    }
-                }
-                s.serialize_str(&text)
-            }
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<f32>>, D::Error> {
-        let Some(text) = Option::<String>::deserialize(d)? else {
-            return Ok(None);
-        };
-        let bytes = text.as_bytes();
-        if bytes.len() % 8 != 0 {
-            return Err(serde::de::Error::custom(
-                "a hex list of f32 values needs 8 digits per value",
-            ));
-        }
-        let digit = |c: u8| -> Result<u8, D::Error> {
-            (c as char).to_digit(16).map(|v| v as u8).ok_or_else(|| {
-                serde::de::Error::custom(format!("`{}` is not a hex digit", c as char))
-            })
-        };
-        bytes
-            .chunks(8)
-            .map(|chunk| {
-                let mut b = [0u8; 4];
-                for (k, pair) in chunk.chunks(2).enumerate() {
-                    b[k] = digit(pair[0])? << 4 | digit(pair[1])?;
-                }
-                Ok(f32::from_le_bytes(b))
-            })
-            .collect::<Result<Vec<f32>, D::Error>>()
-            .map(Some)
-    }
-}

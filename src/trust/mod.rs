@@ -1,0 +1,20 @@
+//! Answers a clinician can weigh: whether an input is like what a model learned from
+//! ([`Familiarity`], stored in the model's card and checked with every answer from the
+//! embedding the answer already made), and confidence that is right as often as it says
+//! ([`Calibration`], fitted on validation and stored in the card).
+
+pub mod calibration;
+pub mod familiarity;
+
+pub use calibration::{Calibration, CalibrationMap};
+pub use familiarity::{Familiarity, Judgement};
+
+/// What a marked answer means and what to do, in the CLI's `unfamiliar:` line and the GUI's
+/// hover text.
+pub const UNFAMILIAR_HINT: &str =
+    "unlike the frames this model learned from: treat the answer as a guess";
+
+/// The calibration names a card may hold.
+pub const VOTE: &str = "vote";
+pub const CATEGORY: &str = "category";
+pub const DETECTOR: &str = "detector";
