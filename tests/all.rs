@@ -43,6 +43,7 @@ mod store_safety;
 mod tracklet_pipeline;
 mod tracklets;
 mod train;
+mod trust;
 mod twin_codes;
 mod twins;
 mod video;

@@ -7,5 +7,6 @@
 pub mod data;
 pub mod model;
 pub mod query;
+pub mod trust;
 
 pub use crate::data::refine::{CATEGORIES, ENTITIES_TOML, NORMAL, Refined, Refiner};

@@ -70,24 +70,34 @@ pub struct FrameCaptions {
     pub category_probabilities: Vec<(String, f32)>,
     /// The predicted category under the entity list's precedence.
     pub category: String,
+    /// The calibrated probability of `category` (None: the card has no category calibration;
+    /// `category_probabilities` are then the head's raw sigmoids, not confidences).
+    pub confidence: Option<f32>,
+    /// The frame's familiarity to the model (None: the card has no familiarity statistics).
+    pub familiarity: Option<crate::trust::Judgement>,
 }
 
-/// Captions and categories of each of `images` against `candidates`, `top` captions each.
+/// Captions and categories of each of `images` against `candidates`, `top` captions each,
+/// with the category's calibrated confidence and the frame's familiarity when the card has
+/// them (from the same embeddings: no second pass).
 pub fn describe(
-    model: &CaptionModel,
-    config: &CaptionModelConfig,
+    loaded: &super::model::LoadedCaptionModel,
     images: &[DynamicImage],
     candidates: &[String],
     top: usize,
     device: &Device,
 ) -> Vec<FrameCaptions> {
+    let (model, config) = (&loaded.model, &loaded.config);
     if images.is_empty() || candidates.is_empty() {
         return Vec::new();
     }
     let v = image_embeddings(model, config, images, device); // [n, d]
     let t = caption_embeddings(model, config, candidates, device); // [m, d]
     let shares = activation::softmax(model.clip.logits(v.clone(), t), 1); // [n, m]
-    let probs = activation::sigmoid(model.category_logits(v)); // [n, 7]
+    let logits = model.category_logits(v.clone()); // [n, 7]
+    let probs = activation::sigmoid(logits.clone());
+    let embeddings = rows(v);
+    let logits = rows(logits);
     let m = candidates.len();
     let shares: Vec<f32> = shares.into_data().try_to_vec::<f32>().expect("f32 shares");
     let probs: Vec<f32> = probs
@@ -104,6 +114,7 @@ pub fn describe(
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
             ranked.truncate(top);
             let p = &probs[i * CATEGORIES.len()..(i + 1) * CATEGORIES.len()];
+            let category = top_category(p);
             FrameCaptions {
                 captions: ranked,
                 category_probabilities: CATEGORIES
@@ -111,7 +122,9 @@ pub fn describe(
                     .map(|c| c.to_string())
                     .zip(p.iter().copied())
                     .collect(),
-                category: top_category(p),
+                confidence: super::trust::confidence(&loaded.card, &logits[i], &category),
+                familiarity: super::trust::judge(&loaded.card, &embeddings[i]),
+                category,
             }
         })
         .collect()
@@ -153,6 +166,13 @@ pub fn predicted_categories(probabilities: &[f32]) -> ([bool; 7], String) {
 
 fn top_category(probabilities: &[f32]) -> String {
     predicted_categories(probabilities).1
+}
+
+/// The rows of a [n, w] tensor.
+pub fn rows(t: Tensor<2>) -> Vec<Vec<f32>> {
+    let [_, w] = t.dims();
+    let values: Vec<f32> = t.into_data().try_to_vec::<f32>().expect("f32 values");
+    values.chunks_exact(w.max(1)).map(|c| c.to_vec()).collect()
 }
 
 /// Cosines of unit rows `a` [n, d] against unit rows `b` [m, d] -> [n][m].
@@ -213,14 +233,7 @@ pub fn describe_media(
         kept.push(key.clone());
     }
     let candidates = candidates(&library_captions(store)?);
-    let out = describe(
-        &loaded.model,
-        &loaded.config,
-        &images,
-        &candidates,
-        top,
-        device,
-    );
+    let out = describe(loaded, &images, &candidates, top, device);
     Ok(kept.into_iter().zip(out).collect())
 }
 

@@ -25,6 +25,9 @@ pub enum CaptionsWhat {
         /// Captions to print per image.
         #[arg(long, default_value_t = 5)]
         top: usize,
+        /// Also write the answers as JSON here (category, confidence, captions, familiarity).
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
 }
 
@@ -42,7 +45,12 @@ pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> 
             }
             Ok(())
         }
-        CaptionsWhat::Describe { images, model, top } => {
+        CaptionsWhat::Describe {
+            images,
+            model,
+            top,
+            json,
+        } => {
             if images.is_empty() {
                 anyhow::bail!("name at least one image file");
             }
@@ -61,19 +69,40 @@ pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> 
                 .map(|s| s.captions)
                 .unwrap_or_default();
             let candidates = query::candidates(&seen);
-            let out = query::describe(
-                &loaded.model,
-                &loaded.config,
-                &decoded,
-                &candidates,
-                top,
-                &compute.device,
-            );
+            let out = query::describe(&loaded, &decoded, &candidates, top, &compute.device);
+            let mut answers = Vec::new();
             for (p, d) in images.iter().zip(out) {
-                println!("{}: category {}", p.display(), d.category);
-                for (caption, share) in d.captions {
+                match d.confidence {
+                    Some(c) => println!(
+                        "{}: category {} (confidence {:.0}%, calibrated)",
+                        p.display(),
+                        d.category,
+                        c * 100.0
+                    ),
+                    None => println!("{}: category {}", p.display(), d.category),
+                }
+                for (caption, share) in &d.captions {
                     println!("  {share:.3}  {caption}");
                 }
+                super::twins::print_familiarity(d.familiarity.as_ref(), &loaded.card.name);
+                answers.push(serde_json::json!({
+                    "image": p,
+                    "category": d.category,
+                    "confidence": d.confidence,
+                    "category_probabilities": d.category_probabilities,
+                    "captions": d.captions,
+                    "familiarity": d.familiarity,
+                }));
+            }
+            if let Some(path) = &json {
+                super::write_output(
+                    path,
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "model": loaded.card.name,
+                        "frames": answers,
+                    }))?
+                    .as_bytes(),
+                )?;
             }
             Ok(())
         }

@@ -68,6 +68,12 @@ pub enum EvalWhat {
     /// frame (round 1 and the detector after its last cleansing round, JSON `round2`), zero-shot benign vs neoplastic per polyp, few-shot probes, the
     /// colour-histogram baseline, the untrained model, plain CLIP and the ablations.
     Prompts(super::prompts::EvalArgs),
+    /// The unfamiliar mark and the calibrated confidences: per capability (twin vote, capsule
+    /// category, polyp detection) on phantom test splits and on real frames (--real), the
+    /// share marked, the accuracy among unmarked answers, the share of wrong answers marked
+    /// and the expected calibration error before and after calibration, with intervals;
+    /// whether a grey card, noise and a page of text are marked by every model.
+    Trust(super::eval_trust::TrustArgs),
 }
 
 /// `eval real`'s options.
@@ -113,6 +119,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
         EvalWhat::Real(args) => real(pref, args),
         EvalWhat::Captions(args) => super::captions::eval(pref, args),
         EvalWhat::Prompts(args) => super::prompts::eval(pref, args),
+        EvalWhat::Trust(args) => super::eval_trust::run(pref, args),
         EvalWhat::Twins {
             held_out,
             seed,

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod captions;
 pub mod demo;
 pub mod eval;
+pub mod eval_trust;
 pub mod gui;
 pub mod import;
 pub mod info;
@@ -14,6 +15,7 @@ pub mod model;
 pub mod prompts;
 pub mod tracklets;
 pub mod train;
+pub mod trust;
 pub mod twins;
 
 use endotwin::plumbing::Progress;

@@ -69,6 +69,11 @@ pub enum ModelWhat {
         #[arg(long)]
         turns: u32,
     },
+    /// Fit a model's familiarity (how far an input lies from the data it learned from, with
+    /// the threshold that marks an answer "unfamiliar") and its confidence calibration, and
+    /// store them in its card. Twin image encoders: views and the vote; caption models: frames
+    /// and the category head; text-prompt models: frames and the detector's probability.
+    Trust(super::trust::TrustArgs),
     /// Give a twin image encoder longer binary codes: BITS (a multiple of its embedding's
     /// d) instead of d, the further bits the signs of the embedding turned by seeded random
     /// rotations. No data needed; the card gets a new version, so libraries indexed before
@@ -135,6 +140,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
     };
     match what {
         ModelWhat::Report(args) => report(library, pref, args),
+        ModelWhat::Trust(args) => super::trust::run(library, pref, args),
         ModelWhat::Promote { run } => {
             let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
             let Some(card) = store.run_card(run)? else {

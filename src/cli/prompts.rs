@@ -7,6 +7,7 @@ use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::prompts::{Curves, HeldOutItems, Named};
 use endotwin::plumbing::Progress;
 use endotwin::prompts::model::{self, LoadedPromptModel, PromptModelConfig};
+use endotwin::prompts::trust;
 use endotwin::prompts::{query, read_prompt_sets};
 use endotwin::store::{OpenMode, Store};
 use std::path::{Path, PathBuf};
@@ -25,6 +26,10 @@ pub enum PromptsWhat {
         /// card in the models folder; the stage-3 `prompts` when it names none).
         #[arg(long)]
         model: Option<PathBuf>,
+        /// Also write the scores as JSON here (per model: its sets' scores, the detector's
+        /// calibrated polyp probability when it has one, the image's familiarity).
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// The library's polyps that best match a sentence, one per line with its score (encodes
     /// the library first when it is not encoded with this model yet).
@@ -60,6 +65,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             image,
             prompts,
             model,
+            json,
         } => {
             let sets = read_prompt_sets(&prompts)?;
             let decoded = endotwin::data::images::decode_file(&image)
@@ -89,11 +95,14 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                     None => groups.push((card, vec![set])),
                 }
             }
+            let mut answers = Vec::new();
             for (card, sets) in groups {
                 let loaded = load(Some(card), &device)?;
                 let emb =
                     query::image_embeddings(&loaded, std::slice::from_ref(&decoded.image), &device);
+                let rows = endotwin::captions::query::rows(emb.clone());
                 println!("model {}", loaded.named());
+                let mut scored = Vec::new();
                 for set in sets {
                     let scores = query::scores(&loaded, emb.clone(), &set.prompts, &device)
                         .with_context(|| format!("prompt set `{}`", set.name))?;
@@ -101,7 +110,38 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                     for s in &scores[0] {
                         println!("  {:.3}  cos {:+.3}  {}", s.probability, s.cosine, s.prompt);
                     }
+                    scored.push(serde_json::json!({
+                        "set": set.name,
+                        "scores": scores[0].iter().map(|s| serde_json::json!({
+                            "prompt": s.prompt, "probability": s.probability, "cosine": s.cosine,
+                        })).collect::<Vec<_>>(),
+                    }));
                 }
+                let raw = query::polyp_probabilities(&loaded, &rows, &device)[0];
+                let calibrated = trust::calibrated(&loaded.card, raw);
+                if let Some(p) = calibrated {
+                    println!(
+                        "polyp probability (the detector's two sentences, calibrated on validation): {p:.3}"
+                    );
+                }
+                let familiarity = trust::judge(&loaded.card, &rows);
+                super::twins::print_familiarity(familiarity.as_ref(), &loaded.card.name);
+                answers.push(serde_json::json!({
+                    "model": loaded.named(),
+                    "sets": scored,
+                    "polyp_probability_calibrated": calibrated,
+                    "familiarity": familiarity,
+                }));
+            }
+            if let Some(path) = &json {
+                super::write_output(
+                    path,
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "image": image,
+                        "models": answers,
+                    }))?
+                    .as_bytes(),
+                )?;
             }
             Ok(())
         }

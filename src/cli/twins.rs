@@ -37,6 +37,10 @@ pub struct TwinsArgs {
     /// default: the centred field of view.
     #[arg(long = "box", value_delimiter = ',', num_args = 4)]
     polyp_box: Option<Vec<f32>>,
+    /// Also write the answer as JSON here: the twins, the votes, the winner's calibrated
+    /// confidence and the familiarity of the views.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
@@ -89,7 +93,9 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         (_, _, true) => Search::Asymmetric,
         _ => Search::Shortlist,
     };
-    let (result, _) = query_images(&models, &index, &decoded, args.k, search, &[])?;
+    let (result, _, scores) = query_images(&models, &index, &decoded, args.k, search, &[])?;
+    let familiarity = endotwin::twins::trust::judge(&models, scores.as_deref());
+    let confidence = endotwin::twins::trust::vote_confidence(&models, &result.vote);
     println!(
         "{} view(s), {} -> {} twins of {} indexed polyps ({} search, {:.0} ms end to end)",
         args.images.len(),
@@ -136,5 +142,49 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         "similarity-weighted vote: {}",
         shares(&result.weighted_vote)
     );
+    match (confidence, result.vote.winner()) {
+        (Some(c), Some(w)) => println!(
+            "confidence in {w} (calibrated on validation votes): {:.0}%",
+            c * 100.0
+        ),
+        _ => println!(
+            "confidence: not calibrated for {} (the vote shares are not probabilities)",
+            models.image_card.name
+        ),
+    }
+    print_familiarity(familiarity.as_ref(), &models.image_card.name);
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "views": args.images,
+            "twins": result.twins.iter().map(|t| serde_json::json!({
+                "polyp": t.polyp.code,
+                "histology": t.polyp.histology,
+                "vienna": t.polyp.vienna_class,
+                "similarity": t.similarity,
+                "hamming": t.hamming,
+            })).collect::<Vec<_>>(),
+            "vote": result.vote.shares,
+            "weighted_vote": result.weighted_vote.shares,
+            "confidence": confidence,
+            "familiarity": familiarity,
+            "model": models.version(),
+        });
+        super::write_output(path, serde_json::to_string_pretty(&json)?.as_bytes())?;
+    }
     Ok(())
+}
+
+/// The `unfamiliar:` line when the input is beyond the model's threshold; a `familiar:` line
+/// otherwise; a note when the model has no familiarity statistics.
+pub fn print_familiarity(judgement: Option<&endotwin::trust::Judgement>, model: &str) {
+    match judgement {
+        Some(j) if j.unfamiliar => println!("{}", j.line()),
+        Some(j) => println!(
+            "familiar: {} scores {:.2} (threshold {:.2})",
+            j.model, j.score, j.threshold
+        ),
+        None => println!(
+            "familiarity: not fitted for {model} (`endotwin model trust`): nothing says whether this input is like its training data"
+        ),
+    }
 }

@@ -118,6 +118,10 @@ pub struct TwinAnswer {
     /// The query on the same map.
     pub query_point: [f32; 2],
     pub millis: f64,
+    /// The views' familiarity to the image encoder (None: its card has no statistics).
+    pub familiarity: Option<crate::trust::Judgement>,
+    /// The vote winner's calibrated confidence (None: the card has no vote calibration).
+    pub vote_confidence: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -406,7 +410,15 @@ fn twins(
                     let m = store.media(*id)?.ok_or_else(|| {
                         TwinError::Image(format!("media {id} is not in the library"))
                     })?;
+                    // A view is read from the index only with its familiarity score when
+                    // the card has statistics; else it is encoded (both in one pass).
                     let kept = crate::twins::stored_view_embedding(&store, &c.models, &m)?;
+                    let score = crate::twins::stored_view_score(&store, &c.models, &m)?;
+                    let wanted = c.models.image_card.familiarity.is_some();
+                    let kept = match (kept, score) {
+                        (Some(v), s) if !wanted || s.is_some() => Some((v, s)),
+                        _ => None,
+                    };
                     if kept.is_none() {
                         images.push(crate::twins::load_view(&store, &m)?);
                     }
@@ -430,21 +442,31 @@ fn twins(
                 (images, stored, Vec::new())
             }
         };
-        // Views indexed with these models keep their stored embeddings; only the others
-        // (opened files, a view whose box changed) are encoded.
-        let mut views: Vec<Option<Vec<f32>>> = stored;
-        let encoded = c.models.encode_views(&images);
-        let mut fresh = encoded.into_iter();
-        for v in views.iter_mut().filter(|v| v.is_none()) {
-            *v = fresh.next();
+        // Views indexed with these models keep their stored embeddings (and scores); only
+        // the others (opened files, a view whose box changed) are encoded.
+        let (encoded, fresh_scores) = c.models.encode_views_judged(&images);
+        let mut fresh = encoded.into_iter().zip(
+            fresh_scores
+                .map(|s| s.into_iter().map(Some).collect::<Vec<_>>())
+                .unwrap_or_else(|| vec![None; images.len()]),
+        );
+        let mut views = Vec::new();
+        let mut scores = Vec::new();
+        for kept in stored {
+            if let Some((v, s)) = kept.or_else(|| fresh.next()) {
+                views.push(v);
+                scores.push(s);
+            }
         }
-        let views: Vec<Vec<f32>> = views.into_iter().flatten().collect();
+        let scores: Option<Vec<f32>> = scores.into_iter().collect();
         if views.is_empty() {
             return Err(TwinError::Image("no views to query with".into()));
         }
         let (result, embedding) =
             crate::twins::query_views(&c.models, &c.index, &views, k, search, &exclude);
         progress.inc();
+        let familiarity = crate::twins::trust::judge(&c.models, scores.as_deref());
+        let vote_confidence = crate::twins::trust::vote_confidence(&c.models, &result.vote);
         Ok(TwinAnswer {
             query,
             result,
@@ -454,6 +476,8 @@ fn twins(
             map: c.map.clone(),
             query_point: c.pca.project(&embedding),
             millis: started.elapsed().as_secs_f64() * 1000.0,
+            familiarity,
+            vote_confidence,
         })
     })
 }

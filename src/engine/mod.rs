@@ -9,6 +9,7 @@ pub use jobs::device_check;
 pub mod loader;
 pub mod prompt_jobs;
 pub mod training;
+pub mod trust;
 
 pub use crate::plumbing::Progress;
 pub use jobs::{Job, JobOutput, TwinAnswer, TwinQuery};

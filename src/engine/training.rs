@@ -106,6 +106,24 @@ impl TrainingRun {
                     observer: &mut observer,
                 };
                 let result = crate::train::recipe::run_recipe(chosen, &settings, &mut ctx);
+                // A model trained here gets its familiarity and calibration from the library
+                // it learned from (every fifth item held out to set the threshold on); a kind
+                // without them, or a library too small, keeps the model and says why.
+                if let Ok(t) = &result {
+                    let libraries = crate::engine::trust::Libraries::of(&ctx.library);
+                    let progress = crate::plumbing::Progress::new();
+                    let lines = match crate::engine::trust::refit(
+                        &t.card,
+                        &libraries,
+                        &ctx.device,
+                        &progress,
+                    ) {
+                        Ok(r) => r.lines,
+                        Err(e) => vec![format!("trust not fitted: {e}")],
+                    };
+                    let mut log = finished.log();
+                    log.messages.extend(lines);
+                }
                 finished.log().outcome = Some(match result {
                     Ok(t) => Ok(format!("saved {} ({:.0} s)", t.card.display(), t.seconds)),
                     Err(e) => Err(e.to_string()),

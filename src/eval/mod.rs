@@ -9,4 +9,5 @@ pub mod prompts;
 pub mod real;
 pub mod report;
 pub mod tracklets;
+pub mod trust;
 pub mod twins;

@@ -580,14 +580,7 @@ fn capsule(
     let loaded = cm::load(&card, device)?;
     let images: Vec<image::DynamicImage> = frames.iter().map(|(i, _)| i.clone()).collect();
     let candidates = crate::captions::query::candidates(&[]);
-    let out = crate::captions::query::describe(
-        &loaded.model,
-        &loaded.config,
-        &images,
-        &candidates,
-        5,
-        device,
-    );
+    let out = crate::captions::query::describe(&loaded, &images, &candidates, 5, device);
     let right: Vec<f64> = out
         .iter()
         .zip(&frames)

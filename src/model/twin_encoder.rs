@@ -177,8 +177,13 @@ impl TwinEncoder {
 /// The normalised mean over `turns` quarter turns (1, 2 or 4) of `encode`'s unit embeddings,
 /// every turn in one call of `encode`: [batch, 3, s, s] -> [batch, dim].
 pub fn turned(images: Tensor<4>, turns: u32, encode: impl Fn(Tensor<4>) -> Tensor<2>) -> Tensor<2> {
-    let unit = |x: Tensor<4>| l2_normalize(encode(x));
     let [batch, _, _, _] = images.dims();
+    let (all, count) = turn_batch(images, turns);
+    l2_normalize(mean_over_turns(l2_normalize(encode(all)), count, batch))
+}
+
+/// `images` and its turns stacked turn after turn: ([turns * batch, 3, s, s], turns).
+fn turn_batch(images: Tensor<4>, turns: u32) -> (Tensor<4>, usize) {
     let turned: Vec<Tensor<4>> = match turns {
         2 => vec![images.clone(), images.flip([2, 3])],
         4 => {
@@ -191,16 +196,47 @@ pub fn turned(images: Tensor<4>, turns: u32, encode: impl Fn(Tensor<4>) -> Tenso
             }
             all
         }
-        _ => return unit(images),
+        _ => return (images, 1),
     };
     let count = turned.len();
-    let all = unit(Tensor::cat(turned, 0)); // [turns * batch, dim]
+    (Tensor::cat(turned, 0), count)
+}
+
+/// [count * batch, dim] stacked turn after turn -> the mean over turns [batch, dim].
+fn mean_over_turns(all: Tensor<2>, count: usize, batch: usize) -> Tensor<2> {
+    if count == 1 {
+        return all;
+    }
     let [_, dim] = all.dims();
-    let sum = all
-        .reshape([count, batch, dim])
+    all.reshape([count, batch, dim])
         .sum_dim(0)
-        .reshape([batch, dim]);
-    l2_normalize(sum)
+        .reshape([batch, dim])
+        / count as f32
+}
+
+impl TwinEncoder {
+    /// [`TwinEncoder::forward_turned`] and, from the same pass, what the input's familiarity
+    /// is judged on [batch, f]: a backbone encoder's balanced pooled features (before the
+    /// projection, which is trained to ignore much of what tells a polyp from a grey card),
+    /// averaged over the turns; the ViT's unit embedding itself.
+    pub fn forward_turned_features(&self, images: Tensor<4>, turns: u32) -> (Tensor<2>, Tensor<2>) {
+        match self {
+            TwinEncoder::Vit(_) => {
+                let z = self.forward_turned(images, turns);
+                (z.clone(), z)
+            }
+            TwinEncoder::Backbone(b) => {
+                let [batch, _, _, _] = images.dims();
+                let (all, count) = turn_batch(images, turns);
+                let features = b.features(all);
+                let z = l2_normalize(b.project(features.clone()));
+                (
+                    l2_normalize(mean_over_turns(z, count, batch)),
+                    mean_over_turns(features, count, batch),
+                )
+            }
+        }
+    }
 }
 
 /// Loads a twin image encoder card (either kind of encoder) and its record.

@@ -148,7 +148,11 @@ pub struct ModelCard {
     /// before the signs: iterative quantisation on its training data. Absent: no rotation.
     /// Written as one hex string (8 digits per little-endian f32): 65536 values as a JSON
     /// array would be a 1.6 MB card.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::plumbing::f32_hex")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::plumbing::f32_hex"
+    )]
     pub code_rotation: Option<Vec<f32>>,
     /// Longer binary codes: `bits` (a multiple of the embedding's d) instead of d, the first
     /// d bits as without it, the others the signs of the same embedding turned by seeded
@@ -544,4 +548,3 @@ pub fn check_real(name: &str, value: f64, low: f64, high: f64) -> Result<(), Str
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-

@@ -28,9 +28,10 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<f32>>, 
         ));
     }
     let digit = |c: u8| -> Result<u8, D::Error> {
-        (c as char).to_digit(16).map(|v| v as u8).ok_or_else(|| {
-            serde::de::Error::custom(format!("`{}` is not a hex digit", c as char))
-        })
+        (c as char)
+            .to_digit(16)
+            .map(|v| v as u8)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{}` is not a hex digit", c as char)))
     };
     bytes
         .chunks(8)

@@ -7,6 +7,7 @@
 pub mod model;
 pub mod query;
 pub mod records;
+pub mod trust;
 
 pub use crate::data::vocabulary::{Term, Vocabulary, VocabularyError};
 

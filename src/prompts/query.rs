@@ -371,6 +371,8 @@ pub struct ScoredFrames {
     pub together: Option<Vec<PromptScore>>,
     /// The model's name and version.
     pub model: String,
+    /// The frames' familiarity to the model (None: its card has no statistics).
+    pub familiarity: Option<crate::trust::Judgement>,
 }
 
 pub fn score_frames(
@@ -408,9 +410,11 @@ pub fn score_frames(
             frames: Vec::new(),
             together: None,
             model: model.named(),
+            familiarity: None,
         });
     }
     let emb = image_embeddings(model, &decoded, device);
+    let familiarity = super::trust::judge(&model.card, &crate::captions::query::rows(emb.clone()));
     let per_frame = scores(model, emb.clone(), prompts, device)?;
     let together = if decoded.len() > 1 {
         let mean = crate::model::clip::l2_normalize(emb.mean_dim(0));
@@ -422,6 +426,7 @@ pub fn score_frames(
         frames: kept.into_iter().zip(per_frame).collect(),
         together,
         model: model.named(),
+        familiarity,
     })
 }
 

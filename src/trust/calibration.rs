@@ -33,23 +33,24 @@ pub enum CalibrationMap {
 }
 
 impl Calibration {
-    /// Calibrated class probabilities from logits (temperature) or shares (isotonic, then
-    /// renormalised to sum to one).
-    pub fn probabilities(&self, values: &[f64]) -> Vec<f64> {
+    /// Calibrated class probabilities from logits (a temperature map; an isotonic map maps
+    /// each value on its own).
+    pub fn probabilities(&self, logits: &[f64]) -> Vec<f64> {
         match &self.map {
-            CalibrationMap::Temperature { temperature } => softmax(values, *temperature),
-            CalibrationMap::Isotonic { raw, calibrated } => {
-                let mapped: Vec<f64> = values
-                    .iter()
-                    .map(|v| interpolate(raw, calibrated, *v))
-                    .collect();
-                let total: f64 = mapped.iter().sum();
-                if total > 0.0 {
-                    mapped.iter().map(|v| v / total).collect()
-                } else {
-                    values.to_vec()
-                }
-            }
+            CalibrationMap::Temperature { temperature } => softmax(logits, *temperature),
+            CalibrationMap::Isotonic { .. } => logits.iter().map(|v| self.confidence(*v)).collect(),
+        }
+    }
+
+    /// The calibrated confidence of an answer whose raw confidence is `raw` (an isotonic map;
+    /// a temperature map returns `raw`, which it cannot rescale alone).
+    pub fn confidence(&self, raw: f64) -> f64 {
+        match &self.map {
+            CalibrationMap::Isotonic {
+                raw: xs,
+                calibrated,
+            } => interpolate(xs, calibrated, raw),
+            CalibrationMap::Temperature { .. } => raw,
         }
     }
 
@@ -242,39 +243,22 @@ pub fn temperature(logits: &[Vec<f64>], truth: &[usize], fitted_on: &str) -> Cal
     }
 }
 
-/// Fits an isotonic map on validation shares (one row per answer, one share per label) and
-/// the true label's position in each row (None: the truth got no share).
-pub fn isotonic(shares: &[Vec<f64>], truth: &[Option<usize>], fitted_on: &str) -> Calibration {
-    let mut scores = Vec::new();
-    let mut hits = Vec::new();
-    for (row, y) in shares.iter().zip(truth) {
-        for (k, s) in row.iter().enumerate() {
-            scores.push(*s);
-            hits.push(Some(k) == *y);
-        }
-    }
-    let (raw, calibrated) = fit_isotonic(&scores, &hits);
+/// Fits an isotonic map of "the answer is right" on its raw confidence (the vote winner's
+/// share), on validation answers.
+pub fn isotonic(raw: &[f64], right: &[bool], fitted_on: &str) -> Calibration {
+    let (points, calibrated) = fit_isotonic(raw, right);
     let mut out = Calibration {
-        map: CalibrationMap::Isotonic { raw, calibrated },
+        map: CalibrationMap::Isotonic {
+            raw: points,
+            calibrated,
+        },
         fitted_on: fitted_on.into(),
-        answers: truth.len(),
-        ece_raw: 0.0,
+        answers: raw.len(),
+        ece_raw: ece(raw, right, BINS),
         ece_fitted: 0.0,
     };
-    let top = |rows: &[Vec<f64>]| -> (Vec<f64>, Vec<bool>) {
-        rows.iter()
-            .zip(truth)
-            .map(|(p, y)| {
-                let best = argmax(p);
-                (p.get(best).copied().unwrap_or(0.0), Some(best) == *y)
-            })
-            .unzip()
-    };
-    let (rc, rok) = top(shares);
-    let mapped: Vec<Vec<f64>> = shares.iter().map(|r| out.probabilities(r)).collect();
-    let (c, ok) = top(&mapped);
-    out.ece_raw = ece(&rc, &rok, BINS);
-    out.ece_fitted = ece(&c, &ok, BINS);
+    let mapped: Vec<f64> = raw.iter().map(|r| out.confidence(*r)).collect();
+    out.ece_fitted = ece(&mapped, right, BINS);
     out
 }
 
@@ -342,14 +326,10 @@ mod tests {
         assert_eq!(x.len(), 3);
         assert_eq!(y, vec![0.0, 0.5, 1.0]);
         assert!((x[1] - 0.25).abs() < 1e-12);
-        let c = isotonic(
-            &[vec![1.0, 0.0], vec![0.5, 0.5], vec![1.0, 0.0]],
-            &[Some(0), Some(1), Some(1)],
-            "t",
-        );
+        // A unanimous vote right half the time is worth 0.5, not 1.
+        let c = isotonic(&[1.0, 1.0, 0.5, 0.5], &[true, false, true, false], "t");
         c.check().unwrap();
-        let p = c.probabilities(&[1.0, 0.0]);
-        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
-        assert!(p[0] < 1.0, "a unanimous vote wrong half the time is not certain: {p:?}");
+        assert!((c.confidence(1.0) - 0.5).abs() < 1e-12);
+        assert!(c.ece_raw > 0.2 && c.ece_fitted < 1e-12, "{c:?}");
     }
 }

@@ -189,16 +189,22 @@ impl Familiarity {
     /// The mean score of `embeddings` (the views of one answer) and whether it is beyond the
     /// threshold, for the model named `model`.
     pub fn judge(&self, model: &str, embeddings: &[&[f32]]) -> Judgement {
-        let score = if embeddings.is_empty() {
+        let scores: Vec<f32> = embeddings.iter().map(|e| self.score(e)).collect();
+        self.judge_scores(model, &scores)
+    }
+
+    /// [`Familiarity::judge`] from scores already computed (stored at indexing, say).
+    pub fn judge_scores(&self, model: &str, scores: &[f32]) -> Judgement {
+        let score = if scores.is_empty() {
             f32::INFINITY
         } else {
-            embeddings.iter().map(|e| self.score(e)).sum::<f32>() / embeddings.len() as f32
+            scores.iter().sum::<f32>() / scores.len() as f32
         };
         Judgement {
             model: model.to_string(),
             score,
             threshold: self.threshold,
-            unfamiliar: !(score <= self.threshold),
+            unfamiliar: score.is_nan() || score > self.threshold,
         }
     }
 }
@@ -367,11 +373,19 @@ mod tests {
         let fit = cloud(400, 1, [3.0, 1.0, 0.3, 0.1], 0.0);
         let val = cloud(200, 2, [3.0, 1.0, 0.3, 0.1], 0.0);
         let f = Familiarity::fit(&fit, &val, "fit", "val").unwrap();
-        assert!((f.validation_marked - 0.05).abs() <= 0.01, "{}", f.validation_marked);
+        assert!(
+            (f.validation_marked - 0.05).abs() <= 0.01,
+            "{}",
+            f.validation_marked
+        );
         // Its directions are the axes of the cloud, largest first.
         let u0 = &f.components.as_ref().unwrap()[..4];
         assert!(u0[0].abs() > 0.99, "{u0:?}");
-        assert!(f.variances[0] > 8.0 && f.variances[0] < 10.0, "{:?}", f.variances);
+        assert!(
+            f.variances[0] > 8.0 && f.variances[0] < 10.0,
+            "{:?}",
+            f.variances
+        );
         // Along the thin direction a small step is far; along the wide one it is not.
         assert!(f.judge("m", &[&[0.0, 0.0, 0.0, 1.0]]).unfamiliar);
         assert!(!f.judge("m", &[&[1.0, 0.0, 0.0, 0.0]]).unfamiliar);

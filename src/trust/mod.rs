@@ -18,3 +18,12 @@ pub const UNFAMILIAR_HINT: &str =
 pub const VOTE: &str = "vote";
 pub const CATEGORY: &str = "category";
 pub const DETECTOR: &str = "detector";
+
+/// What a model's trust is fitted on, gathered from one library: held-out parts split off
+/// and libraries joined the same way whatever the capability.
+pub trait Gathered: Sized {
+    /// Every `every`-th item held out: (kept, held out).
+    fn split(self, every: usize) -> (Self, Self);
+    /// Both in one.
+    fn join(self, other: Self) -> Self;
+}

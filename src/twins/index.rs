@@ -14,6 +14,23 @@ use std::collections::HashMap;
 
 const VIEW_MODEL: &str = "twin-image";
 const POLYP_MODEL: &str = "twin-polyp";
+/// Each view's familiarity score (a one-value row), made in the same pass as its embedding.
+const FAMILIARITY_MODEL: &str = "twin-view-familiarity";
+
+/// What the stored familiarity scores of these models are keyed by: the image encoder's
+/// version and its familiarity statistics (refitting them makes the scores stale). None
+/// without statistics.
+pub fn familiarity_version(models: &TwinModels) -> Option<String> {
+    let f = models.image_card.familiarity.as_ref()?;
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(f).unwrap_or_default());
+    let digest = format!("{:x}", h.finalize());
+    Some(format!(
+        "{}+fam-{}",
+        models.image_card.version,
+        &digest[..12]
+    ))
+}
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexStats {
@@ -52,6 +69,27 @@ pub fn index_library(
             )?,
         ))
     })?;
+    let familiarity_model = match familiarity_version(models) {
+        Some(version) => Some(store.write(|tx| {
+            ensure_model(
+                tx,
+                FAMILIARITY_MODEL,
+                &version,
+                "familiarity-score",
+                &image_config,
+                "",
+            )
+        })?),
+        None => None,
+    };
+    let scored: HashMap<i64, String> = match familiarity_model {
+        Some(id) => store
+            .embeddings(id, EmbeddingTarget::Media)?
+            .into_iter()
+            .map(|r| (r.target_id, r.source_hash))
+            .collect(),
+        None => HashMap::new(),
+    };
     let mut stats = IndexStats::default();
     let mut views: HashMap<i64, EmbeddingRow> = store
         .embeddings(view_model, EmbeddingTarget::Media)?
@@ -66,9 +104,13 @@ pub fn index_library(
     for p in &polyps {
         let media = store.polyp_views(p.id)?;
         for m in &media {
-            match views.get(&m.id) {
-                Some(r) if r.source_hash == source(m) => stats.views_current += 1,
-                _ => stale.push(m.clone()),
+            let embedded = views.get(&m.id).is_some_and(|r| r.source_hash == source(m));
+            let judged =
+                familiarity_model.is_none() || scored.get(&m.id).is_some_and(|h| *h == source(m));
+            if embedded && judged {
+                stats.views_current += 1;
+            } else {
+                stale.push(m.clone());
             }
         }
         per_polyp.push((p.id, media));
@@ -89,7 +131,17 @@ pub fn index_library(
                 Err(e) => stats.problems.push(e.to_string()),
             }
         }
-        let embeddings = models.encode_views(&images);
+        let (embeddings, scores) = models.encode_views_judged(&images);
+        let score_rows: Vec<EmbeddingRow> = ok
+            .iter()
+            .zip(scores.unwrap_or_default())
+            .map(|(m, score)| EmbeddingRow {
+                target_id: m.id,
+                source_hash: source(m),
+                code: None,
+                vector: vec![score],
+            })
+            .collect();
         let rows: Vec<EmbeddingRow> = ok
             .iter()
             .zip(embeddings)
@@ -103,6 +155,11 @@ pub fn index_library(
         store.write(|tx| {
             for r in &rows {
                 put_embedding(tx, view_model, EmbeddingTarget::Media, r)?;
+            }
+            if let Some(id) = familiarity_model {
+                for r in &score_rows {
+                    put_embedding(tx, id, EmbeddingTarget::Media, r)?;
+                }
             }
             Ok::<_, store::StoreError>(())
         })?;
@@ -177,6 +234,27 @@ pub fn stored_view_embedding(
         .embedding(model.id, EmbeddingTarget::Media, m.id)?
         .filter(|r| r.source_hash == source)
         .map(|r| r.vector))
+}
+
+/// The familiarity score indexing stored for library view `m` with these models, when it is
+/// still current (None also when the card has no familiarity statistics).
+pub fn stored_view_score(
+    store: &Store,
+    models: &TwinModels,
+    m: &store::MediaRow,
+) -> Result<Option<f32>, TwinError> {
+    let Some(version) = familiarity_version(models) else {
+        return Ok(None);
+    };
+    let Some(model) = store.model(FAMILIARITY_MODEL, &version)? else {
+        return Ok(None);
+    };
+    let drawn = store.view_box(m.id)?;
+    let source = super::view_source(m, drawn.as_ref());
+    Ok(store
+        .embedding(model.id, EmbeddingTarget::Media, m.id)?
+        .filter(|r| r.source_hash == source)
+        .and_then(|r| r.vector.first().copied()))
 }
 
 /// One retrieved twin.

@@ -7,10 +7,12 @@ mod index;
 pub mod map;
 pub mod review;
 pub mod scale;
+pub mod trust;
 
 pub use codes::Coder;
 pub use index::{
-    IndexStats, Search, Twin, TwinIndex, TwinResult, index_library, stored_view_embedding,
+    IndexStats, Search, Twin, TwinIndex, TwinResult, familiarity_version, index_library,
+    stored_view_embedding, stored_view_score,
 };
 
 use crate::model::preprocess::{Focus, TwinInput};
@@ -289,6 +291,22 @@ impl TwinModels {
         encode(&self.image, self.input(), &self.device, images)
     }
 
+    /// [`TwinModels::encode_views`] and each view's familiarity score from the same pass
+    /// (None when the image encoder's card has no familiarity statistics).
+    pub fn encode_views_judged(
+        &self,
+        images: &[(DynamicImage, Focus)],
+    ) -> (Vec<Vec<f32>>, Option<Vec<f32>>) {
+        match &self.image_card.familiarity {
+            Some(f) => {
+                let (z, features) =
+                    encode_with_features(&self.image, self.input(), &self.device, images);
+                (z, Some(features.iter().map(|x| f.score(x)).collect()))
+            }
+            None => (self.encode_views(images), None),
+        }
+    }
+
     /// [`TwinModels::encode_views`] with the polyp's box enlarged `context` times and encoded
     /// at `turns` quarter turns instead of the card's (the tracklet comparisons keep the input
     /// they were measured with).
@@ -331,6 +349,30 @@ pub fn encode(
     out
 }
 
+/// [`encode`] and, from the same forward pass, each image's familiarity features
+/// ([`TwinEncoder::forward_turned_features`]).
+pub fn encode_with_features(
+    encoder: &TwinEncoder,
+    input: TwinInput,
+    device: &Device,
+    images: &[(DynamicImage, Focus)],
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut embeddings = Vec::with_capacity(images.len());
+    let mut features = Vec::with_capacity(images.len());
+    let rows = |t: Tensor<2>| -> Vec<Vec<f32>> {
+        let width = t.dims()[1];
+        let values = t.into_data().try_to_vec::<f32>().expect("f32 values");
+        values.chunks_exact(width).map(|c| c.to_vec()).collect()
+    };
+    for chunk in images.chunks(32) {
+        let x = input.batch(chunk, device);
+        let (z, f) = encoder.forward_turned_features(x, input.turns);
+        embeddings.extend(rows(z));
+        features.extend(rows(f));
+    }
+    (embeddings, features)
+}
+
 /// See [`TwinModels::combine`]; public so evaluation can compare both with one encoder.
 pub fn combine(scene: Option<&SceneEncoder>, views: &[Vec<f32>], device: &Device) -> Vec<f32> {
     assert!(!views.is_empty(), "at least one view");
@@ -361,7 +403,8 @@ pub fn combine(scene: Option<&SceneEncoder>, views: &[Vec<f32>], device: &Device
 }
 
 /// The twins of one polyp seen in `images` (its views): encoded, combined, searched. The one
-/// query path of the CLI and the engine.
+/// query path of the CLI and the engine. Returns the answer, the combined embedding and the
+/// views' familiarity scores (None when the card has no familiarity statistics).
 pub fn query_images(
     models: &TwinModels,
     index: &TwinIndex,
@@ -369,12 +412,13 @@ pub fn query_images(
     k: usize,
     search: Search,
     exclude: &[i64],
-) -> Result<(TwinResult, Vec<f32>), TwinError> {
+) -> Result<(TwinResult, Vec<f32>, Option<Vec<f32>>), TwinError> {
     if images.is_empty() {
         return Err(TwinError::Image("no views to query with".into()));
     }
-    let views = models.encode_views(images);
-    Ok(query_views(models, index, &views, k, search, exclude))
+    let (views, scores) = models.encode_views_judged(images);
+    let (result, embedding) = query_views(models, index, &views, k, search, exclude);
+    Ok((result, embedding, scores))
 }
 
 /// [`query_images`] from view embeddings already at hand (a library polyp's stored ones).

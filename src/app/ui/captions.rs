@@ -10,7 +10,7 @@ use super::super::state::AppState;
 use super::super::textures::Textures;
 use crate::captions::query::{CaptionKey, FrameCaptions};
 use crate::engine::loader::ImageKey;
-use egui::Color32;
+use egui::{Color32, RichText};
 
 const STRIP_THUMB: f32 = 72.0;
 const LARGE: f32 = 220.0;
@@ -222,6 +222,9 @@ fn frame_details(
         ui.vertical(|ui| {
             match state.captions.frames.get(key) {
                 Some(answer) => {
+                    ui.horizontal(|ui| {
+                        super::trust::badge(ui, answer.familiarity.as_ref(), "The caption model");
+                    });
                     ui.strong("Top captions");
                     egui::Grid::new("top-captions")
                         .num_columns(2)
@@ -240,7 +243,20 @@ fn frame_details(
                     ui.horizontal(|ui| {
                         ui.strong("Predicted category:");
                         ui.label(&answer.category);
+                        if let Some(c) = answer.confidence {
+                            ui.label(format!("confidence {:.0}% (calibrated)", c * 100.0))
+                                .on_hover_text(
+                                    "How often a category given with this confidence was right \
+                                     on validation frames (temperature calibration of the \
+                                     category head, stored with the model).",
+                                );
+                        }
                     });
+                    ui.label(
+                        RichText::new("Each category's head output (not calibrated):")
+                            .small()
+                            .weak(),
+                    );
                     egui::Grid::new("category-probabilities")
                         .num_columns(2)
                         .show(ui, |ui| {

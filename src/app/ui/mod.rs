@@ -15,6 +15,7 @@ mod status;
 mod toasts;
 mod tracklets;
 mod training;
+pub mod trust;
 mod twin_map;
 mod twins;
 mod viewer;

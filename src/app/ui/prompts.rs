@@ -240,7 +240,17 @@ fn scores(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures) {
         }
         return;
     };
-    ui.weak(format!("model: {}", scored.model));
+    ui.horizontal(|ui| {
+        ui.weak(format!("model: {}", scored.model));
+        super::trust::badge(ui, scored.familiarity.as_ref(), &scored.model);
+    });
+    ui.label(
+        egui::RichText::new(
+            "Scores: softmax over the set's prompts (not calibrated probabilities)",
+        )
+        .small()
+        .weak(),
+    );
     if let Some(together) = &scored.together {
         ui.strong(format!("All {} shown images together", scored.frames.len()));
         bars(ui, "together", together);

@@ -92,7 +92,30 @@ pub fn draw(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures, out: &
         } else {
             &answer.result.vote
         };
+        ui.horizontal(|ui| {
+            super::trust::badge(ui, answer.familiarity.as_ref(), "The twin image encoder");
+        });
         vote_bar(ui, vote);
+        match (answer.vote_confidence, answer.result.vote.winner()) {
+            (Some(c), Some(w)) if !panel.weighted => {
+                ui.label(format!(
+                    "Confidence in {w}: {:.0}% (calibrated on validation votes)",
+                    c * 100.0
+                ))
+                .on_hover_text(
+                    "How often a vote like this one was right on validation polyps (isotonic \
+                     calibration of the winner's share, stored with the model). The shares \
+                     above are counts of twins, not probabilities.",
+                );
+            }
+            _ => {
+                ui.label(
+                    RichText::new("Shares of the twins' votes (not calibrated probabilities)")
+                        .small()
+                        .weak(),
+                );
+            }
+        }
         ui.add_space(6.0);
         ui.strong("Twins");
         // Rows of as many cards as fit: a frame's size is known only after it is drawn, so

@@ -159,3 +159,39 @@ pub fn text(img: &mut RgbImage, s: &str, x: u32, y: u32, colour: Rgb<u8>) {
         }
     }
 }
+
+/// A reliability diagram: per confidence bin, the share right (bars: grey before
+/// calibration, orange after) against the diagonal of perfect calibration, with the
+/// expected calibration errors in the title.
+pub fn reliability(row: &crate::eval::trust::TrustRow) -> RgbImage {
+    let top = 80;
+    let width = PLOT + 2 * MARGIN;
+    let mut img = RgbImage::from_pixel(width, top + PLOT + 2 * MARGIN, Rgb([0, 0, 0]));
+    text(&mut img, &row.capability, 8, 6, WHITE);
+    let mut title = format!("ECE RAW {:.3}", row.ece_raw.value);
+    if let Some(c) = &row.ece_calibrated {
+        title.push_str(&format!(" CALIBRATED {:.3}", c.value));
+    }
+    text(&mut img, &title, 8, 28, COLOURS[0]);
+    text(&mut img, &format!("{} ANSWERS", row.answers), 8, 50, GREY);
+    let at = (MARGIN, top + MARGIN);
+    frame(&mut img, at, "CONFIDENCE / ACCURACY");
+    line(&mut img, at, [0.0, 0.0], [1.0, 1.0], GREY);
+    let sets: Vec<(&Vec<crate::trust::calibration::Bin>, Rgb<u8>)> =
+        std::iter::once((&row.bins_raw, GREY))
+            .chain(row.bins_calibrated.as_ref().map(|b| (b, COLOURS[0])))
+            .collect();
+    for (k, (bins, colour)) in sets.iter().enumerate() {
+        for b in bins.iter().filter(|b| b.answers > 0) {
+            // Half a bin's width per set, side by side.
+            let x0 = b.low + (b.high - b.low) * 0.5 * k as f64;
+            let x1 = x0 + (b.high - b.low) * 0.45;
+            let steps = 12;
+            for s in 0..=steps {
+                let x = x0 + (x1 - x0) * s as f64 / steps as f64;
+                line(&mut img, at, [x, 0.0], [x, b.accuracy], *colour);
+            }
+        }
+    }
+    img
+}

@@ -1,0 +1,248 @@
+//! `endotwin eval trust`: the familiarity marks and the calibrated confidences of the
+//! shipped (or --models) twin encoder, caption model and detector on held-out phantom test
+//! splits, on real frames (`--real`), and on foreign inputs; reliability diagrams as PNG.
+
+use anyhow::{Context, Result};
+use endotwin::compute::{self, BackendPref};
+use endotwin::data::import::{self, ImportLayout, ImportOptions};
+use endotwin::data::phantom::Split;
+use endotwin::eval::held_out::HeldOut;
+use endotwin::eval::trust::{self, TrustRow};
+use endotwin::plumbing::Progress;
+use endotwin::store::Store;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug)]
+pub struct TrustArgs {
+    /// The models folder (default: the shipped models): twin-image, captions, prompts-detect.
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    /// Seed of the generated test splits and of the bootstrap.
+    #[arg(long, default_value_t = 29)]
+    pub seed: u64,
+    /// Polyps of the generated twin test split.
+    #[arg(long, default_value_t = 300)]
+    pub polyps: usize,
+    /// Captioned capsule frames of the generated caption test split.
+    #[arg(long, default_value_t = 960)]
+    pub capsule_frames: usize,
+    /// Polyps of the generated examination records for the detector (24 frames each).
+    #[arg(long, default_value_t = 100)]
+    pub records: usize,
+    /// Real frames laid out as ../shared/realdata: captiv8*/ (capsule categories),
+    /// kvasir-seg*/ (detection), cvc-clinicdb*/ (the twins' mark).
+    #[arg(long)]
+    pub real: Option<PathBuf>,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write one reliability diagram per row (PNG) into this folder.
+    #[arg(long)]
+    pub diagrams: Option<PathBuf>,
+}
+
+pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
+    let compute = compute::select(pref)?;
+    let device = &compute.device;
+    let models = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let progress = Progress::new();
+    let started = std::time::Instant::now();
+    let twins = endotwin::twins::TwinModels::load(&models, device).ok();
+    let captions =
+        endotwin::captions::model::load(&endotwin::captions::model::shipped_path(&models), device)
+            .ok();
+    let detector =
+        endotwin::prompts::model::load(&endotwin::prompts::model::detector_path(&models), device)
+            .ok();
+    let mut rows: Vec<TrustRow> = Vec::new();
+    let mut marked_only: Vec<(String, trust::Value)> = Vec::new();
+    if let Some(m) = &twins {
+        let held = HeldOut::open_split(None, args.seed, Split::Test, args.polyps, 4, 224)?;
+        let items = trust::twin_items(m, &held.store, &progress)?;
+        rows.push(trust::row(
+            &format!("twins vote ({})", m.image_card.name),
+            &held.described,
+            &items,
+            args.seed,
+        ));
+    }
+    if let Some(c) = &captions {
+        let held = HeldOut::open_capsule(None, args.seed, Split::Test, args.capsule_frames)?;
+        let items = trust::caption_items(c, &held.store, device, &progress)?;
+        rows.push(trust::row(
+            &format!("capsule category ({})", c.card.name),
+            &held.described,
+            &items,
+            args.seed,
+        ));
+    }
+    if let Some(d) = &detector {
+        let size = d.config.image_size();
+        let held = HeldOut::open_records(None, args.seed, args.records, 24, size)?;
+        let items = trust::detector_items(d, &held.store, 4000, device, &progress)?;
+        rows.push(trust::row(
+            &format!("polyp detection ({})", d.card.name),
+            &held.described,
+            &items,
+            args.seed,
+        ));
+    }
+    if let Some(data) = &args.real {
+        let tmp = std::env::temp_dir().join(format!("endotwin-trust-{}", std::process::id()));
+        let _clean = Remove(tmp.clone());
+        for (k, (prefix, layout)) in [
+            ("captiv8", ImportLayout::Captiv8),
+            ("kvasir-seg", ImportLayout::KvasirSeg),
+            ("cvc-clinicdb", ImportLayout::CvcClinicdb),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let roots = folders(data, prefix);
+            if roots.is_empty() {
+                continue;
+            }
+            let root = tmp.join(format!("{k}-{prefix}"));
+            std::fs::create_dir_all(&root)?;
+            let mut store = Store::open_in_memory(&root)?;
+            for r in &roots {
+                import::run(layout, &mut store, r, ImportOptions::default(), &progress)
+                    .with_context(|| r.display().to_string())?;
+            }
+            let named = roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + ");
+            match (prefix, &twins, &captions, &detector) {
+                ("captiv8", _, Some(c), _) => {
+                    let items = trust::caption_items(c, &store, device, &progress)?;
+                    rows.push(trust::row(
+                        &format!("capsule category ({})", c.card.name),
+                        &named,
+                        &items,
+                        args.seed,
+                    ));
+                }
+                ("kvasir-seg", _, _, Some(d)) => {
+                    let items = trust::detector_items(d, &store, 4000, device, &progress)?;
+                    rows.push(trust::row(
+                        &format!("polyp detection ({})", d.card.name),
+                        &named,
+                        &items,
+                        args.seed,
+                    ));
+                }
+                ("cvc-clinicdb", Some(m), _, _) => {
+                    // No pathology: the share of polyps marked is all there is to report.
+                    let items = trust::twin_marks(m, &store, &progress)?;
+                    let as_items: Vec<trust::Item> = items
+                        .iter()
+                        .map(|&marked| trust::Item {
+                            marked,
+                            right: true,
+                            raw: 1.0,
+                            calibrated: None,
+                        })
+                        .collect();
+                    let r = trust::row("", "", &as_items, args.seed);
+                    marked_only.push((
+                        format!(
+                            "twins ({}) on {named}: polyps marked ({} polyps)",
+                            m.image_card.name,
+                            items.len()
+                        ),
+                        r.marked,
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    let caption_ref = captions.as_ref();
+    let prompt_refs: Vec<&endotwin::prompts::model::LoadedPromptModel> = detector.iter().collect();
+    let foreign = trust::foreign_marks(twins.as_ref(), caption_ref, &prompt_refs, device);
+    print(&rows, &marked_only, &foreign);
+    println!("({:.0} s)", started.elapsed().as_secs_f64());
+    if let Some(dir) = &args.diagrams {
+        std::fs::create_dir_all(dir)?;
+        for (i, r) in rows.iter().enumerate() {
+            let png = endotwin::eval::report::draw::reliability(r);
+            super::write_png(&dir.join(format!("reliability-{i}.png")), &png)?;
+        }
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "seed": args.seed,
+            "rows": rows,
+            "marked_only": marked_only.iter().map(|(what, v)| serde_json::json!({"what": what, "marked": v})).collect::<Vec<_>>(),
+            "foreign": foreign,
+        });
+        super::write_output(path, serde_json::to_string_pretty(&json)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn print(
+    rows: &[TrustRow],
+    marked_only: &[(String, trust::Value)],
+    foreign: &[endotwin::trust::Judgement],
+) {
+    let v = |x: &trust::Value| format!("{:.3} [{:.3}, {:.3}]", x.value, x.ci[0], x.ci[1]);
+    println!(
+        "| capability | data | answers | marked | accuracy, all | accuracy, unmarked | wrong answers marked | ECE raw | ECE calibrated |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.capability,
+            r.data,
+            r.answers,
+            v(&r.marked),
+            v(&r.accuracy_all),
+            v(&r.accuracy_unmarked),
+            v(&r.wrong_marked),
+            v(&r.ece_raw),
+            r.ece_calibrated.as_ref().map_or("-".into(), v)
+        );
+    }
+    for (what, m) in marked_only {
+        println!("{what}: {}", v(m));
+    }
+    println!("foreign inputs:");
+    for j in foreign {
+        println!(
+            "  {}: score {:.2}, threshold {:.2}: {}",
+            j.model,
+            j.score,
+            j.threshold,
+            if j.unfamiliar { "marked" } else { "NOT MARKED" }
+        );
+    }
+}
+
+fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(data)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes its folder when dropped.
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,207 @@
+//! Fitting a model's trust (familiarity statistics and confidence calibration) on the
+//! libraries it learned from and in-domain validation libraries, and storing them in its
+//! card: what `endotwin model trust` runs and what every in-app training run does when it
+//! has saved its model.
+
+use crate::model::weights::{self, ModelKind};
+use crate::plumbing::Progress;
+use crate::store::{OpenMode, Store};
+use crate::trust::{Calibration, Familiarity, Gathered};
+use burn::tensor::Device;
+use std::path::{Path, PathBuf};
+
+/// Where a fit reads: the model's own data (every `every`-th item held out for validation;
+/// 0: none) and in-domain validation libraries it never trained on.
+pub struct Libraries {
+    pub fit: Vec<PathBuf>,
+    pub validation: Vec<PathBuf>,
+    pub every: usize,
+    /// Text-prompt models: frames read per library at most.
+    pub frames: usize,
+}
+
+impl Libraries {
+    /// The model's one training library, every fifth item held out for validation.
+    pub fn of(library: &Path) -> Libraries {
+        Libraries {
+            fit: vec![library.to_path_buf()],
+            validation: Vec::new(),
+            every: 5,
+            frames: 4000,
+        }
+    }
+
+    /// (fit, validation) gathered by `gather` from every library.
+    fn assemble<G: Gathered>(
+        &self,
+        gather: impl Fn(&Store, &str) -> Result<G, String>,
+    ) -> Result<(G, G), String> {
+        if self.every == 1 {
+            return Err(
+                "holding out every item leaves nothing to fit: give 0 or at least 2".into(),
+            );
+        }
+        if self.every == 0 && self.validation.is_empty() {
+            return Err(
+                "no item held out and no validation library to set the threshold on".into(),
+            );
+        }
+        let read = |path: &PathBuf| -> Result<G, String> {
+            let store = Store::open(path, OpenMode::Existing)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            gather(&store, &path.display().to_string())
+        };
+        let join = |a: Option<G>, b: G| {
+            Some(match a {
+                Some(a) => a.join(b),
+                None => b,
+            })
+        };
+        let (mut fit, mut validation) = (None, None);
+        for path in &self.fit {
+            let g = read(path)?;
+            if self.every >= 2 {
+                let (kept, held) = g.split(self.every);
+                fit = join(fit, kept);
+                validation = join(validation, held);
+            } else {
+                fit = join(fit, g);
+            }
+        }
+        for path in &self.validation {
+            validation = join(validation, read(path)?);
+        }
+        match (fit, validation) {
+            (Some(f), Some(v)) => Ok((f, v)),
+            _ => Err("no fit library".into()),
+        }
+    }
+}
+
+/// A calibration whose expected calibration error on its own validation answers stays
+/// above this is dropped.
+pub const MAX_STORED_ECE: f64 = 0.1;
+
+/// What a fit found, one line each (the CLI prints them, the Training tab logs them).
+pub struct Refit {
+    pub lines: Vec<String>,
+}
+
+/// Fits the trust of the model whose card is `card` on `libraries` and writes it into the
+/// card. Twin image encoders: view familiarity and the vote; caption models: frames and the
+/// category head; text-prompt models: frames and the detector's polyp probability. Other
+/// kinds are refused by name.
+pub fn refit(
+    card: &Path,
+    libraries: &Libraries,
+    device: &Device,
+    progress: &Progress,
+) -> Result<Refit, String> {
+    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", card.display());
+    let kind = weights::read_card(card).map_err(|e| named(&e))?;
+    let name = kind.name.clone();
+    let mut lines = Vec::new();
+    let (familiarity, calibration, what): (Familiarity, Option<(&str, Option<Calibration>)>, &str) =
+        match kind.kind {
+            ModelKind::ImageEncoder => {
+                use crate::twins::{TwinModels, trust};
+                let models = TwinModels::load_cards(card, None, device).map_err(|e| named(&e))?;
+                let (fit, validation) = libraries.assemble(|store, name| {
+                    trust::gather(store, &models, name, progress).map_err(|e| e.to_string())
+                })?;
+                let (f, vote) = trust::fit(&fit, &validation).map_err(|e| named(&e))?;
+                if vote.is_none() {
+                    lines.push(
+                        "vote not calibrated: fewer than 20 validation polyps with a pathology"
+                            .into(),
+                    );
+                }
+                (f, Some((crate::trust::VOTE, vote)), "views")
+            }
+            ModelKind::CaptionModel => {
+                use crate::captions::{model, trust};
+                let loaded = model::load(card, device).map_err(|e| named(&e))?;
+                let (fit, validation) = libraries.assemble(|store, name| {
+                    trust::gather(store, &loaded, name, device, progress).map_err(|e| e.to_string())
+                })?;
+                let (f, category) = trust::fit(&fit, &validation).map_err(|e| named(&e))?;
+                (
+                    f,
+                    Some((crate::trust::CATEGORY, Some(category))),
+                    "capsule frames",
+                )
+            }
+            ModelKind::PromptModel => {
+                use crate::prompts::{model, trust};
+                let loaded = model::load(card, device).map_err(|e| named(&e))?;
+                let (fit, validation) = libraries.assemble(|store, name| {
+                    trust::gather(store, &loaded, name, libraries.frames, device, progress)
+                        .map_err(|e| e.to_string())
+                })?;
+                let (f, detector) = trust::fit(&fit, &validation).map_err(|e| named(&e))?;
+                if detector.is_none() {
+                    lines.push(
+                        "polyp probability not calibrated: the validation frames are all of one kind"
+                            .into(),
+                    );
+                }
+                (f, Some((crate::trust::DETECTOR, detector)), "frames")
+            }
+            other => {
+                return Err(format!(
+                    "{}: a {other} card; familiarity is fitted for twin image encoders, caption models and text-prompt models",
+                    card.display()
+                ));
+            }
+        };
+    lines.insert(
+        0,
+        format!(
+            "{name}: familiarity fitted on {} {what}, threshold {:.3} ({:.1} % of {} validation {what} beyond it)",
+            familiarity.fitted,
+            familiarity.threshold,
+            familiarity.validation_marked * 100.0,
+            familiarity.validated
+        ),
+    );
+    // A calibration that leaves its own validation answers badly calibrated is not stored:
+    // the number would be called "confidence" without earning it.
+    let calibration = calibration.map(|(label, c)| match c {
+        Some(c) if c.ece_fitted > MAX_STORED_ECE => {
+            lines.push(format!(
+                "{label} not calibrated: the best temperature or isotonic map still leaves an \
+                 expected calibration error of {:.3} on the validation answers (above {MAX_STORED_ECE})",
+                c.ece_fitted
+            ));
+            (label, None)
+        }
+        other => (label, other),
+    });
+    if let Some((label, Some(c))) = &calibration {
+        lines.push(format!(
+            "{label} calibrated ({}) on {} validation answers: ECE {:.3} -> {:.3} on them",
+            match c.map {
+                crate::trust::CalibrationMap::Temperature { .. } => "temperature",
+                crate::trust::CalibrationMap::Isotonic { .. } => "isotonic",
+            },
+            c.answers,
+            c.ece_raw,
+            c.ece_fitted
+        ));
+    }
+    weights::update_card(card, |c| {
+        c.familiarity = Some(familiarity);
+        if let Some((label, calibration)) = calibration {
+            match calibration {
+                Some(v) => {
+                    c.calibration.insert(label.into(), v);
+                }
+                None => {
+                    c.calibration.remove(label);
+                }
+            }
+        }
+    })
+    .map_err(|e| named(&e))?;
+    Ok(Refit { lines })
+}

@@ -1,0 +1,164 @@
+//! How far a text-prompt answer can be trusted: the frame's familiarity to the prompt
+//! model (its image embedding against the statistics in the card) and, for the detector,
+//! the polyp probability calibrated by one temperature on the two sentences' logit
+//! difference, fitted on validation frames and stored in the card.
+
+use super::model::LoadedPromptModel;
+use super::records::frame_truth;
+use crate::model::weights::ModelCard;
+use crate::plumbing::Progress;
+use crate::store::{MediaKind, MediaRow, Store};
+use crate::trust::{Calibration, Familiarity, Judgement, calibration, familiarity};
+use burn::tensor::Device;
+
+/// A library's colonoscopy stills as a prompt model sees them.
+pub struct Gathered {
+    pub name: String,
+    pub embeddings: Vec<Vec<f32>>,
+    /// The detector's polyp probability of each frame.
+    pub probability: Vec<f32>,
+    /// Whether each frame shows a polyp (it is a polyp's view).
+    pub truth: Vec<bool>,
+}
+
+impl crate::trust::Gathered for Gathered {
+    fn split(self, every: usize) -> (Gathered, Gathered) {
+        let every = every.max(2);
+        let empty = |name: String| Gathered {
+            name,
+            embeddings: Vec::new(),
+            probability: Vec::new(),
+            truth: Vec::new(),
+        };
+        let mut kept = empty(format!("{} (all but every {every}th frame)", self.name));
+        let mut held = empty(format!("{} (every {every}th frame)", self.name));
+        let items = self
+            .embeddings
+            .into_iter()
+            .zip(self.probability)
+            .zip(self.truth);
+        for (i, ((e, p), t)) in items.enumerate() {
+            let into = if i % every == every - 1 {
+                &mut held
+            } else {
+                &mut kept
+            };
+            into.embeddings.push(e);
+            into.probability.push(p);
+            into.truth.push(t);
+        }
+        (kept, held)
+    }
+
+    fn join(mut self, other: Gathered) -> Gathered {
+        self.name = format!("{} + {}", self.name, other.name);
+        self.embeddings.extend(other.embeddings);
+        self.probability.extend(other.probability);
+        self.truth.extend(other.truth);
+        self
+    }
+}
+
+/// Every colonoscopy still of `store` (polyp views and loose frames of non-capsule
+/// examinations; at most `limit`, spread evenly), encoded by `loaded`; a still shows a polyp
+/// when it is a polyp's view. Stills that fail to decode are skipped.
+pub fn gather(
+    store: &Store,
+    loaded: &LoadedPromptModel,
+    name: &str,
+    limit: usize,
+    device: &Device,
+    progress: &Progress,
+) -> Result<Gathered, super::query::PromptError> {
+    let truth = frame_truth(store)?;
+    let mut stills: Vec<MediaRow> = Vec::new();
+    for p in store.polyps()? {
+        stills.extend(store.polyp_views(p.id)?);
+    }
+    for e in store.examinations()? {
+        if e.kind == "capsule" {
+            continue;
+        }
+        stills.extend(
+            store
+                .loose_frames(e.id)?
+                .into_iter()
+                .filter(|m| m.kind == MediaKind::Frame),
+        );
+    }
+    stills.sort_by_key(|m| m.id);
+    stills.dedup_by_key(|m| m.id);
+    let step = stills.len().div_ceil(limit.max(1)).max(1);
+    let stills: Vec<MediaRow> = stills.into_iter().step_by(step).collect();
+    progress.stage("encoding the library's frames", stills.len() as u64);
+    let mut out = Gathered {
+        name: name.to_string(),
+        embeddings: Vec::new(),
+        probability: Vec::new(),
+        truth: Vec::new(),
+    };
+    for chunk in stills.chunks(128) {
+        let mut images = Vec::new();
+        for m in chunk {
+            progress.inc();
+            if let Ok(d) = crate::data::images::decode_media(store, m) {
+                images.push(d.image);
+                out.truth.push(truth.contains_key(&m.id));
+            }
+        }
+        if images.is_empty() {
+            continue;
+        }
+        let v = super::query::image_embeddings(loaded, &images, device);
+        let rows = crate::captions::query::rows(v);
+        out.probability
+            .extend(super::query::polyp_probabilities(loaded, &rows, device));
+        out.embeddings.extend(rows);
+    }
+    Ok(out)
+}
+
+/// Fits the familiarity on `fit`'s embeddings (threshold on `validation`'s) and the
+/// detector's temperature on `validation`'s frames (None for a set with one class only).
+pub fn fit(
+    fit: &Gathered,
+    validation: &Gathered,
+) -> Result<(Familiarity, Option<Calibration>), familiarity::FamiliarityError> {
+    let familiarity = Familiarity::fit(
+        &fit.embeddings,
+        &validation.embeddings,
+        &fit.name,
+        &validation.name,
+    )?;
+    let both = validation.truth.iter().any(|t| *t) && validation.truth.iter().any(|t| !*t);
+    let detector = both.then(|| {
+        let logits: Vec<Vec<f64>> = validation.probability.iter().map(|p| logits(*p)).collect();
+        let truth: Vec<usize> = validation.truth.iter().map(|t| usize::from(!*t)).collect();
+        calibration::temperature(
+            &logits,
+            &truth,
+            &format!("{}: polyp vs background", validation.name),
+        )
+    });
+    Ok((familiarity, detector))
+}
+
+/// [polyp, background] logits whose softmax is `p` (the difference is what matters).
+fn logits(p: f32) -> Vec<f64> {
+    let p = (p as f64).clamp(1e-7, 1.0 - 1e-7);
+    vec![(p / (1.0 - p)).ln(), 0.0]
+}
+
+/// The detector's calibrated polyp probability for a raw one (None without a stored
+/// calibration).
+pub fn calibrated(card: &ModelCard, p: f32) -> Option<f32> {
+    let c = card.calibration.get(crate::trust::DETECTOR)?;
+    c.probabilities(&logits(p)).first().map(|v| *v as f32)
+}
+
+/// A frame's (or a set of views') familiarity from the image embeddings (None without
+/// statistics).
+pub fn judge(card: &ModelCard, embeddings: &[Vec<f32>]) -> Option<Judgement> {
+    let refs: Vec<&[f32]> = embeddings.iter().map(Vec::as_slice).collect();
+    Some(card.familiarity.as_ref()?.judge(&card.name, &refs))
+}

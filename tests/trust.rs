@@ -1,0 +1,295 @@
+//! The unfamiliar mark and calibrated confidence (issue #45), through the commands a user
+//! runs: a clearly foreign image is marked by every answering command, a sample-library case
+//! is not; `model trust` fits and stores both on a small library; a model trained in the app
+//! gets them on its own.
+
+use crate::common::{endotwin, run};
+use endotwin::store::{MediaKind, OpenMode, Store};
+use std::path::{Path, PathBuf};
+
+/// A copy of the sample library (never the repository's own), with a flat grey image beside
+/// it.
+fn sample_copy() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
+    copy_dir(&src, &lib);
+    let grey = dir.path().join("grey.png");
+    image::RgbImage::from_pixel(320, 320, image::Rgb([128, 128, 128]))
+        .save(&grey)
+        .unwrap();
+    (dir, lib, grey)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A polyp view of the sample library (a file in its media) with its mask's box, and a
+/// capsule frame.
+fn sample_files(lib: &Path) -> (PathBuf, [f32; 4], PathBuf) {
+    let store = Store::open(lib, OpenMode::Existing).unwrap();
+    let polyp = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.code == "S7-E004-P1")
+        .unwrap();
+    let view = store.polyp_views(polyp.id).unwrap().remove(0);
+    let mask = store.media(view.mask_media_id.unwrap()).unwrap().unwrap();
+    let m = image::open(store.media_path(&mask)).unwrap().to_luma8();
+    let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
+    for (x, y, p) in m.enumerate_pixels() {
+        if p.0[0] > 127 {
+            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+        }
+    }
+    let boxed = [
+        x0 as f32,
+        y0 as f32,
+        (x1 - x0 + 1) as f32,
+        (y1 - y0 + 1) as f32,
+    ];
+    let capsule = store
+        .examinations()
+        .unwrap()
+        .into_iter()
+        .flat_map(|e| store.loose_frames(e.id).unwrap())
+        .find(|m| m.kind == MediaKind::Capsule)
+        .unwrap();
+    (store.media_path(&view), boxed, store.media_path(&capsule))
+}
+
+#[test]
+fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() {
+    let (dir, lib, grey) = sample_copy();
+    let (view, b, capsule) = sample_files(&lib);
+    let json = dir.path().join("twins.json");
+    let box_arg = format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
+
+    // Twins: the grey card is marked, with the model, its score and threshold; --json too.
+    let ran = run(endotwin(&lib)
+        .args(["twins", grey.to_str().unwrap(), "--json"])
+        .arg(&json));
+    assert!(ran.ok(), "{}", ran.text());
+    let line = ran
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("unfamiliar:"))
+        .unwrap_or_else(|| panic!("no unfamiliar: line\n{}", ran.text()));
+    assert!(
+        line.contains("twin-image") && line.contains("threshold"),
+        "{line}"
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(written["familiarity"]["unfamiliar"], true, "{written}");
+    // The answer stays: the twins and the vote are still there.
+    assert!(ran.says("vote:"), "{}", ran.text());
+
+    // A sample polyp's view cut around its mask is familiar, with a calibrated confidence.
+    let ran = run(endotwin(&lib).args(["twins", view.to_str().unwrap(), "--box", &box_arg]));
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("familiar: twin-image"), "{}", ran.text());
+    assert!(!ran.says("unfamiliar:"), "{}", ran.text());
+    assert!(
+        ran.says("(calibrated on validation votes)"),
+        "{}",
+        ran.text()
+    );
+
+    // Captions: the grey card marked, the sample capsule frame not.
+    let ran = run(endotwin(&lib).args([
+        "captions",
+        "describe",
+        grey.to_str().unwrap(),
+        capsule.to_str().unwrap(),
+    ]));
+    assert!(ran.ok(), "{}", ran.text());
+    let marks: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("unfamiliar:") || l.starts_with("familiar:"))
+        .collect();
+    assert_eq!(marks.len(), 2, "{}", ran.text());
+    assert!(marks[0].starts_with("unfamiliar: captions"), "{marks:?}");
+    assert!(marks[1].starts_with("familiar: captions"), "{marks:?}");
+    assert!(ran.says("calibrated)"), "{}", ran.text());
+
+    // Text prompts: every model that scores the grey card marks it; the sample view is
+    // familiar to them.
+    let sets = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prompt_sets.toml");
+    for (image, marked) in [(&grey, true), (&view, false)] {
+        let ran = run(endotwin(&lib).args([
+            "prompts",
+            "score",
+            "--image",
+            image.to_str().unwrap(),
+            "--prompts",
+            sets.to_str().unwrap(),
+        ]));
+        assert!(ran.ok(), "{}", ran.text());
+        let models = ran
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("model "))
+            .count();
+        let unfamiliar = ran
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("unfamiliar:"))
+            .count();
+        assert!(models >= 1, "{}", ran.text());
+        assert_eq!(
+            unfamiliar,
+            if marked { models } else { 0 },
+            "{}",
+            ran.text()
+        );
+    }
+}
+
+#[test]
+fn model_trust_fits_and_stores_the_mark_and_the_calibration_on_a_small_library() {
+    use endotwin::data::phantom::PhantomConfig;
+    let _rng = crate::common::device_rng();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    crate::common::phantom_library(
+        &lib,
+        &PhantomConfig {
+            seed: 3,
+            polyps: 0,
+            views_per_polyp: 0,
+            videos: 0,
+            background_frames: 0,
+            capsule_images: 80,
+            image_size: 48,
+            ..PhantomConfig::default()
+        },
+    );
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let shipped = endotwin::default_models_dir();
+    for f in ["captions.json", "captions.bpk"] {
+        std::fs::copy(shipped.join(f), models.join(f)).unwrap();
+    }
+    endotwin::model::weights::update_card(&models.join("captions.json"), |c| {
+        c.familiarity = None;
+        c.calibration.clear();
+    })
+    .unwrap();
+    let card = models.join("captions.json");
+    let ran = run(endotwin(&lib).args(["model", "trust", card.to_str().unwrap()]));
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(
+        ran.says("familiarity fitted on 64 capsule frames"),
+        "{}",
+        ran.text()
+    );
+    let fitted = endotwin::model::weights::read_card(&card).unwrap();
+    let f = fitted.familiarity.expect("familiarity stored in the card");
+    assert_eq!((f.fitted, f.validated), (64, 16));
+    assert!(f.threshold.is_finite() && f.threshold > 0.0);
+    // 16 validation frames: the share beyond the threshold is the nearest to 5 % it can be.
+    assert!(
+        f.validation_marked <= 1.0 / 16.0 + 1e-9,
+        "{}",
+        f.validation_marked
+    );
+    let c = fitted
+        .calibration
+        .get("category")
+        .expect("the category head's calibration");
+    assert_eq!(c.answers, 16);
+    // The card still loads, and its answers carry the mark: a grey card is unfamiliar.
+    let grey = dir.path().join("grey.png");
+    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
+        .save(&grey)
+        .unwrap();
+    let ran = run(endotwin(&lib).args([
+        "captions",
+        "describe",
+        grey.to_str().unwrap(),
+        "--model",
+        card.to_str().unwrap(),
+    ]));
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("unfamiliar: captions"), "{}", ran.text());
+    // Refused with a reason, nothing written: a kind without a mark, and too little data.
+    let before = std::fs::read(&card).unwrap();
+    let ran = run(endotwin(&lib).args([
+        "model",
+        "trust",
+        card.to_str().unwrap(),
+        "--hold-out-every",
+        "1",
+    ]));
+    assert!(
+        !ran.ok() && ran.says("holding out every item"),
+        "{}",
+        ran.text()
+    );
+    assert_eq!(std::fs::read(&card).unwrap(), before);
+}
+
+#[test]
+fn a_model_trained_in_the_app_gets_its_mark_and_calibration_when_it_is_saved() {
+    use endotwin::data::phantom::PhantomConfig;
+    use endotwin::engine::training::TrainingRun;
+    let _rng = crate::common::device_rng();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    crate::common::phantom_library(
+        &lib,
+        &PhantomConfig {
+            seed: 4,
+            polyps: 0,
+            views_per_polyp: 0,
+            videos: 0,
+            background_frames: 0,
+            capsule_images: 60,
+            image_size: 48,
+            ..PhantomConfig::default()
+        },
+    );
+    let runs = dir.path().join("runs");
+    let mut settings = endotwin::train::recipe::Settings::default();
+    for (k, v) in [("epochs", "1"), ("batch", "8"), ("name", "mine")] {
+        settings.set(k, v);
+    }
+    settings.set("out", runs.display().to_string());
+    let run = TrainingRun::start(
+        "captions",
+        settings,
+        lib.clone(),
+        dir.path().join("models"),
+        &endotwin::compute::Compute::cpu(None),
+        None,
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    while !run.finished() {
+        assert!(start.elapsed().as_secs() < 300, "the run did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let log = run.log().clone();
+    assert!(matches!(&log.outcome, Some(Ok(_))), "{:?}", log.outcome);
+    assert!(
+        log.messages
+            .iter()
+            .any(|m| m.contains("familiarity fitted on 48 capsule frames")),
+        "{:?}",
+        log.messages
+    );
+    let card = endotwin::model::weights::read_card(&runs.join("mine.json")).unwrap();
+    assert_eq!(card.familiarity.map(|f| f.fitted), Some(48));
+}
