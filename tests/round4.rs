@@ -486,3 +486,123 @@ fn h1_a_prompt_file_of_too_many_prompts_is_refused_before_any_is_scored() {
         r.text()
     );
 }
+
+// ---------------------------------------------------------------- D3, D4, D5, D6: imports
+
+#[test]
+fn d3_an_import_of_only_duplicates_leaves_no_empty_examination() {
+    let (lib, src) = library_with_cases();
+    let dup = src.path().join("dupsample/exam");
+    std::fs::create_dir_all(&dup).unwrap();
+    let mut media = Vec::new();
+    common::walk(&lib.path().join("media"), &mut media);
+    for (i, m) in media
+        .iter()
+        .filter(|m| m.extension().is_some_and(|e| e == "png"))
+        .enumerate()
+    {
+        std::fs::copy(m, dup.join(format!("{i}.png"))).unwrap();
+    }
+    let before = common::state(lib.path());
+    let r = common::import(lib.path(), "images", &src.path().join("dupsample"), &[]);
+    assert!(r.says("0 media added"), "{}", r.text());
+    assert!(r.says("0 examinations"), "{}", r.text());
+    assert_eq!(common::state(lib.path()), before, "the library changed");
+    let check = run(et(lib.path(), &["library", "check"]));
+    assert!(check.ok(), "{}", check.text());
+}
+
+#[test]
+fn d4_an_import_into_an_examination_already_there_says_so() {
+    let (lib, src) = library_with_cases();
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let code = store.examinations().unwrap()[0].code.clone();
+    drop(store);
+    // A folder of the same name as an examination: its frames join that examination.
+    let folder = src.path().join("same").join(&code);
+    common::png(&folder.join("new.png"), 16, 16, 99);
+    let r = common::import(lib.path(), "images", &folder, &[]);
+    assert!(r.ok(), "{}", r.text());
+    assert!(
+        r.says("already in the library") && r.says(&code),
+        "{}",
+        r.text()
+    );
+    // A re-import of the same folder adds nothing and names nothing.
+    let r = common::import(lib.path(), "images", &folder, &[]);
+    assert!(!r.says("already in the library:"), "{}", r.text());
+}
+
+#[cfg(unix)]
+#[test]
+fn d5_folder_names_that_are_not_utf8_are_skipped_by_name_not_merged() {
+    use std::os::unix::ffi::OsStrExt;
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let root = src.path().join("collide");
+    for (i, name) in [&b"exam\xff"[..], b"exam\xfe"].iter().enumerate() {
+        let d = root.join(std::ffi::OsStr::from_bytes(name));
+        common::png(&d.join("f.png"), 16, 16, 10 + i as u8);
+    }
+    common::png(&root.join("fine/f.png"), 16, 16, 30);
+    let r = common::import(lib.path(), "images", &root, &[]);
+    assert!(r.says("UTF-8"), "{}", r.text());
+    assert!(r.says("1 media added"), "{}", r.text());
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let codes: Vec<String> = store
+        .examinations()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.code)
+        .collect();
+    assert_eq!(codes, vec!["collide/fine".to_string()]);
+}
+
+#[test]
+fn d6_a_polyp_none_of_whose_boxes_came_in_is_not_made() {
+    let lib = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut images = Vec::new();
+    let mut anns = Vec::new();
+    for f in 0..4 {
+        common::png(
+            &dir.path().join(format!("frames/s1_{f}.png")),
+            16,
+            16,
+            f as u8,
+        );
+        images.push(format!(
+            r#"{{"id": {f}, "file_name": "frames/s1_{f}.png", "frame_id": {f}, "sequence_id": "s1"}}"#
+        ));
+        anns.push(format!(
+            r#"{{"image_id": {f}, "bbox": [2, 2, 6, 6], "identity_id": "s1_1"}}"#
+        ));
+    }
+    // Polyp 2's only box lies outside the image: refused, so polyp 2 has nothing.
+    anns.push(r#"{"image_id": 0, "bbox": [200, 200, 6, 6], "identity_id": "s1_2"}"#.into());
+    let json = dir.path().join("c.json");
+    std::fs::write(
+        &json,
+        format!(
+            r#"{{"images": [{}], "annotations": [{}]}}"#,
+            images.join(","),
+            anns.join(",")
+        ),
+    )
+    .unwrap();
+    let r = common::import(lib.path(), "coco", &json, &[]);
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let polyps = store.polyps().unwrap();
+    assert_eq!(
+        polyps.len(),
+        1,
+        "{:?}\n{}",
+        polyps.iter().map(|p| &p.code).collect::<Vec<_>>(),
+        r.text()
+    );
+    let check = run(et(lib.path(), &["library", "check"]));
+    assert!(check.ok(), "{}", check.text());
+}
