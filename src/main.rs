@@ -93,12 +93,42 @@ enum Command {
 }
 
 fn main() {
+    // A reader that stops early (`endotwin ... | head`) ends the process the way it ends any
+    // Unix tool, quietly, instead of a panic at the next print (Rust ignores SIGPIPE).
+    #[cfg(unix)]
+    // SAFETY: first thing in `main`, before any other thread exists; SIG_DFL is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     cli::quiet_platform_warnings();
     let matches = Cli::command().get_matches();
     let parsed = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = run(parsed, &matches) {
         eprintln!("error: {}", cli::one_line(&e));
         std::process::exit(1);
+    }
+}
+
+/// Whether `command` may write to its library (the GUI labels, imports, trains, indexes,
+/// promotes, applies labels, caches prompt embeddings): such a command is not run on the
+/// source tree's `sample_db/` by default ([`endotwin::library_is_source_tree_fallback`]).
+fn writes_library(command: &Command) -> bool {
+    match command {
+        Command::Info
+        | Command::Demo(_)
+        | Command::ContactSheet(_)
+        | Command::Eval { .. }
+        | Command::Bench { .. }
+        | Command::Twins(_)
+        | Command::Captions { .. }
+        | Command::Library { .. } => false,
+        Command::Labels { what } => matches!(what, cli::labels::LabelsWhat::Import { .. }),
+        Command::Train(args) => !args.lists_only(),
+        Command::Gui(_)
+        | Command::Import(_)
+        | Command::Index(_)
+        | Command::Model { .. }
+        | Command::Prompts { .. } => true,
     }
 }
 
@@ -119,12 +149,23 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     {
         anyhow::bail!("--library is empty; name a library folder");
     }
-    let library = parsed.library.unwrap_or_else(endotwin::default_library);
-    cli::set_output_rules(&library, parsed.force);
-    cli::check_named_outputs(matches)?;
     let command = parsed
         .command
         .unwrap_or(Command::Gui(cli::gui::GuiArgs::default()));
+    if parsed.library.is_none()
+        && endotwin::library_is_source_tree_fallback()
+        && writes_library(&command)
+    {
+        anyhow::bail!(
+            "no --library given, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder; this \
+             command writes to its library and does not write to the source tree's {} \
+             (nothing was changed): pass --library FOLDER",
+            endotwin::source_tree_sample_db().display()
+        );
+    }
+    let library = parsed.library.unwrap_or_else(endotwin::default_library);
+    cli::set_output_rules(&library, parsed.force);
+    cli::check_named_outputs(matches)?;
     match command {
         Command::Gui(args) => cli::gui::run(library, pref, args),
         Command::Info => cli::info::run(&library, pref),
@@ -133,7 +174,7 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::ContactSheet(args) => cli::demo::contact_sheet(&library, args),
         Command::Eval { what } => cli::eval::run(pref, what),
         Command::Bench { what } => cli::bench::run(what),
-        Command::Train(args) => cli::train::run(library, pref, args),
+        Command::Train(args) => cli::train::run(library, pref, parsed.force, args),
         Command::Index(args) => cli::twins::index(&library, pref, args),
         Command::Twins(args) => cli::twins::query(&library, pref, args),
         Command::Model { what } => cli::model::run(&library, pref, what),

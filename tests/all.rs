@@ -36,6 +36,7 @@ mod prompt_rounds;
 mod prompts;
 mod recipes;
 mod retrieval;
+mod round4;
 mod shipped_models;
 mod silent_wrongs;
 mod store;

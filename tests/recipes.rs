@@ -34,6 +34,7 @@ fn context<'a>(
         device: burn::tensor::Device::flex(),
         command_line: command_line.to_string(),
         memory: None,
+        replace: true,
         observer,
     }
 }
@@ -389,6 +390,7 @@ fn an_image_encoder_fine_tunes_from_a_card_and_can_learn_to_survive_its_signs() 
             device: Device::flex(),
             command_line: "tests/recipes.rs init".into(),
             memory: None,
+            replace: true,
             observer: &mut observer,
         };
         endotwin::train::recipe::run_recipe(image, &settings, &mut ctx)

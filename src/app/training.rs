@@ -46,6 +46,19 @@ pub enum TrainingCommand {
     ReportHeldOut(String),
 }
 
+/// `base`, or `base-2`, `base-3`, ... : the first name with no model card or record in `dir`.
+fn free_name(dir: &std::path::Path, base: &str) -> String {
+    let taken =
+        |n: &str| dir.join(format!("{n}.json")).exists() || dir.join(format!("{n}.bpk")).exists();
+    let mut name = base.to_string();
+    let mut k = 2;
+    while taken(&name) {
+        name = format!("{base}-{k}");
+        k += 1;
+    }
+    name
+}
+
 /// Where the Training tab's runs write their models by default: `runs/` beside the library.
 pub fn runs_dir(library: &std::path::Path) -> std::path::PathBuf {
     crate::engine::promote::library_folder(library).join("runs")
@@ -371,7 +384,25 @@ impl App {
         // A run writes into the library's `runs/` folder unless told otherwise, never over
         // the shipped models by accident.
         if recipe.options().iter().any(|o| o.name == "out") && !panel.values.contains_key("out") {
-            settings.set("out", runs_dir(&library).display().to_string());
+            let runs = runs_dir(&library);
+            settings.set("out", runs.display().to_string());
+            // Another run of the same recipe there keeps its model: a run whose name was not
+            // typed takes the first free one (`twin-image-2`, ...); runs never write over
+            // each other's models (a typed name that exists is refused, unless resumed).
+            let default_name = recipe
+                .options()
+                .into_iter()
+                .find(|o| o.name == "name")
+                .and_then(|o| o.default);
+            let resume = panel
+                .values
+                .get("resume")
+                .is_some_and(|v| v.trim() == "true");
+            if let (Some(base), false, false) =
+                (default_name, panel.values.contains_key("name"), resume)
+            {
+                settings.set("name", free_name(&runs, base));
+            }
         }
         let compute = self.engine.compute();
         match TrainingRun::start(

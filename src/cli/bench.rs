@@ -29,8 +29,8 @@ pub enum BenchWhat {
     /// large-library figures (cold start, browser scrolling, the map of every polyp, search,
     /// index load, a twin query). Target under 16 ms a frame.
     Frames {
-        /// Seconds of frames in each phase.
-        #[arg(long, default_value_t = 20.0)]
+        /// Seconds of frames in each phase (more than 0, at most 3600).
+        #[arg(long, default_value_t = 20.0, value_parser = seconds_of(false))]
         seconds: f64,
         /// A library to measure on (e.g. one made by `endotwin demo --scale 100000`).
         #[arg(long)]
@@ -41,20 +41,22 @@ pub enum BenchWhat {
     /// Twin search on synthetic libraries: exact Hamming, multi-index hashing, exact cosine and
     /// the Hamming shortlist re-ranked by cosine (with its recall of cosine's top k); one thread.
     Retrieve {
-        #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+        /// Library sizes (100 to 2000000 entries each).
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000", value_parser = count(100, MAX_ENTRIES))]
         sizes: Vec<usize>,
-        /// Code lengths of the codes-only rows (multiples of 64).
-        #[arg(long, value_delimiter = ',', default_value = "256,1024")]
+        /// Code lengths of the codes-only rows (multiples of 64, at most 4096).
+        #[arg(long, value_delimiter = ',', default_value = "256,1024", value_parser = count(1, MAX_BITS))]
         bits: Vec<usize>,
-        /// Dimension of the synthetic embeddings (and bits of their sign codes).
-        #[arg(long, default_value_t = 256)]
+        /// Dimension of the synthetic embeddings (and bits of their sign codes; a multiple
+        /// of 64, at most 4096).
+        #[arg(long, default_value_t = 256, value_parser = count(1, MAX_BITS))]
         dim: usize,
-        #[arg(long, default_value_t = 6)]
+        #[arg(long, default_value_t = 6, value_parser = count(1, 1_000))]
         k: usize,
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = 200, value_parser = count(1, 100_000))]
         queries: usize,
         /// Queries per batch for the batched scan.
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = 32, value_parser = count(1, 4_096))]
         batch: usize,
         #[arg(long)]
         json: Option<PathBuf>,
@@ -63,17 +65,17 @@ pub enum BenchWhat {
 
 #[derive(clap::Args)]
 pub struct EncoderArgs {
-    /// Comma-separated batch sizes (default: 1,32 for encode, 32 for train).
-    #[arg(long, value_delimiter = ',')]
+    /// Comma-separated batch sizes, 1 to 256 (default: 1,32 for encode, 32 for train).
+    #[arg(long, value_delimiter = ',', value_parser = count(1, 256))]
     batches: Vec<usize>,
     /// Comma-separated models: vit-b32, twin-small.
     #[arg(long, value_delimiter = ',', default_value = "vit-b32,twin-small")]
     models: Vec<String>,
-    /// At least this many timed runs per row...
-    #[arg(long, default_value_t = 3)]
+    /// At least this many timed runs per row (1 to 1000)...
+    #[arg(long, default_value_t = 3, value_parser = count(1, 1_000))]
     runs: usize,
-    /// ...and at least this many seconds.
-    #[arg(long, default_value_t = 3.0)]
+    /// ...and at least this many seconds (0 to 3600).
+    #[arg(long, default_value_t = 3.0, value_parser = seconds_of(true))]
     seconds: f64,
     /// Also time burn-wgpu on any adapter (software ones included).
     #[arg(long)]
@@ -85,6 +87,33 @@ pub struct EncoderArgs {
     pytorch: Option<PathBuf>,
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+use super::eval::count;
+
+/// The largest synthetic library `bench retrieve` builds (its float embeddings alone take
+/// `entries x dim x 4` bytes).
+const MAX_ENTRIES: u64 = 2_000_000;
+/// The longest code `bench retrieve` times.
+const MAX_BITS: u64 = 4_096;
+
+/// A number of seconds: finite, at most an hour, and more than 0 unless `zero` is allowed.
+fn seconds_of(zero: bool) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |text: &str| {
+        let s: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+        let low_ok = if zero { s >= 0.0 } else { s > 0.0 };
+        if s.is_finite() && low_ok && s <= 3600.0 {
+            Ok(s)
+        } else {
+            Err(format!(
+                "{text} is not in {}..=3600 seconds",
+                if zero { "0" } else { "(0" }
+            ))
+        }
+    }
 }
 
 /// A printed table whose rows are also kept for `--json`.
@@ -188,7 +217,9 @@ pub fn run(what: BenchWhat) -> Result<()> {
                 .chain([&dim])
                 .find(|b| **b == 0 || **b % 64 != 0)
             {
-                anyhow::bail!("code length {b} is not a positive multiple of 64");
+                anyhow::bail!(
+                    "code length {b} (--bits, --dim) is not a positive multiple of 64; nothing was run"
+                );
             }
             println!("machine: {}", endotwin::plumbing::machine());
             println!(

@@ -55,9 +55,11 @@ pub struct ContactSheetArgs {
     /// Output PNG path.
     #[arg(long)]
     out: PathBuf,
-    #[arg(long, default_value_t = 8)]
+    /// Tiles a row (1 to 32).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=32))]
     columns: u32,
-    #[arg(long, default_value_t = 160)]
+    /// Side of a tile in pixels (8 to 1024).
+    #[arg(long, default_value_t = 160, value_parser = clap::value_parser!(u32).range(8..=1024))]
     tile: u32,
 }
 
@@ -142,28 +144,98 @@ pub fn run(args: DemoArgs) -> Result<()> {
             out.display()
         );
     }
-    let new_folder = !out.exists();
-    let mut store = Store::open(out, OpenMode::CreateIfMissing)?;
+    if let Some(library) = endotwin::store::library_around(out) {
+        return Err(endotwin::store::StoreError::InsideAnotherLibrary {
+            path: out.clone(),
+            library,
+        }
+        .into());
+    }
+    if out.exists() && !out.is_dir() {
+        anyhow::bail!(
+            "{}: exists and is not a folder; nothing was written",
+            out.display()
+        );
+    }
+    for name in ["media", "media-pending.journal"] {
+        if out.join(name).exists() {
+            anyhow::bail!(
+                "{}: already holds {name}; choose a new folder (nothing was written)",
+                out.display()
+            );
+        }
+    }
+    // The twin models of --scale are read before a frame is drawn.
+    let models = match args.scale {
+        Some(_) => {
+            let dir = args
+                .models
+                .clone()
+                .unwrap_or_else(endotwin::default_models_dir);
+            let device = endotwin::compute::Compute::cpu(None).device;
+            Some(endotwin::twins::TwinModels::load(&dir, &device)?)
+        }
+        None => None,
+    };
+    // The library is made in a hidden folder beside --out and moved into place when whole:
+    // a failed or interrupted demo leaves --out as it was (the next run removes the rest).
+    let partial = partial_folder(out)?;
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).with_context(|| {
+            format!(
+                "{}: a half-made demo library of an interrupted run; cannot remove it (remove it by hand)",
+                partial.display()
+            )
+        })?;
+        eprintln!(
+            "removed {}: the half-made library of an interrupted demo",
+            partial.display()
+        );
+    }
+    let made =
+        build(&partial, &cfg, &args, models.as_ref()).and_then(|()| move_into(&partial, out));
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(e.context(format!("{}: nothing was written", out.display())));
+    }
+    Ok(())
+}
+
+/// The hidden folder beside `out` a demo library is made in: `.<name>.demo-partial`.
+fn partial_folder(out: &Path) -> Result<PathBuf> {
+    let name = out
+        .file_name()
+        .filter(|n| *n != "." && *n != "..")
+        .with_context(|| format!("{}: name a folder for the demo library", out.display()))?;
+    let mut hidden = std::ffi::OsString::from(".");
+    hidden.push(name);
+    hidden.push(".demo-partial");
+    Ok(out.with_file_name(hidden))
+}
+
+/// Makes the phantom (and `--scale`'s copies) as a library in `folder`.
+fn build(
+    folder: &Path,
+    cfg: &PhantomConfig,
+    args: &DemoArgs,
+    models: Option<&endotwin::twins::TwinModels>,
+) -> Result<()> {
+    std::fs::create_dir_all(folder)
+        .with_context(|| format!("{}: cannot create", folder.display()))?;
+    let mut store = Store::open(folder, OpenMode::CreateIfMissing)?;
     let progress = Arc::new(Progress::new());
     let bar = super::stage_bar();
     let watcher = super::watch(progress.clone(), bar.clone());
     let started = std::time::Instant::now();
-    let result = phantom::generate(&mut store, &cfg, &progress);
+    let result = phantom::generate(&mut store, cfg, &progress);
     bar.finish_and_clear();
     let _ = watcher.join();
-    let report = match result {
-        Ok(report) => report,
-        Err(e) => {
-            // A demo that made nothing leaves no empty library behind.
-            let _ = store.discard_if_empty(new_folder);
-            return Err(e.into());
-        }
-    };
+    let report = result?;
     println!(
         "phantom seed {} ({:?}) -> {}: {} examinations, {} polyps, {} views, {} videos ({} frames, {} boxes), {} capsule images in {:.1}s",
         cfg.seed,
         cfg.split,
-        out.display(),
+        args.out.display(),
         report.examinations,
         report.polyps,
         report.views,
@@ -173,29 +245,60 @@ pub fn run(args: DemoArgs) -> Result<()> {
         report.capsule_images,
         started.elapsed().as_secs_f32()
     );
-    if let Some(polyps) = args.scale {
-        scale(&mut store, &args, polyps)?;
+    if let (Some(polyps), Some(models)) = (args.scale, models) {
+        scale(&mut store, args, polyps, models)?;
     }
     Ok(())
 }
 
+/// Moves the library made in `partial` to `out`: the folder itself when `out` does not exist,
+/// else its files into `out` (which holds no library files, checked before).
+fn move_into(partial: &Path, out: &Path) -> Result<()> {
+    let moved = |from: &Path, to: &Path| {
+        std::fs::rename(from, to)
+            .with_context(|| format!("cannot move {} to {}", from.display(), to.display()))
+    };
+    if !out.exists() {
+        if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("{}: cannot create", parent.display()))?;
+        }
+        return moved(partial, out);
+    }
+    let entries: Vec<PathBuf> = std::fs::read_dir(partial)
+        .with_context(|| format!("{}: cannot read", partial.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("{}: cannot read", partial.display()))?;
+    // The media first, the database last: a library appears only once its files are there.
+    let mut entries = entries;
+    entries.sort_by_key(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("library.sqlite"))
+    });
+    for from in entries {
+        let to = out.join(from.file_name().unwrap_or_default());
+        moved(&from, &to)?;
+    }
+    std::fs::remove_dir(partial).with_context(|| format!("{}: cannot remove", partial.display()))
+}
+
 /// `--scale`: index the phantom, then copy its polyps and videos up to the sizes asked.
-fn scale(store: &mut Store, args: &DemoArgs, polyps: usize) -> Result<()> {
-    use endotwin::twins::{TwinModels, index_library, scale::replicate};
+fn scale(
+    store: &mut Store,
+    args: &DemoArgs,
+    polyps: usize,
+    models: &endotwin::twins::TwinModels,
+) -> Result<()> {
+    use endotwin::twins::{index_library, scale::replicate};
     let started = std::time::Instant::now();
-    let dir = args
-        .models
-        .clone()
-        .unwrap_or_else(endotwin::default_models_dir);
-    let device = endotwin::compute::Compute::cpu(None).device;
-    let models = TwinModels::load(&dir, &device)?;
     let progress = Arc::new(Progress::new());
     let bar = super::stage_bar();
     let watcher = super::watch(progress.clone(), bar.clone());
-    let result = index_library(store, &models, &progress).and_then(|_| {
+    let result = index_library(store, models, &progress).and_then(|_| {
         replicate(
             store,
-            &models,
+            models,
             polyps,
             args.scale_videos,
             args.seed,

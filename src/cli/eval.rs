@@ -17,11 +17,13 @@ pub enum EvalWhat {
         held_out: Option<PathBuf>,
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        #[arg(long, default_value_t = 60)]
+        /// Polyps of the generated split (a figure over fewer than 12 says nothing).
+        #[arg(long, default_value_t = 60, value_parser = count(12, 100_000))]
         polyps: usize,
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 4, value_parser = count(2, 32))]
         views: usize,
-        #[arg(long, default_value_t = 256)]
+        /// Side of the generated frames in pixels.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(32..=2048))]
         size: u32,
     },
     /// Digital twins on held-out phantom polyps: re-identification (1v1 .. 2v2 views, float vs
@@ -33,7 +35,8 @@ pub enum EvalWhat {
         /// Seed of the held-out split and of the bootstrap.
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        #[arg(long, default_value_t = 500)]
+        /// Polyps of the generated split (a figure over fewer than 12 says nothing).
+        #[arg(long, default_value_t = 500, value_parser = count(12, 100_000))]
         polyps: usize,
         /// The models folder to evaluate (twin-image, and twin-scene when present).
         #[arg(long)]
@@ -76,6 +79,12 @@ pub enum EvalWhat {
     Trust(super::eval_trust::TrustArgs),
 }
 
+/// A whole-number option between `min` and `max`: anything else is refused by name with
+/// the range (`invalid value '0' for '--polyps <POLYPS>': 0 is not in 12..=100000`).
+pub fn count(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
+}
+
 /// `eval real`'s options.
 #[derive(clap::Args, Debug)]
 pub struct RealArgs {
@@ -95,7 +104,7 @@ pub struct RealArgs {
     pub seed: u64,
     /// Also score the twins over this many draws of frames (seeds SEED, SEED+1, ...): one
     /// draw of 4 frames a sequence moves a figure by 0.1-0.2.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count(1, 1_000))]
     pub draws: usize,
     /// More model sets in the twins' table (old and new side by side), each LABEL=FOLDER
     /// with a twin-image card (and twin-scene, when it has one).

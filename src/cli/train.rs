@@ -25,6 +25,16 @@ pub struct TrainArgs {
     options: Vec<String>,
 }
 
+impl TrainArgs {
+    /// Whether it only lists or explains (`--list`, `--help`): nothing is trained.
+    pub fn lists_only(&self) -> bool {
+        self.list
+            || self.help
+            || self.recipe.is_none()
+            || self.options.iter().any(|o| o == "--help" || o == "-h")
+    }
+}
+
 /// The recipes, for `train --help`.
 pub fn recipes_help() -> String {
     let mut text = String::from("Recipes (`endotwin train <recipe> --help` for its options):\n");
@@ -34,7 +44,7 @@ pub fn recipes_help() -> String {
     text
 }
 
-pub fn run(library: PathBuf, pref: BackendPref, args: TrainArgs) -> Result<()> {
+pub fn run(library: PathBuf, pref: BackendPref, force: bool, args: TrainArgs) -> Result<()> {
     if args.list {
         for r in recipes() {
             println!("{}\t{}", r.name(), r.description());
@@ -63,6 +73,12 @@ pub fn run(library: PathBuf, pref: BackendPref, args: TrainArgs) -> Result<()> {
                 .long("backend")
                 .value_parser(clap::builder::EnumValueParser::<BackendPref>::new()),
         )
+        .arg(
+            Arg::new("force")
+                .long("force")
+                .action(ArgAction::SetTrue)
+                .help("Replace an existing model of this --out and --name"),
+        )
         .try_get_matches_from(
             std::iter::once(name.clone())
                 .chain(args.options)
@@ -78,12 +94,32 @@ pub fn run(library: PathBuf, pref: BackendPref, args: TrainArgs) -> Result<()> {
         None => pref,
     };
     let settings = settings_of(chosen, &matches);
+    let given = |id: &str| {
+        chosen.options().iter().any(|o| o.name == id)
+            && matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+    };
+    let writes_to_models = chosen
+        .options()
+        .iter()
+        .any(|o| o.name == "out" && o.default.is_none());
+    if writes_to_models
+        && !given("out")
+        && !given("models")
+        && endotwin::models_is_source_tree_fallback()
+    {
+        anyhow::bail!(
+            "no --out given, no $ENDOTWIN_MODELS and no models/ in this folder; the model would \
+             go into the source tree's {} (nothing was trained): pass --out FOLDER",
+            endotwin::default_models_dir().display()
+        );
+    }
     let compute = compute::select(pref)?;
     let mut observer = CliObserver::new();
     let mut ctx = RecipeContext {
         library,
         models: endotwin::default_models_dir(),
         memory: compute.training_memory(),
+        replace: force || matches.get_flag("force"),
         device: compute.device,
         command_line: super::command_line(),
         observer: &mut observer,

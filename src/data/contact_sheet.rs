@@ -16,6 +16,8 @@ pub struct ContactSheet {
 /// fails the hash check or does not decode is named in [`ContactSheet::unreadable`], never
 /// left as a silent blank.
 pub fn contact_sheet(store: &Store, columns: u32, tile: u32) -> Result<ContactSheet, StoreError> {
+    // At least one column of tiles with room for their 2-pixel frame.
+    let (columns, tile) = (columns.max(1), tile.max(8));
     let mut media = Vec::new();
     for p in store.polyps()?.iter().take(8) {
         for (i, m) in store.polyp_views(p.id)?.into_iter().take(2).enumerate() {

@@ -103,6 +103,7 @@ impl TrainingRun {
                     device,
                     command_line,
                     memory,
+                    replace: false,
                     observer: &mut observer,
                 };
                 let result = crate::train::recipe::run_recipe(chosen, &settings, &mut ctx);

@@ -117,7 +117,12 @@ impl HeldOut {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
-        phantom::generate(&mut store, cfg, &Progress::new())?;
+        if let Err(e) = phantom::generate(&mut store, cfg, &Progress::new()) {
+            // A failed split leaves no folder behind.
+            drop(store);
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
         Ok(HeldOut {
             store,
             described,

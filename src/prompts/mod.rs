@@ -105,7 +105,26 @@ pub fn parse_prompt_sets(text: &str, path: &str) -> Result<Vec<PromptSet>, Promp
             why: "no `[[set]]` in the file".into(),
         });
     }
+    check_prompt_count(file.set.iter().map(|s| s.prompts.len()).sum(), path)?;
     Ok(file.set)
+}
+
+/// The most prompts one file may hold: each prompt scored costs about 200 KB of memory, so
+/// 1000 prompts stay near 200 MB (a set is a handful; the shipped file has a few dozen).
+pub const MAX_PROMPTS: usize = 1_000;
+
+/// Refuses a file of more than [`MAX_PROMPTS`] prompts by name, before any is encoded.
+fn check_prompt_count(count: usize, path: &str) -> Result<(), PromptSetError> {
+    if count > MAX_PROMPTS {
+        return Err(PromptSetError::Invalid {
+            path: path.into(),
+            why: format!(
+                "{count} prompts; a prompt file holds at most {MAX_PROMPTS} (split it into \
+                 several files); nothing was scored"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The shipped prompt sets.
@@ -144,6 +163,7 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
             why: "no prompts (one per line)".into(),
         });
     }
+    check_prompt_count(prompts.len(), &shown)?;
     Ok(vec![PromptSet {
         name: path
             .file_stem()

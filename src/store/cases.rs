@@ -71,6 +71,44 @@ pub struct NewPolyp {
     pub attributes: Vec<(String, String)>,
 }
 
+/// Whether an examination with this code is in the library.
+pub fn examination_exists(tx: &Transaction<'_>, code: &str) -> Result<bool> {
+    Ok(tx
+        .query_row("SELECT 1 FROM examinations WHERE code = ?1", [code], |_| {
+            Ok(())
+        })
+        .optional()?
+        .is_some())
+}
+
+/// Removes examination `id` when nothing belongs to it (no media, polyp, video or report):
+/// an import whose items were all in the library already made it for nothing. Whether it went.
+pub fn drop_examination_if_empty(tx: &Transaction<'_>, id: i64) -> Result<bool> {
+    let gone = tx.execute(
+        "DELETE FROM examinations WHERE id = ?1
+         AND NOT EXISTS (SELECT 1 FROM media m WHERE m.examination_id = ?1)
+         AND NOT EXISTS (SELECT 1 FROM polyps p WHERE p.examination_id = ?1)
+         AND NOT EXISTS (SELECT 1 FROM videos v WHERE v.examination_id = ?1)
+         AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.examination_id = ?1)",
+        [id],
+    )?;
+    Ok(gone > 0)
+}
+
+/// Removes polyp `id` when it has no view and no box: an import whose every view or box of
+/// it was refused or already in the library made it for nothing. Whether it went.
+pub fn drop_polyp_if_empty(tx: &Transaction<'_>, id: i64) -> Result<bool> {
+    let gone = tx.execute(
+        "DELETE FROM polyps WHERE id = ?1
+         AND NOT EXISTS (SELECT 1 FROM polyp_views v WHERE v.polyp_id = ?1)
+         AND NOT EXISTS (SELECT 1 FROM boxes b WHERE b.polyp_id = ?1)
+         AND NOT EXISTS (SELECT 1 FROM tracklets t WHERE t.polyp_id = ?1)
+         AND NOT EXISTS (SELECT 1 FROM report_sentences r WHERE r.polyp_id = ?1)",
+        [id],
+    )?;
+    Ok(gone > 0)
+}
+
 /// Finds or creates the examination with this code.
 pub fn upsert_examination(tx: &Transaction<'_>, e: &NewExamination) -> Result<i64> {
     if let Some(id) = tx

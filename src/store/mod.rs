@@ -108,8 +108,39 @@ pub enum StoreError {
         id: i64,
         file: String,
     },
+    #[error(
+        "{path}: lies inside the {MEDIA_DIR}/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
+    )]
+    InsideAnotherLibrary { path: PathBuf, library: PathBuf },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// The library whose `media/` folder holds `folder` (at any depth), if any: the folder of
+/// such a library's database. Links in the part that exists are resolved first.
+pub fn library_around(folder: &Path) -> Option<PathBuf> {
+    let absolute = if folder.is_absolute() {
+        folder.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(folder)
+    };
+    // The deepest part that exists, resolved; the rest appended as given.
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        rest.push(existing.file_name()?.to_os_string());
+        existing = existing.parent()?;
+    }
+    let mut resolved = std::fs::canonicalize(existing).ok()?;
+    for part in rest.into_iter().rev() {
+        resolved.push(part);
+    }
+    resolved
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == MEDIA_DIR))
+        .filter_map(Path::parent)
+        .find(|library| library.join(DB_FILE).is_file())
+        .map(Path::to_path_buf)
 }
 
 /// Databases up to this size get SQLite's full integrity check before the first write
@@ -191,6 +222,12 @@ impl Store {
             if mode == OpenMode::Existing {
                 return Err(StoreError::Missing {
                     path: path.to_path_buf(),
+                });
+            }
+            if let Some(library) = library_around(&root) {
+                return Err(StoreError::InsideAnotherLibrary {
+                    path: path.to_path_buf(),
+                    library,
                 });
             }
             std::fs::create_dir_all(&root).map_err(|source| StoreError::Io {

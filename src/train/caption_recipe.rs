@@ -229,7 +229,7 @@ impl Recipe for CaptionRecipe {
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
             metrics: last,
         });
-        let card = weights::save(&model.valid(), &card, &out)?;
+        let card = super::recipe::save_run_model(&mut store, run_id, &model.valid(), &card, &out)?;
         Ok(Trained {
             card,
             seconds,

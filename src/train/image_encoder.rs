@@ -567,7 +567,8 @@ impl Recipe for ImageEncoderRecipe {
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
             metrics: last,
         });
-        let card = weights::save(&encoder_of(&model), &card, &out)?;
+        let card =
+            super::recipe::save_run_model(&mut store, run_id, &encoder_of(&model), &card, &out)?;
         Ok(Trained {
             card,
             seconds,

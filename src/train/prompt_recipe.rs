@@ -120,6 +120,11 @@ impl Recipe for PromptRecipe {
         ]
     }
 
+    /// Each stage's card is checked in `run` (a stage writes `<name>-<stage>`, not `<name>`).
+    fn writes_over_its_card(&self) -> bool {
+        false
+    }
+
     fn run(
         &self,
         settings: &Settings,
@@ -198,6 +203,11 @@ impl Recipe for PromptRecipe {
             seed: settings.count(&o, "seed")? as u64,
             resume: settings.flag(&o, "resume"),
         };
+        if !run.resume {
+            for step in &stages {
+                super::recipe::refuse_existing(&out, &run.card_name(*step), ctx)?;
+            }
+        }
         let size = settings.count(&o, "size")?;
         let patch = settings.count(&o, "patch")?;
         if size < 16 || patch == 0 || !size.is_multiple_of(patch) {
@@ -454,7 +464,7 @@ impl StageRun {
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
             metrics: last,
         });
-        let card = weights::save(&model.valid(), &card, &self.out)?;
+        let card = super::recipe::save_run_model(store, run_id, &model.valid(), &card, &self.out)?;
         Ok(Trained {
             card,
             seconds,

@@ -22,6 +22,12 @@ pub trait Recipe: Sync {
     fn options(&self) -> Vec<RecipeOption>;
     fn run(&self, settings: &Settings, ctx: &mut RecipeContext<'_>)
     -> Result<Trained, RecipeError>;
+    /// Whether a run writes over an existing `<out>/<name>.json`: then it is refused unless
+    /// the run may replace it ([`RecipeContext::replace`], `--resume`). A recipe that takes an
+    /// existing card as done (never writes over it) says false.
+    fn writes_over_its_card(&self) -> bool {
+        true
+    }
 }
 
 /// One setting of a recipe.
@@ -128,6 +134,9 @@ pub struct RecipeContext<'a> {
     pub command_line: String,
     /// Bytes one training step may take (`--memory-gb` overrides it); `None`: not checked.
     pub memory: Option<u64>,
+    /// Whether the run may write over an existing model of its `--out`/`--name` (`--force`);
+    /// without it such a run is refused before it trains.
+    pub replace: bool,
     pub observer: &'a mut dyn TrainObserver,
 }
 
@@ -234,6 +243,7 @@ pub fn run_recipe(
     settings: &Settings,
     ctx: &mut RecipeContext<'_>,
 ) -> Result<Trained, RecipeError> {
+    check_target(recipe, settings, ctx)?;
     let trained = recipe.run(settings, ctx)?;
     let card = crate::model::weights::read_card(&trained.card)?;
     let path = std::fs::canonicalize(&trained.card).unwrap_or_else(|_| trained.card.clone());
@@ -248,6 +258,90 @@ pub fn run_recipe(
         )
     })?;
     Ok(trained)
+}
+
+/// Checks, before a step is trained, where the run will save its model: `--name` must be a
+/// plain model name, and an existing `<out>/<name>.json` or `.bpk` (the shipped models, an
+/// earlier run's) is not written over unless the run may replace it ([`RecipeContext::replace`],
+/// `--force`) or continues that model's own run (`--resume`). Never a library's own files.
+fn check_target(
+    recipe: &dyn Recipe,
+    settings: &Settings,
+    ctx: &RecipeContext<'_>,
+) -> Result<(), RecipeError> {
+    let o = recipe.options();
+    let has = |name: &str| o.iter().any(|x| x.name == name);
+    if has("epochs") && settings.count(&o, "epochs")? == 0 {
+        let starts_from_a_model = settings.path(&o, "init").is_some()
+            || settings.path(&o, "fork").is_some()
+            || settings.flag(&o, "resume");
+        if !starts_from_a_model {
+            return Err(RecipeError::Setting(
+                "--epochs 0: a run of no epoch would save an untrained model; give at least 1 \
+                 (0 only with --init, --fork or --resume); nothing was trained"
+                    .into(),
+            ));
+        }
+    }
+    if has("batch") && settings.count(&o, "batch")? == 0 {
+        return Err(RecipeError::Setting(
+            "--batch 0: a step takes at least 1 item; nothing was trained".into(),
+        ));
+    }
+    if !has("name") {
+        return Ok(());
+    }
+    let name = settings.text(&o, "name")?;
+    crate::model::weights::check_name(&name)
+        .map_err(|e| RecipeError::Setting(format!("--name: {e}; nothing was trained")))?;
+    let out = settings
+        .path(&o, "out")
+        .or_else(|| settings.path(&o, "models"))
+        .unwrap_or_else(|| ctx.models.clone());
+    if recipe.writes_over_its_card() && !settings.flag(&o, "resume") {
+        refuse_existing(&out, &name, ctx)?;
+    }
+    Ok(())
+}
+
+/// Refuses to write model `name` into `out` when it would land on a library's own files, or
+/// when `<out>/<name>.json` or `.bpk` exists and the run may not replace it
+/// ([`RecipeContext::replace`]): nothing is trained.
+pub(crate) fn refuse_existing(
+    out: &Path,
+    name: &str,
+    ctx: &RecipeContext<'_>,
+) -> Result<(), RecipeError> {
+    let card = out.join(format!("{name}.json"));
+    for file in [card.clone(), crate::model::weights::record_path(&card)] {
+        crate::plumbing::output::check_output(&file, Some(&ctx.library), true)
+            .map_err(|e| RecipeError::Setting(format!("--out/--name: {e}; nothing was trained")))?;
+        if std::fs::symlink_metadata(&file).is_ok() && !ctx.replace {
+            return Err(RecipeError::Setting(format!(
+                "{}: a model of --out {} --name {name} exists; nothing was trained or written \
+                 (add --force to replace it, --resume to continue its run, or choose another \
+                 --name or --out)",
+                file.display(),
+                out.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Saves a recorded run's model (card and record into `out`); a run whose model cannot be
+/// saved is marked failed, not left finished without a model.
+pub(crate) fn save_run_model(
+    store: &mut Store,
+    run_id: i64,
+    module: &impl ModuleSnapshot,
+    card: &crate::model::weights::ModelCard,
+    out: &Path,
+) -> Result<PathBuf, RecipeError> {
+    crate::model::weights::save(module, card, out).map_err(|e| {
+        let _ = store.write(|tx| store::finish_run(tx, run_id, "failed"));
+        e.into()
+    })
 }
 
 /// Marks the run finished, cancelled or failed, and returns the last epoch's metrics.

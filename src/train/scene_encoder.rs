@@ -561,7 +561,8 @@ impl Recipe for SceneEncoderRecipe {
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
             metrics: last,
         });
-        let card = weights::save(&model.scene.valid(), &card, &out)?;
+        let card =
+            super::recipe::save_run_model(&mut store, run_id, &model.scene.valid(), &card, &out)?;
         Ok(Trained {
             card,
             seconds,

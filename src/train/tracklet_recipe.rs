@@ -8,7 +8,7 @@ use super::recipe::{
 };
 use super::tracklets::{Levels, TrackletTrainingConfig, train, train_encoder};
 use crate::model::tracklet::TrackletModelConfig;
-use crate::model::weights::{self, ModelCard, ModelKind, Training};
+use crate::model::weights::{ModelCard, ModelKind, Training};
 use crate::plumbing::Progress;
 use crate::store::{OpenMode, Store};
 use crate::tracklets::bags::{Curriculum, RankSampling, T_MAX, T_MIN};
@@ -288,7 +288,7 @@ impl Recipe for TrackletRecipe {
             wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
             metrics: last,
         });
-        let card = weights::save(&model.valid(), &card, &out)?;
+        let card = super::recipe::save_run_model(&mut store, run_id, &model.valid(), &card, &out)?;
         Ok(Trained {
             card,
             seconds,
@@ -374,7 +374,7 @@ fn train_head(
         wall: format!("{seconds:.0} s on {}", crate::plumbing::machine()),
         metrics: last,
     });
-    let card = weights::save(&model.valid(), &card, out)?;
+    let card = super::recipe::save_run_model(store, run_id, &model.valid(), &card, out)?;
     Ok(Trained {
         card,
         seconds,

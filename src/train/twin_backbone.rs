@@ -22,7 +22,7 @@ use crate::model::block::l2_normalize;
 use crate::model::mobilenet::{MobileNetV2Config, load_mobilenet_v2};
 use crate::model::preprocess::{TwinInput, imagenet_tensor};
 use crate::model::twin_encoder::{BackboneTwin, BackboneTwinConfig};
-use crate::model::weights::{self, ModelCard, ModelKind, Training};
+use crate::model::weights::{ModelCard, ModelKind, Training};
 use crate::plumbing::Rng;
 use crate::store::{OpenMode, Store};
 use burn::config::Config;
@@ -463,7 +463,7 @@ impl Recipe for TwinBackboneRecipe {
             ),
             metrics: last,
         });
-        let card = weights::save(&frozen, &card, &out)?;
+        let card = super::recipe::save_run_model(&mut store, run_id, &frozen, &card, &out)?;
         Ok(Trained {
             card,
             seconds: seconds + encode_seconds,

@@ -40,14 +40,21 @@ pub fn read_files(
     for path in files {
         check_cancel(progress)?;
         progress.inc();
+        let rel_dir = path.parent().and_then(|d| d.strip_prefix(root).ok());
+        // A folder name that is not UTF-8 would be decoded lossily, and two such folders
+        // would become one examination: skipped by name instead.
+        let Some(rel_dir) = rel_dir.map_or(Some(""), |d| d.to_str()) else {
+            problems.push(
+                path,
+                "its folder's name is not valid UTF-8 (its examination code would not tell it \
+                 from another folder's); rename the folder",
+            );
+            continue;
+        };
+        let rel_dir = rel_dir.replace('\\', "/");
         let Some(image) = try_prepare(path, problems) else {
             continue;
         };
-        let rel_dir = path
-            .parent()
-            .and_then(|d| d.strip_prefix(root).ok())
-            .map(|d| d.to_string_lossy().replace('\\', "/"))
-            .unwrap_or_default();
         let code = if rel_dir.is_empty() {
             root_name.clone()
         } else {

@@ -73,6 +73,11 @@ pub struct ImportReport {
     pub label_changes: Vec<LabelChange>,
     /// Whether the library changed at all (false for a re-import of the same source).
     pub changed: bool,
+    /// Examinations of the source that were in the library already (by code): their items
+    /// were added to those examinations.
+    pub existing_examinations: Vec<String>,
+    /// Polyps of the source not made because none of their views or boxes came in.
+    pub empty_polyps_not_kept: usize,
 }
 
 impl ImportReport {
@@ -109,6 +114,31 @@ impl ImportReport {
         }
         if applied > 0 {
             s.push_str(&format!("; {applied} labels updated (audited)"));
+        }
+        if self.empty_polyps_not_kept > 0 {
+            s.push_str(&format!(
+                "; {} polyps not made (none of their views or boxes came in)",
+                self.empty_polyps_not_kept
+            ));
+        }
+        if !self.existing_examinations.is_empty() {
+            let shown: Vec<&str> = self
+                .existing_examinations
+                .iter()
+                .take(5)
+                .map(String::as_str)
+                .collect();
+            let more = self.existing_examinations.len().saturating_sub(5);
+            s.push_str(&format!(
+                "; added to {} examinations already in the library: {}{}",
+                self.existing_examinations.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" (and {more} more)")
+                } else {
+                    String::new()
+                }
+            ));
         }
         if !self.changed {
             s.push_str("; the library did not change");

@@ -437,6 +437,7 @@ pub fn write(
             Ok(id)
         };
         for e in &plan.exams {
+            let existed = store::examination_exists(tx, &e.code)?;
             let exam = store::upsert_examination(
                 tx,
                 &NewExamination {
@@ -447,6 +448,7 @@ pub fn write(
                     source: e.source.clone(),
                 },
             )?;
+            let added_before = report.media_added;
             report.examinations += 1;
             if !e.notes.is_empty() {
                 let sentences: Vec<store::SentenceRow> = e
@@ -463,13 +465,14 @@ pub fn write(
                 insert(f, exam, &mut report, &mut merge)?;
             }
             let mut polyp_ids = HashMap::new();
+            let mut new_polyps = Vec::new();
             for p in &e.polyps {
                 let code = if p.code.starts_with(&e.code) {
                     p.code.clone()
                 } else {
                     format!("{}-{}", e.code, p.code)
                 };
-                let (pid, _) = store::merge_polyp(
+                let (pid, created) = store::merge_polyp(
                     tx,
                     &NewPolyp {
                         examination_id: exam,
@@ -484,6 +487,9 @@ pub fn write(
                     &mut merge,
                 )?;
                 report.polyps += 1;
+                if created {
+                    new_polyps.push(pid);
+                }
                 polyp_ids.insert(p.code.clone(), pid);
                 for (i, v) in p.views.iter().enumerate() {
                     report.views += 1;
@@ -505,6 +511,20 @@ pub fn write(
                 if store::merge_video_boxes(tx, (vid, &v.code), &incoming, &mut merge)? {
                     report.boxes += write_boxes(tx, vid, v, &polyp_ids)?;
                 }
+            }
+            // A polyp this import made whose every view and box was refused or kept out, and
+            // an examination it made whose every item was in the library already: not kept.
+            for pid in new_polyps {
+                if store::drop_polyp_if_empty(tx, pid)? {
+                    report.polyps -= 1;
+                    report.empty_polyps_not_kept += 1;
+                }
+            }
+            if !existed && store::drop_examination_if_empty(tx, exam)? {
+                report.examinations -= 1;
+            }
+            if existed && report.media_added > added_before {
+                report.existing_examinations.push(e.code.clone());
             }
         }
         check_cancel(progress)?;
