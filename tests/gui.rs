@@ -259,7 +259,64 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
     shows_part(&h, &format!("of {indexed} indexed polyps"));
     shows_part(&h, "Diagnosis vote:");
     shows_part(&h, "cut around its polyp mask");
+    // A sample polyp is like what the encoder learned from, and its vote's confidence is
+    // the calibrated one, said so.
+    let familiarity = answer
+        .familiarity
+        .as_ref()
+        .expect("the shipped card has a mark");
+    assert!(!familiarity.unfamiliar, "{familiarity:?}");
+    shows(&h, endotwin::app::FAMILIAR_BADGE);
+    shows_part(&h, "(calibrated on validation votes)");
     screenshot(&mut h, "twins");
+}
+
+/// A file dropped on the window, as the windowing integration hands it to egui.
+#[derive(Debug)]
+pub(crate) struct Dropped(pub std::path::PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// An image dropped on the window that is not endoscopy at all (a flat grey card) still gets
+/// its twins, but marked: the badge is there and hovering it says what it means and what to
+/// do.
+#[test]
+fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_why() {
+    use endotwin::app::Tab;
+    use endotwin::app::UNFAMILIAR_BADGE;
+    let (dir, store, _) = sample_copy_with_polyp("S7-E004-P1");
+    drop(store);
+    let grey = dir.path().join("grey.png");
+    image::RgbImage::from_pixel(320, 320, image::Rgb([128, 128, 128]))
+        .save(&grey)
+        .unwrap();
+    let mut h = harness(dir.path());
+    h.set_size(egui::vec2(1400.0, 1100.0));
+    settle(&mut h);
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(Dropped(grey.clone())));
+    settle(&mut h);
+    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    wait_until(&mut h, "the twins of the grey card", |a| {
+        a.state.twins.running.is_none() && a.state.twins.answer.is_some()
+    });
+    let answer = h.state().state.twins.answer.as_ref().unwrap();
+    assert!(!answer.result.twins.is_empty(), "the answer stays visible");
+    assert!(answer.familiarity.as_ref().is_some_and(|j| j.unfamiliar));
+    shows_part(&h, "Diagnosis vote:");
+    h.get_by_label(UNFAMILIAR_BADGE).hover();
+    settle(&mut h);
+    shows_part(&h, "treat the answer as a guess");
+    shows_part(&h, "do not rely on it");
+    screenshot(&mut h, "twins-unfamiliar");
 }
 
 /// The sample library ships encoded by both shipped prompt models: a text search answers

@@ -3,9 +3,16 @@
 //! is not; `model trust` fits and stores both on a small library; a model trained in the app
 //! gets them on its own.
 
-use crate::common::{endotwin, run};
+use crate::common::{Ran, endotwin, run};
 use endotwin::store::{MediaKind, OpenMode, Store};
 use std::path::{Path, PathBuf};
+
+/// `endotwin --library LIB ARGS...` run to the end.
+fn cli<S: AsRef<std::ffi::OsStr>>(lib: &Path, args: &[S]) -> Ran {
+    let mut c = endotwin(lib);
+    c.args(args);
+    run(c)
+}
 
 /// A copy of the sample library (never the repository's own), with a flat grey image beside
 /// it.
@@ -76,9 +83,15 @@ fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() 
     let box_arg = format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
 
     // Twins: the grey card is marked, with the model, its score and threshold; --json too.
-    let ran = run(endotwin(&lib)
-        .args(["twins", grey.to_str().unwrap(), "--json"])
-        .arg(&json));
+    let ran = cli(
+        &lib,
+        &[
+            "twins",
+            grey.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
     assert!(ran.ok(), "{}", ran.text());
     let line = ran
         .stdout
@@ -96,7 +109,7 @@ fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() 
     assert!(ran.says("vote:"), "{}", ran.text());
 
     // A sample polyp's view cut around its mask is familiar, with a calibrated confidence.
-    let ran = run(endotwin(&lib).args(["twins", view.to_str().unwrap(), "--box", &box_arg]));
+    let ran = cli(&lib, &["twins", view.to_str().unwrap(), "--box", &box_arg]);
     assert!(ran.ok(), "{}", ran.text());
     assert!(ran.says("familiar: twin-image"), "{}", ran.text());
     assert!(!ran.says("unfamiliar:"), "{}", ran.text());
@@ -107,12 +120,15 @@ fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() 
     );
 
     // Captions: the grey card marked, the sample capsule frame not.
-    let ran = run(endotwin(&lib).args([
-        "captions",
-        "describe",
-        grey.to_str().unwrap(),
-        capsule.to_str().unwrap(),
-    ]));
+    let ran = cli(
+        &lib,
+        &[
+            "captions",
+            "describe",
+            grey.to_str().unwrap(),
+            capsule.to_str().unwrap(),
+        ],
+    );
     assert!(ran.ok(), "{}", ran.text());
     let marks: Vec<&str> = ran
         .stdout
@@ -128,14 +144,17 @@ fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() 
     // familiar to them.
     let sets = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prompt_sets.toml");
     for (image, marked) in [(&grey, true), (&view, false)] {
-        let ran = run(endotwin(&lib).args([
-            "prompts",
-            "score",
-            "--image",
-            image.to_str().unwrap(),
-            "--prompts",
-            sets.to_str().unwrap(),
-        ]));
+        let ran = cli(
+            &lib,
+            &[
+                "prompts",
+                "score",
+                "--image",
+                image.to_str().unwrap(),
+                "--prompts",
+                sets.to_str().unwrap(),
+            ],
+        );
         assert!(ran.ok(), "{}", ran.text());
         let models = ran
             .stdout
@@ -168,10 +187,10 @@ fn model_trust_fits_and_stores_the_mark_and_the_calibration_on_a_small_library()
         &PhantomConfig {
             seed: 3,
             polyps: 0,
-            views_per_polyp: 0,
+            views_per_polyp: 4,
             videos: 0,
             background_frames: 0,
-            capsule_images: 80,
+            capsule_images: 200,
             image_size: 48,
             ..PhantomConfig::default()
         },
@@ -188,51 +207,66 @@ fn model_trust_fits_and_stores_the_mark_and_the_calibration_on_a_small_library()
     })
     .unwrap();
     let card = models.join("captions.json");
-    let ran = run(endotwin(&lib).args(["model", "trust", card.to_str().unwrap()]));
+    let ran = cli(&lib, &["model", "trust", card.to_str().unwrap()]);
     assert!(ran.ok(), "{}", ran.text());
     assert!(
-        ran.says("familiarity fitted on 64 capsule frames"),
+        ran.says("familiarity fitted on 160 capsule frames"),
         "{}",
         ran.text()
     );
     let fitted = endotwin::model::weights::read_card(&card).unwrap();
     let f = fitted.familiarity.expect("familiarity stored in the card");
-    assert_eq!((f.fitted, f.validated), (64, 16));
+    assert_eq!((f.fitted, f.validated), (160, 40));
     assert!(f.threshold.is_finite() && f.threshold > 0.0);
-    // 16 validation frames: the share beyond the threshold is the nearest to 5 % it can be.
+    // 40 validation frames: 2 of them (5 %) beyond the threshold.
     assert!(
-        f.validation_marked <= 1.0 / 16.0 + 1e-9,
+        (f.validation_marked - 0.05).abs() < 1e-9,
         "{}",
         f.validation_marked
     );
-    let c = fitted
-        .calibration
-        .get("category")
-        .expect("the category head's calibration");
-    assert_eq!(c.answers, 16);
+    // The category head's calibration is stored when it earns it on the validation frames,
+    // and the command says which.
+    match fitted.calibration.get("category") {
+        Some(c) => {
+            assert_eq!(c.answers, 40);
+            assert!(c.ece_fitted <= 0.1, "{c:?}");
+            assert!(
+                ran.says("category calibrated (temperature) on 40"),
+                "{}",
+                ran.text()
+            );
+        }
+        None => assert!(ran.says("category not calibrated"), "{}", ran.text()),
+    }
     // The card still loads, and its answers carry the mark: a grey card is unfamiliar.
     let grey = dir.path().join("grey.png");
     image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
         .save(&grey)
         .unwrap();
-    let ran = run(endotwin(&lib).args([
-        "captions",
-        "describe",
-        grey.to_str().unwrap(),
-        "--model",
-        card.to_str().unwrap(),
-    ]));
+    let ran = cli(
+        &lib,
+        &[
+            "captions",
+            "describe",
+            grey.to_str().unwrap(),
+            "--model",
+            card.to_str().unwrap(),
+        ],
+    );
     assert!(ran.ok(), "{}", ran.text());
     assert!(ran.says("unfamiliar: captions"), "{}", ran.text());
     // Refused with a reason, nothing written: a kind without a mark, and too little data.
     let before = std::fs::read(&card).unwrap();
-    let ran = run(endotwin(&lib).args([
-        "model",
-        "trust",
-        card.to_str().unwrap(),
-        "--hold-out-every",
-        "1",
-    ]));
+    let ran = cli(
+        &lib,
+        &[
+            "model",
+            "trust",
+            card.to_str().unwrap(),
+            "--hold-out-every",
+            "1",
+        ],
+    );
     assert!(
         !ran.ok() && ran.says("holding out every item"),
         "{}",
@@ -253,7 +287,7 @@ fn a_model_trained_in_the_app_gets_its_mark_and_calibration_when_it_is_saved() {
         &PhantomConfig {
             seed: 4,
             polyps: 0,
-            views_per_polyp: 0,
+            views_per_polyp: 4,
             videos: 0,
             background_frames: 0,
             capsule_images: 60,

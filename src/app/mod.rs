@@ -21,6 +21,7 @@ mod tracklets;
 mod training;
 mod twins;
 mod ui;
+pub use ui::trust::{FAMILIAR_BADGE, UNFAMILIAR_BADGE};
 
 pub use captions::CaptionCommand;
 pub use command::Command;

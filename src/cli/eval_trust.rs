@@ -57,7 +57,7 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
     let mut rows: Vec<TrustRow> = Vec::new();
     let mut marked_only: Vec<(String, trust::Value)> = Vec::new();
     if let Some(m) = &twins {
-        let held = HeldOut::open_split(None, args.seed, Split::Test, args.polyps, 4, 224)?;
+        let held = HeldOut::open_split(None, args.seed, Split::Test, args.polyps, 4, 256)?;
         let items = trust::twin_items(m, &held.store, &progress)?;
         rows.push(trust::row(
             &format!("twins vote ({})", m.image_card.name),

@@ -35,7 +35,7 @@ pub struct TwinsArgs {
     asymmetric: bool,
     /// Where the polyp is in every view: x,y,w,h in pixels (the crop centres on it);
     /// default: the centred field of view.
-    #[arg(long = "box", value_delimiter = ',', num_args = 4)]
+    #[arg(long = "box", value_delimiter = ',', num_args = 1..=4)]
     polyp_box: Option<Vec<f32>>,
     /// Also write the answer as JSON here: the twins, the votes, the winner's calibrated
     /// confidence and the familiarity of the views.
@@ -80,6 +80,15 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     let mut decoded = Vec::new();
     for path in &args.images {
         let image = decode_file(path).with_context(|| path.display().to_string())?;
+        if let Focus::Box([x, y, w, h]) = focus {
+            let (iw, ih) = (image.image.width() as f32, image.image.height() as f32);
+            if !(x >= 0.0 && y >= 0.0 && x + w <= iw + 0.5 && y + h <= ih + 0.5) {
+                anyhow::bail!(
+                    "--box {x},{y},{w},{h} is not inside {} ({iw} x {ih} pixels): nothing was queried",
+                    path.display()
+                );
+            }
+        }
         decoded.push((image.image, focus));
     }
     let compute = compute::select(pref)?;

@@ -402,6 +402,10 @@ pub fn combine(scene: Option<&SceneEncoder>, views: &[Vec<f32>], device: &Device
     }
 }
 
+/// [`query_images`]' answer: the twins, the combined embedding, and the views' familiarity
+/// scores (None when the card has no familiarity statistics).
+pub type ImageAnswer = (TwinResult, Vec<f32>, Option<Vec<f32>>);
+
 /// The twins of one polyp seen in `images` (its views): encoded, combined, searched. The one
 /// query path of the CLI and the engine. Returns the answer, the combined embedding and the
 /// views' familiarity scores (None when the card has no familiarity statistics).
@@ -412,7 +416,7 @@ pub fn query_images(
     k: usize,
     search: Search,
     exclude: &[i64],
-) -> Result<(TwinResult, Vec<f32>, Option<Vec<f32>>), TwinError> {
+) -> Result<ImageAnswer, TwinError> {
     if images.is_empty() {
         return Err(TwinError::Image("no views to query with".into()));
     }

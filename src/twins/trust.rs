@@ -138,14 +138,16 @@ pub fn vote(q: &GatheredPolyp, pool: &[&GatheredPolyp], k: usize) -> Option<(f64
 }
 
 /// Fits the encoder's familiarity on `fit`'s views (threshold on `validation`'s views) and
-/// the vote's calibration on `validation`'s polyps voting among both libraries' polyps of
-/// other examinations (none when fewer than 20 validation polyps have a pathology).
+/// the vote's calibration on `validation`'s polyps voting among each other's of other
+/// examinations (none when fewer than 20 validation polyps have a pathology).
 pub fn fit(
     fit: &Gathered,
     validation: &Gathered,
 ) -> Result<(Familiarity, Option<Calibration>), familiarity::FamiliarityError> {
     let familiarity = Familiarity::fit(&fit.views, &validation.views, &fit.name, &validation.name)?;
-    let pool: Vec<&GatheredPolyp> = fit.polyps.iter().chain(&validation.polyps).collect();
+    // The validation polyps vote among themselves, as a library's polyps do in the app and
+    // as a held-out split does in `eval trust`: the shares depend on the pool.
+    let pool: Vec<&GatheredPolyp> = validation.polyps.iter().collect();
     let votes = votes(&validation.polyps, &pool, VOTE_K);
     let vote = (votes.len() >= 20).then(|| {
         let (raw, right): (Vec<f64>, Vec<bool>) = votes.into_iter().unzip();
