@@ -53,6 +53,11 @@ fn leaf_commands() -> Vec<(Vec<String>, String)> {
     out
 }
 
+/// Any image file (a screenshot of the repository's).
+fn image() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/screenshots/twins.png")
+}
+
 /// The arguments a command needs besides the output file to get as far as its output check.
 fn required_args(command: &[String], data: &Path) -> Vec<String> {
     let shipped = endotwin::default_models_dir();
@@ -60,6 +65,13 @@ fn required_args(command: &[String], data: &Path) -> Vec<String> {
     match command.join(" ").as_str() {
         "eval real" => vec!["--data".into(), arg(data.to_path_buf())],
         "model report" => vec!["--card".into(), arg(shipped.join("captions.json"))],
+        "prompts score" => vec![
+            "--image".into(),
+            arg(image()),
+            "--prompts".into(),
+            arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prompt_sets.toml")),
+        ],
+        "twins" | "captions describe" => vec![arg(image())],
         _ => Vec::new(),
     }
 }
