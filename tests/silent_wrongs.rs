@@ -404,7 +404,7 @@ fn labels_import_stores_a_histology_term_in_the_vocabularys_spelling() {
 
 /// Reviewer names that would pass for another signer (an importer, or a name that looks the
 /// same): every audited write refuses them.
-const LOOKALIKE_NAMES: [&str; 10] = [
+const LOOKALIKE_NAMES: [&str; 12] = [
     "import\u{FF1A}bob",
     "IMPORT:bob",
     "\u{FF49}mport:bob",
@@ -415,6 +415,9 @@ const LOOKALIKE_NAMES: [&str; 10] = [
     " bob",
     "bob\u{00A0}smith",
     "bob  smith",
+    // Hostile round 4 (W3): a Cyrillic і or А among Latin letters.
+    "\u{0456}mport:kvasir-seg",
+    "Dr. \u{0410}lice",
 ];
 
 #[test]
@@ -449,7 +452,7 @@ fn reviewer_names_that_pass_for_another_signer_are_refused() {
     }
     drop(store);
     assert_eq!(files(lib.path()), before, "the library changed");
-    for who in ["Dr. Anna Müller", "bob", "李 雷"] {
+    for who in ["Dr. Anna Müller", "bob", "李 雷", "Иван Петров", "Dr. Иван"] {
         let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
         assert!(r.ok(), "{who:?}: {}", r.text());
     }

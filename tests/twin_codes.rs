@@ -242,14 +242,17 @@ fn a_tighter_crop_rides_in_the_card_as_a_new_version_and_the_index_follows() {
     let device = Device::flex();
     let (lib, models, path, before) = indexed_tiny_library(&device);
     // Not a positive number of times: refused, the card untouched.
+    // Nor sub-pixel or whole-world crops (hostile round 4, W5).
     let card_before = std::fs::read(&path).unwrap();
-    let mut c = crate::common::endotwin(lib.path());
-    c.args(["model", "crop-context", "--context", "0"])
-        .arg(&path);
-    let ran = crate::common::run(c);
-    assert!(!ran.ok());
-    assert!(ran.says("positive number"), "{}", ran.text());
-    assert_eq!(std::fs::read(&path).unwrap(), card_before);
+    for context in ["0", "1e-30", "1e30", "NaN"] {
+        let mut c = crate::common::endotwin(lib.path());
+        c.args(["model", "crop-context", "--context", context])
+            .arg(&path);
+        let ran = crate::common::run(c);
+        assert!(!ran.ok(), "{context}: {}", ran.text());
+        assert!(ran.says("between 0.5 and 16"), "{}", ran.text());
+        assert_eq!(std::fs::read(&path).unwrap(), card_before);
+    }
 
     let mut c = crate::common::endotwin(lib.path());
     c.args(["model", "crop-context", "--context", "1.25"])

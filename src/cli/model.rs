@@ -42,8 +42,8 @@ pub enum ModelWhat {
         #[arg(long)]
         itq: bool,
         /// ITQ rounds (signs, then the best rotation for them).
-        #[arg(long, default_value_t = 50)]
-        itq_iterations: usize,
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        itq_iterations: u64,
         /// Seed of ITQ's starting rotation.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -165,7 +165,12 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             itq,
             itq_iterations,
             seed,
-        } => code_center(library, pref, &card, itq.then_some((itq_iterations, seed))),
+        } => code_center(
+            library,
+            pref,
+            &card,
+            itq.then_some((itq_iterations as usize, seed)),
+        ),
         ModelWhat::CodeBits { card, bits, seed } => code_bits(pref, &card, bits, seed),
         ModelWhat::CropContext { card, context } => crop_context(pref, &card, context),
         ModelWhat::Turns { card, turns } => set_turns(pref, &card, turns),
@@ -224,6 +229,17 @@ fn code_center(
         &compute.device,
         &progress,
     )?;
+    // A centre (and a rotation) from a handful of views describes those views, not the
+    // encoder's data.
+    const NEED: usize = 8;
+    if embeddings.len() < NEED {
+        anyhow::bail!(
+            "{}: {} polyp views; a code centre needs at least {NEED} views of the encoder's \
+             training library. Nothing was changed",
+            library.display(),
+            embeddings.len()
+        );
+    }
     let center = codes::code_center(&embeddings);
     let rotation = itq.map(|(iterations, seed)| {
         let (r, before, after) = codes::itq_rotation(
@@ -288,7 +304,9 @@ fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) 
 fn crop_context(pref: BackendPref, card: &std::path::Path, context: f32) -> Result<()> {
     use anyhow::Context;
     if !endotwin::model::preprocess::TwinInput::valid_context(context) {
-        anyhow::bail!("--context {context}: the box is enlarged by a positive number of times");
+        anyhow::bail!(
+            "--context {context}: the box is enlarged by a positive number of times between 0.5 and 16; nothing was changed"
+        );
     }
     let compute = endotwin::compute::select(pref)?;
     let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)

@@ -236,8 +236,13 @@ impl TwinInput {
     /// Whether `context` can enlarge a polyp's box: a positive, finite number of times (the
     /// one rule for the card, the training recipe and `model crop-context`).
     pub fn valid_context(context: f32) -> bool {
-        context.is_finite() && context > 0.0
+        (Self::MIN_CONTEXT..=Self::MAX_CONTEXT).contains(&context)
     }
+
+    /// The crop's enlargement of the polyp box: at least half the box (a tighter cut loses
+    /// the polyp's edge), at most 16 times it (a wider one is the whole frame anyway).
+    pub const MIN_CONTEXT: f32 = 0.5;
+    pub const MAX_CONTEXT: f32 = 16.0;
 
     /// Whether a crop can be encoded at `turns` quarter turns: 1 (as it is), 2 (and upside
     /// down) or 4 (every quarter turn).

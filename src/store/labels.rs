@@ -522,6 +522,12 @@ pub fn check_reviewer(who: &str) -> Result<()> {
     if who.contains("  ") {
         return refuse("it holds two spaces in a row; words are separated by one space");
     }
+    if let Some(word) = who.split(' ').find(|w| mixed_script(w)) {
+        return refuse(&format!(
+            "the word {word:?} mixes Latin, Greek or Cyrillic letters (a Cyrillic `а` looks \
+             like a Latin `a`): write each word in one script"
+        ));
+    }
     let folded: String = super::values::fold_like_nfkc(who)
         .chars()
         .filter(|c| !c.is_whitespace() && !super::values::is_default_ignorable(*c))
@@ -532,6 +538,31 @@ pub fn check_reviewer(who: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether `word` holds letters of more than one of the Latin, Greek and Cyrillic scripts:
+/// the lookalikes that let one signer pass for another.
+fn mixed_script(word: &str) -> bool {
+    let script = |c: char| -> Option<u8> {
+        let u = c as u32;
+        if !c.is_alphabetic() {
+            None
+        } else if c.is_ascii_alphabetic()
+            || (0x00C0..=0x024F).contains(&u)
+            || (0x1E00..=0x1EFF).contains(&u)
+        {
+            Some(0)
+        } else if (0x0370..=0x03FF).contains(&u) || (0x1F00..=0x1FFF).contains(&u) {
+            Some(1)
+        } else if (0x0400..=0x052F).contains(&u) {
+            Some(2)
+        } else {
+            None
+        }
+    };
+    let mut seen = word.chars().filter_map(script);
+    let first = seen.next();
+    seen.any(|s| Some(s) != first)
 }
 
 /// Writes a label that arrives with imported data, and its audit row (old value none), inside

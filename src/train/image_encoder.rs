@@ -448,7 +448,7 @@ impl Recipe for ImageEncoderRecipe {
         let context = settings.number(&o, "context")? as f32;
         if !TwinInput::valid_context(context) {
             return Err(RecipeError::Setting(format!(
-                "--context {context} is not a positive number"
+                "--context {context} is not a positive number between 0.5 and 16 (times the polyp box)"
             )));
         }
         let config = ImageEncoderTrainingConfig::new(encoder)

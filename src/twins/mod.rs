@@ -118,7 +118,7 @@ impl TwinModels {
                 ))
             } else if !crate::model::preprocess::TwinInput::valid_context(input.context) {
                 Some(format!(
-                    "context {} is not a positive number",
+                    "context {} is not a positive number between 0.5 and 16",
                     input.context
                 ))
             } else if !crate::model::preprocess::TwinInput::valid_turns(input.turns) {
