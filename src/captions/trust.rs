@@ -23,27 +23,25 @@ pub struct Gathered {
 
 impl crate::trust::Gathered for Gathered {
     fn split(self, every: usize) -> (Gathered, Gathered) {
+        use crate::trust::split_every;
+        let (embeddings, held_embeddings) = split_every(self.embeddings, every);
+        let (logits, held_logits) = split_every(self.logits, every);
+        let (truth, held_truth) = split_every(self.truth, every);
         let every = every.max(2);
-        let empty = |name: String| Gathered {
-            name,
-            embeddings: Vec::new(),
-            logits: Vec::new(),
-            truth: Vec::new(),
-        };
-        let mut kept = empty(format!("{} (all but every {every}th frame)", self.name));
-        let mut held = empty(format!("{} (every {every}th frame)", self.name));
-        let items = self.embeddings.into_iter().zip(self.logits).zip(self.truth);
-        for (i, ((e, l), t)) in items.enumerate() {
-            let into = if i % every == every - 1 {
-                &mut held
-            } else {
-                &mut kept
-            };
-            into.embeddings.push(e);
-            into.logits.push(l);
-            into.truth.push(t);
-        }
-        (kept, held)
+        (
+            Gathered {
+                name: format!("{} (all but every {every}th frame)", self.name),
+                embeddings,
+                logits,
+                truth,
+            },
+            Gathered {
+                name: format!("{} (every {every}th frame)", self.name),
+                embeddings: held_embeddings,
+                logits: held_logits,
+                truth: held_truth,
+            },
+        )
     }
 
     fn join(mut self, other: Gathered) -> Gathered {

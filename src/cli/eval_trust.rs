@@ -10,7 +10,7 @@ use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::trust::{self, TrustRow};
 use endotwin::plumbing::Progress;
 use endotwin::store::Store;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct TrustArgs {
@@ -98,7 +98,7 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
         .into_iter()
         .enumerate()
         {
-            let roots = folders(data, prefix);
+            let roots = endotwin::eval::real::folders(data, prefix);
             if roots.is_empty() {
                 continue;
             }
@@ -220,22 +220,6 @@ fn print(
             if j.unfamiliar { "marked" } else { "NOT MARKED" }
         );
     }
-}
-
-fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(data)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_dir()
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 /// Removes its folder when dropped.

@@ -76,7 +76,8 @@ pub struct TwinFigure {
 }
 
 /// The folders directly in `data` whose names start with `prefix`, sorted.
-fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
+/// The dataset folders of `data` whose name starts with `prefix`, sorted.
+pub fn folders(data: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(data)
         .into_iter()
         .flatten()

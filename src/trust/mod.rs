@@ -27,3 +27,19 @@ pub trait Gathered: Sized {
     /// Both in one.
     fn join(self, other: Self) -> Self;
 }
+
+/// `items` split by position: (kept, every `every`-th held out, `every` at least 2). Parallel
+/// lists split alike.
+pub fn split_every<T>(items: Vec<T>, every: usize) -> (Vec<T>, Vec<T>) {
+    let every = every.max(2);
+    let mut kept = Vec::new();
+    let mut held = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        if i % every == every - 1 {
+            held.push(item);
+        } else {
+            kept.push(item);
+        }
+    }
+    (kept, held)
+}
