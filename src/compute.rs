@@ -140,10 +140,33 @@ fn describe(info: &wgpu::AdapterInfo) -> String {
 /// for the *adapter's* features and limits, so the device must enable them all.
 /// `MAPPABLE_PRIMARY_BUFFERS` is left out: it slows down every buffer on discrete GPUs.
 pub fn shared_device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
+    device_descriptor(adapter.features(), adapter.limits())
+}
+
+/// [`shared_device_descriptor`] for an adapter offering `features` and `limits`. An NVIDIA
+/// adapter on Vulkan offers wgpu's experimental features (cooperative matrices, mesh shaders,
+/// ray tracing), and wgpu refuses a device that asks for them without the experimental token:
+/// that refusal once kept every NVIDIA GPU out of EndoTwin. The token is given exactly when an
+/// experimental feature is asked for, as burn's own device creation (cubecl-wgpu) gives it.
+pub fn device_descriptor(
+    features: wgpu::Features,
+    limits: wgpu::Limits,
+) -> wgpu::DeviceDescriptor<'static> {
+    let required_features = features - wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
+    let experimental_features =
+        if required_features.intersects(wgpu::Features::all_experimental_mask()) {
+            // SAFETY: the same token burn's kernels run under when burn creates its device
+            // (cubecl-wgpu's `try_request_device`); EndoTwin's own drawing (egui) uses none of
+            // the experimental features.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
     wgpu::DeviceDescriptor {
         label: Some("endotwin shared device"),
-        required_features: adapter.features() - wgpu::Features::MAPPABLE_PRIMARY_BUFFERS,
-        required_limits: adapter.limits(),
+        required_features,
+        required_limits: limits,
+        experimental_features,
         ..Default::default()
     }
 }
@@ -216,4 +239,31 @@ fn register_wgpu(
         adapter: describe(&info),
         note: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an NVIDIA adapter on Vulkan offers (experimental features among them) must give a
+    /// descriptor wgpu accepts: the experimental token with them, none without.
+    #[test]
+    fn experimental_features_come_with_their_token() {
+        let nvidia = wgpu::Features::SHADER_F16
+            | wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+            | wgpu::Features::EXPERIMENTAL_MESH_SHADER;
+        let d = device_descriptor(nvidia, wgpu::Limits::default());
+        assert!(d.experimental_features.is_enabled());
+        assert!(
+            d.required_features
+                .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        );
+        assert!(
+            !d.required_features
+                .contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS)
+        );
+        let plain = device_descriptor(wgpu::Features::SHADER_F16, wgpu::Limits::default());
+        assert!(!plain.experimental_features.is_enabled());
+    }
 }

@@ -173,7 +173,7 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run(args),
         Command::ContactSheet(args) => cli::demo::contact_sheet(&library, args),
         Command::Eval { what } => cli::eval::run(pref, what),
-        Command::Bench { what } => cli::bench::run(what),
+        Command::Bench { what } => cli::bench::run(&library, what),
         Command::Train(args) => cli::train::run(library, pref, parsed.force, args),
         Command::Index(args) => cli::twins::index(&library, pref, args),
         Command::Twins(args) => cli::twins::query(&library, pref, args),

@@ -176,7 +176,7 @@ fn bench_encode_prints_a_row_per_backend_model_and_batch() {
             "bench",
             "encode",
             "--models",
-            "twin-small",
+            "twin-small,twin-backbone",
             "--batches",
             "1",
             "--runs",
@@ -195,6 +195,11 @@ fn bench_encode_prints_a_row_per_backend_model_and_batch() {
     assert!(text.starts_with("machine: "), "{text}");
     assert!(
         text.contains("| burn-flex | twin-small | forward | 1 | 1 |"),
+        "{text}"
+    );
+    // The shipped twin encoder's architecture (MobileNetV2 taps + projection) is timed too.
+    assert!(
+        text.contains("| burn-flex | twin-backbone | forward | 1 | 1 |"),
         "{text}"
     );
 

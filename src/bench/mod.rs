@@ -1,15 +1,20 @@
-//! `endotwin bench encode`: the real image encoders (CLIP ViT-B/32 and our default
-//! `twin-small`) forward on each backend at batch 1 and 32: images/s and the process's peak
-//! resident memory. `bench train` (one optimizer step) and `bench retrieve` (twin search) live
-//! beside it. Figures, not tests.
+//! `endotwin bench encode`: the image encoders (CLIP ViT-B/32, the shipped twin encoder on
+//! its ImageNet MobileNetV2 backbone, the earlier ViT `twin-small`) forward on each backend at
+//! batch 1 and 32: images/s and the process's peak resident memory. `bench train` (one
+//! optimizer step), `bench parity` (the shipped models on the GPU against the CPU) and `bench
+//! retrieve` (twin search) live beside it. Figures, not tests.
 
+pub mod parity;
 pub mod retrieve;
 pub mod train;
 
+pub use parity::{ParityRow, parity};
 pub use retrieve::{RetrieveOptions, RetrieveRow, retrieve};
 pub use train::train;
 
 use crate::compute::{self, BackendPref};
+use crate::model::mobilenet::MobileNetV2Config;
+use crate::model::twin_encoder::{BackboneTwinConfig, TwinEncoderConfig};
 use crate::model::vit::VitConfig;
 use burn::tensor::{Device, Distribution, Tensor};
 use std::time::{Duration, Instant};
@@ -59,12 +64,18 @@ impl EncoderOptions {
     }
 }
 
-pub const MODELS: [&str; 2] = ["vit-b32", "twin-small"];
+/// `twin-backbone` is the shipped twin encoder's architecture (`models/twin-image.json`):
+/// MobileNetV2 with every BatchNorm folded, five tapped layers pooled, a linear projection to
+/// 256-d, 224 px.
+pub const MODELS: [&str; 3] = ["vit-b32", "twin-backbone", "twin-small"];
 
-pub fn model_config(name: &str) -> Option<VitConfig> {
+pub fn model_config(name: &str) -> Option<TwinEncoderConfig> {
     match name {
-        "vit-b32" => Some(VitConfig::clip_b32()),
-        "twin-small" => Some(VitConfig::twin_small()),
+        "vit-b32" => Some(TwinEncoderConfig::Vit(VitConfig::clip_b32())),
+        "twin-small" => Some(TwinEncoderConfig::Vit(VitConfig::twin_small())),
+        "twin-backbone" => Some(TwinEncoderConfig::Backbone(
+            BackboneTwinConfig::new(MobileNetV2Config::new()).with_projection(Some(256)),
+        )),
         _ => None,
     }
 }
@@ -90,17 +101,17 @@ pub fn encode(options: &EncoderOptions, mut report: impl FnMut(&EncoderRow)) -> 
                 continue;
             };
             device.seed(0);
-            let vit = config.init(&device);
+            let encoder = config.init(&device);
             for &batch in &options.batches {
                 reset_peak_rss();
-                let size = config.image_size;
+                let size = config.image_size();
                 let x = Tensor::<4>::random(
                     [batch, 3, size, size],
                     Distribution::Normal(0.0, 1.0),
                     &device,
                 );
                 // Reading the result back waits for the device: the figure is end to end.
-                let (runs, ms) = options.time(|| drop(vit.forward(x.clone()).into_data()));
+                let (runs, ms) = options.time(|| drop(encoder.forward(x.clone()).into_data()));
                 let row = EncoderRow {
                     backend: backend.clone(),
                     model: model.to_string(),

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub enum BenchWhat {
-    /// Image encoders (CLIP ViT-B/32, our twin-small) forward at batch 1 and 32 on burn-flex,
+    /// Image encoders (CLIP ViT-B/32, the shipped twin encoder's MobileNetV2 architecture
+    /// `twin-backbone`, the earlier ViT twin-small) forward at batch 1 and 32 on burn-flex,
     /// burn-ndarray (with --features bench-ndarray) and burn-wgpu (with --gpu).
     Encode {
         #[command(flatten)]
@@ -23,6 +24,19 @@ pub enum BenchWhat {
     Train {
         #[command(flatten)]
         common: EncoderArgs,
+    },
+    /// The shipped models (twin-image, tracklet-frames, captions, prompts, prompts-detect) on
+    /// the library's polyp views on the CPU and on the GPU (wgpu, any adapter): the largest and
+    /// mean absolute difference of their outputs, and each device's time for the same work.
+    Parity {
+        /// The models folder (default: the shipped models).
+        #[arg(long)]
+        models: Option<PathBuf>,
+        /// Compare on at most this many views (1 to 100000).
+        #[arg(long, default_value_t = 240, value_parser = count(1, 100_000))]
+        views: usize,
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// GUI frame times (logic, layout, tessellation). Without --library: idle and while a
     /// training run goes on the same cores (Training tab, live curves). With --library: the
@@ -68,8 +82,13 @@ pub struct EncoderArgs {
     /// Comma-separated batch sizes, 1 to 256 (default: 1,32 for encode, 32 for train).
     #[arg(long, value_delimiter = ',', value_parser = count(1, 256))]
     batches: Vec<usize>,
-    /// Comma-separated models: vit-b32, twin-small.
-    #[arg(long, value_delimiter = ',', default_value = "vit-b32,twin-small")]
+    /// Comma-separated models: vit-b32, twin-backbone (the shipped twin encoder's
+    /// architecture), twin-small.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "vit-b32,twin-backbone,twin-small"
+    )]
     models: Vec<String>,
     /// At least this many timed runs per row (1 to 1000)...
     #[arg(long, default_value_t = 3, value_parser = count(1, 1_000))]
@@ -85,6 +104,10 @@ pub struct EncoderArgs {
     /// burn rows, and adds `ratio_to_pytorch`.
     #[arg(long)]
     pytorch: Option<PathBuf>,
+    /// With --pytorch: also run the reference on CUDA (TF32 off, as wgpu computes in f32);
+    /// the burn-wgpu rows take their ratio from the CUDA rows, the CPU rows from the CPU ones.
+    #[arg(long, requires = "pytorch")]
+    pytorch_cuda: bool,
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -181,8 +204,13 @@ fn opt(x: Option<f64>) -> Value {
     x.map_or(Value::Null, num)
 }
 
-pub fn run(what: BenchWhat) -> Result<()> {
+pub fn run(library: &Path, what: BenchWhat) -> Result<()> {
     match what {
+        BenchWhat::Parity {
+            models,
+            views,
+            json,
+        } => parity(library, models, views, json),
         BenchWhat::Frames {
             seconds,
             library,
@@ -306,19 +334,31 @@ fn encoders(args: EncoderArgs, mode: &str) -> Result<()> {
         gpu: args.gpu,
         models: chosen.clone(),
     };
-    let ours = match mode {
-        "train" => bench::train(&options, |_| {}),
-        _ => bench::encode(&options, |_| {}),
+    // Each row is told as it is measured, so a run stopped early still says what it found.
+    let progress = |r: &bench::EncoderRow| {
+        eprintln!(
+            "measured: {} {} batch {}: {:.2} ms",
+            r.backend, r.model, r.batch, r.ms
+        )
     };
-    let reference = match &args.pytorch {
-        Some(python) => pytorch(python, mode, &chosen, &batches, &args)?,
+    let ours = match mode {
+        "train" => bench::train(&options, progress),
+        _ => bench::encode(&options, progress),
+    };
+    let mut reference = match &args.pytorch {
+        Some(python) => pytorch(python, mode, &chosen, &batches, &args, "cpu")?,
         None => Vec::new(),
     };
-    // The fastest PyTorch row of the same model and batch is the reference.
+    if let (Some(python), true) = (&args.pytorch, args.pytorch_cuda) {
+        reference.extend(pytorch(python, mode, &chosen, &batches, &args, "cuda")?);
+    }
+    // The fastest PyTorch row of the same model, batch and kind of device is the reference.
+    let on_gpu = |backend: &str| backend.contains("wgpu") || backend.contains("cuda");
     let best = |r: &bench::EncoderRow| {
         reference
             .iter()
             .filter(|p| p.model == r.model && p.batch == r.batch)
+            .filter(|p| on_gpu(&p.backend) == on_gpu(&r.backend))
             .map(|p| p.ms)
             .min_by(f64::total_cmp)
     };
@@ -356,6 +396,7 @@ fn pytorch(
     models: &[&str],
     batches: &[usize],
     args: &EncoderArgs,
+    device: &str,
 ) -> Result<Vec<bench::EncoderRow>> {
     let dir = std::env::temp_dir().join(format!("endotwin-bench-pytorch-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -366,10 +407,14 @@ fn pytorch(
         include_str!("../../tests/fixtures/bench_pytorch.py"),
     )?;
     let join = |v: Vec<String>| v.join(",");
-    eprintln!("running the PyTorch reference ({})...", python.display());
+    eprintln!(
+        "running the PyTorch reference on {device} ({})...",
+        python.display()
+    );
     let status = std::process::Command::new(python)
         .arg(&script)
         .args(["--mode", mode, "--threads", &threads().to_string()])
+        .args(["--device", device])
         .args([
             "--models",
             &join(models.iter().map(|m| m.to_string()).collect()),
@@ -406,6 +451,49 @@ fn pytorch(
             peak_rss_mib: r["peak_rss_mib"].as_f64(),
         })
         .collect())
+}
+
+fn parity(
+    library: &Path,
+    models: Option<PathBuf>,
+    views: usize,
+    json: Option<PathBuf>,
+) -> Result<()> {
+    use endotwin::compute::{self, BackendPref};
+    println!("machine: {}", endotwin::plumbing::machine());
+    let gpu = compute::select(BackendPref::Gpu)
+        .context("bench parity compares the CPU with a GPU, and no wgpu adapter was found")?;
+    println!("GPU: {}", gpu.adapter);
+    let store = endotwin::store::Store::open_to_inspect(library)?;
+    let models = models.unwrap_or_else(endotwin::default_models_dir);
+    println!(
+        "shipped models on {}'s polyp views, CPU (burn-flex) against the GPU; ms: the first \
+         run (kernels compiled, weights uploaded) / a second",
+        library.display()
+    );
+    let mut t = Table::new(&[
+        "model",
+        "inputs",
+        "values",
+        "max_abs_diff",
+        "mean_abs_diff",
+        "cpu_ms",
+        "gpu_ms",
+    ]);
+    let ms = |m: [f64; 2]| Value::from(format!("{:.0} / {:.0}", m[0], m[1]));
+    let cpu = burn::tensor::Device::flex();
+    bench::parity(&store, &models, &cpu, &gpu.device, views, |r| {
+        t.row(vec![
+            r.model.clone().into(),
+            r.inputs.into(),
+            r.values.into(),
+            Value::from(format!("{:.2e}", r.max_abs)),
+            Value::from(format!("{:.2e}", r.mean_abs)),
+            ms(r.cpu_ms),
+            ms(r.gpu_ms),
+        ])
+    })?;
+    t.save(json.as_deref(), json!({ "gpu": gpu.adapter }))
 }
 
 fn frames(seconds: f64, library: Option<PathBuf>, json: Option<PathBuf>) -> Result<()> {
