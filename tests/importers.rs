@@ -219,7 +219,13 @@ fn endofinder_jsonl_reads_views_and_rejects_bad_lines() {
         .find(|p| p.code.ends_with("p2"))
         .unwrap();
     assert_eq!(p2.view_count, 2);
-    assert_eq!(p2.histology.as_deref(), Some("1"));
+    // A numeric class id is not a histology: named, and the polyp imported without one
+    // (a reviewer maps ids to terms with `labels import`).
+    assert_eq!(p2.histology, None);
+    assert!(
+        why.contains("'1' is not a histology EndoTwin knows"),
+        "{why}"
+    );
     // Strict: the same manifest writes nothing at all.
     let (_l2, store2, r2) = run(ImportLayout::Endofinder, &manifest, true);
     assert!(matches!(r2, Err(ImportError::Strict { .. })));

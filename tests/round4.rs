@@ -606,3 +606,104 @@ fn d6_a_polyp_none_of_whose_boxes_came_in_is_not_made() {
     let check = run(et(lib.path(), &["library", "check"]));
     assert!(check.ok(), "{}", check.text());
 }
+
+// ------------------------------------------------ W4, W9, W12: what importers store as labels
+
+/// The polyps of `lib` by code: (histology, vienna class, size).
+fn polyps_by_code(lib: &Path) -> Vec<(String, Option<String>, Option<i64>, Option<f64>)> {
+    let store = endotwin::store::Store::open(lib, endotwin::store::OpenMode::Existing).unwrap();
+    let mut all: Vec<_> = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.code, p.histology, p.vienna_class, p.size_mm))
+        .collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
+#[test]
+fn w4_w9_importers_keep_histologies_to_the_vocabulary_and_codes_to_printable_text() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let set = src.path().join("set");
+    for (folder, seed) in [
+        ("pA", 1),
+        ("pB", 3),
+        ("pC", 5),
+        ("p\u{202E}rtl", 7),
+        ("new\nline", 9),
+    ] {
+        common::png(&set.join(folder).join("1.png"), 24, 16, seed);
+        common::png(&set.join(folder).join("2.png"), 24, 16, seed + 1);
+    }
+    std::fs::write(
+        set.join("pathology.csv"),
+        "polyp,histology\npA,made-up-thing\npB,TUBULAR ADENOMA HG\npC,hyperplastic\n",
+    )
+    .unwrap();
+    let r = common::import(lib.path(), "multiview", &set, &[]);
+    assert!(r.ok(), "{}", r.text());
+    // The unknown term is named with the vocabulary, and not stored.
+    assert!(
+        r.says("'made-up-thing' is not a histology EndoTwin knows"),
+        "{}",
+        r.text()
+    );
+    // Folder names with a right-to-left override or a line break are refused by name.
+    assert!(r.says("U+202E") && r.says("U+000A"), "{}", r.text());
+    let polyps = polyps_by_code(lib.path());
+    let codes: Vec<&str> = polyps.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(codes, ["set-pA", "set-pB", "set-pC"], "{polyps:?}");
+    let histology: Vec<Option<&str>> = polyps.iter().map(|p| p.1.as_deref()).collect();
+    // A known term in another case is stored in the vocabulary's spelling.
+    assert_eq!(
+        histology,
+        [None, Some("tubular adenoma HG"), Some("hyperplastic")]
+    );
+
+    // EndoFinder's manifest: the same rule for its ground truth.
+    let jsonl = src.path().join("ef");
+    common::png(&jsonl.join("a1.png"), 24, 16, 20);
+    common::png(&jsonl.join("a2.png"), 24, 16, 21);
+    std::fs::write(
+        jsonl.join("polyps.jsonl"),
+        "{\"id\":\"q1\",\"img_paths\":[\"a1.png\",\"a2.png\"],\"ground_truth\":\"garbage histology\"}\n",
+    )
+    .unwrap();
+    let r = common::import(lib.path(), "endofinder", &jsonl.join("polyps.jsonl"), &[]);
+    assert!(r.ok(), "{}", r.text());
+    assert!(
+        r.says("'garbage histology' is not a histology EndoTwin knows"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        polyps_by_code(lib.path())
+            .iter()
+            .all(|p| p.1.as_deref() != Some("garbage histology"))
+    );
+}
+
+#[test]
+fn w12_a_blank_histology_cell_keeps_the_reviewed_label_under_update_labels() {
+    let (lib, src) = library_with_cases();
+    let base = src.path().join("base");
+    std::fs::write(
+        base.join("pathology.csv"),
+        "polyp,histology,vienna_class,size_mm\nA,,,\n",
+    )
+    .unwrap();
+    let r = common::import(lib.path(), "multiview", &base, &["--update-labels"]);
+    assert!(r.ok(), "{}", r.text());
+    // Blank cells give nothing: adenoma, Vienna 3 and 8 mm all stay.
+    assert_eq!(
+        polyps_by_code(lib.path()),
+        [(
+            "base-A".to_string(),
+            Some("adenoma".to_string()),
+            Some(3),
+            Some(8.0)
+        )]
+    );
+}

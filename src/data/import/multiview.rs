@@ -83,7 +83,7 @@ pub fn read_folders(
             ..Default::default()
         };
         if let Some(Ok((_, (h, v, s)))) = pathology.remove(&code) {
-            polyp.histology = Some(h);
+            polyp.histology = h;
             polyp.vienna_class = v;
             polyp.size_mm = s;
         }
@@ -158,7 +158,7 @@ fn mask_of(source: &SourceRoot, path: &Path) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file() && source.check(p).is_ok())
 }
 
-type PathologyRow = (String, Option<i64>, Option<f64>);
+type PathologyRow = (Option<String>, Option<i64>, Option<f64>);
 
 /// Each polyp's row of `pathology.csv` with its row number, or why the polyp's pathology
 /// cannot be trusted: two rows that disagree (both named) or a value out of range.
@@ -212,7 +212,9 @@ fn read_pathology_csv(path: &Path, problems: &mut Problems) -> Result<PathologyR
         };
         let parsed = (|| -> Result<PathologyRow, String> {
             Ok((
-                get(Some(hc)).unwrap_or("unknown").to_string(),
+                // A blank cell gives no histology (under --update-labels the library's
+                // stays), as blank Vienna and size cells do.
+                get(Some(hc)).map(str::to_string),
                 get(vc).map(check_vienna).transpose()?,
                 get(sc).map(check_size_mm).transpose()?,
             ))
@@ -236,7 +238,7 @@ fn read_pathology_csv(path: &Path, problems: &mut Problems) -> Result<PathologyR
 }
 
 fn describe((histology, vienna, size): &PathologyRow) -> String {
-    let mut s = histology.clone();
+    let mut s = histology.clone().unwrap_or_else(|| "no histology".into());
     if let Some(v) = vienna {
         s.push_str(&format!(", Vienna {v}"));
     }

@@ -191,6 +191,7 @@ impl Plan {
     /// against their frame ([`check_box`]); sizes and Vienna classes are range-checked;
     /// examinations left with nothing are dropped. Each refusal names the item.
     pub fn check(&mut self, problems: &mut Problems) {
+        self.check_text(problems);
         for exam in &mut self.exams {
             let source = std::path::PathBuf::from(&exam.source);
             let mut count: HashMap<&str, usize> = HashMap::new();
@@ -250,6 +251,132 @@ impl Plan {
                 || e.polyps.iter().any(|p| !p.views.is_empty())
                 || !e.videos.is_empty()
         });
+    }
+}
+
+impl Plan {
+    /// What a source names and labels must be what a person could type: codes (examination,
+    /// polyp, video) and every label value one line of printable text (no line breaks, tabs,
+    /// bidirectional overrides: the characters reviewer names refuse), and a histology a term
+    /// of EndoTwin's vocabulary (in its spelling), as `labels import` demands. An item named
+    /// with such characters is refused; a value that fails is not imported; each is named.
+    fn check_text(&mut self, problems: &mut Problems) {
+        let unprintable = |text: &str| text.chars().find(|&c| !store::is_printable(c));
+        let shown = |text: &str| text.escape_default().to_string();
+        self.exams.retain(|exam| match unprintable(&exam.code) {
+            Some(c) => {
+                problems.push(
+                    std::path::Path::new(&exam.source),
+                    format!(
+                        "examination code '{}' holds the character U+{:04X}; a code is one line \
+                         of printable text; the examination is not imported",
+                        shown(&exam.code),
+                        c as u32
+                    ),
+                );
+                false
+            }
+            None => true,
+        });
+        for exam in &mut self.exams {
+            let source = std::path::PathBuf::from(&exam.source);
+            exam.polyps.retain(|p| match unprintable(&p.code) {
+                Some(c) => {
+                    problems.push(
+                        &source,
+                        format!(
+                            "polyp code '{}' holds the character U+{:04X}; the polyp is not imported",
+                            shown(&p.code),
+                            c as u32
+                        ),
+                    );
+                    false
+                }
+                None => true,
+            });
+            exam.videos.retain(|v| match unprintable(&v.code) {
+                Some(c) => {
+                    problems.push(
+                        &source,
+                        format!(
+                            "video code '{}' holds the character U+{:04X}; the video is not imported",
+                            shown(&v.code),
+                            c as u32
+                        ),
+                    );
+                    false
+                }
+                None => true,
+            });
+            for p in &mut exam.polyps {
+                let code = p.code.clone();
+                // The vocabulary's refusal names the value itself ("'x' is not a histology
+                // EndoTwin knows (...)"); the other rules say what is wrong with it.
+                let mut refuse = |key: &str, value: &str, reason: String| {
+                    let what = match reason.starts_with('\'') {
+                        true => reason,
+                        false => format!("{key} '{}' {reason}", shown(value)),
+                    };
+                    problems.push(
+                        &source,
+                        format!("polyp '{code}': {what}; imported without it"),
+                    )
+                };
+                if let Some(h) = p.histology.take() {
+                    match store::check_label_value("histology", &h) {
+                        Some(reason) => refuse("histology", &h, reason),
+                        None => p.histology = Some(store::canonical_label_value("histology", &h)),
+                    }
+                }
+                for (key, value) in [("location", &mut p.location), ("paris", &mut p.paris)] {
+                    if let Some(c) = value.as_deref().and_then(unprintable) {
+                        let v = value.take().unwrap_or_default();
+                        refuse(key, &v, format!("holds the character U+{:04X}", c as u32));
+                    }
+                }
+                p.attributes.retain(|(key, value)| {
+                    match unprintable(key).or_else(|| unprintable(value)) {
+                        Some(c) => {
+                            refuse(
+                                key,
+                                value,
+                                format!("holds the character U+{:04X}", c as u32),
+                            );
+                            false
+                        }
+                        None => true,
+                    }
+                });
+            }
+            let images = exam
+                .frames
+                .iter_mut()
+                .chain(exam.polyps.iter_mut().flat_map(|p| p.views.iter_mut()))
+                .chain(
+                    exam.videos
+                        .iter_mut()
+                        .flat_map(|v| v.frames.iter_mut().map(|(_, f)| f)),
+                );
+            for image in images {
+                let from = image.image.source.clone();
+                image.labels.retain(|(key, value)| {
+                    let reason = unprintable(key)
+                        .map(|c| format!("is named with the character U+{:04X}", c as u32))
+                        .or_else(|| store::check_label_value(key, value));
+                    if let Some(reason) = &reason {
+                        problems.push(
+                            &from,
+                            format!(
+                                "label {} '{}' {reason}; not imported",
+                                shown(key),
+                                shown(value)
+                            ),
+                        );
+                    }
+                    reason.is_none()
+                });
+            }
+        }
     }
 }
 
