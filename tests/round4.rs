@@ -707,3 +707,124 @@ fn w12_a_blank_histology_cell_keeps_the_reviewed_label_under_update_labels() {
         )]
     );
 }
+
+// ------------------------------------------------ W10, W13-W17: the rest of the wrong answers
+
+#[test]
+fn w10_a_prompt_of_words_the_model_never_saw_is_refused_not_scored() {
+    let card = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/prompts.json");
+    let model = endotwin::prompts::model::load(&card, &burn::tensor::Device::flex()).unwrap();
+    use endotwin::prompts::query::{PromptError, check_prompt};
+    for nonsense in ["qwertyuiop", "asdfghjkl qwertyuiop", "!!!"] {
+        let e = check_prompt(&model, nonsense).unwrap_err();
+        assert!(
+            matches!(e, PromptError::NoKnownWord { .. }),
+            "{nonsense}: {e}"
+        );
+        assert!(e.to_string().contains("knows none of the words"), "{e}");
+    }
+    // One known word is enough to mean something.
+    check_prompt(&model, "a large red polyp").unwrap();
+    check_prompt(&model, "qwertyuiop polyp").unwrap();
+}
+
+#[test]
+fn w13_an_endofinder_path_that_is_not_text_refuses_the_polyp_by_line() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    common::png(&src.path().join("v1.png"), 24, 16, 1);
+    common::png(&src.path().join("v2.png"), 24, 16, 2);
+    common::png(&src.path().join("w1.png"), 24, 16, 3);
+    let manifest = src.path().join("m.jsonl");
+    std::fs::write(
+        &manifest,
+        "{\"id\":\"a\",\"img_paths\":[1,\"v2.png\",null]}\n{\"id\":\"b\",\"img_paths\":[\"w1.png\",\"v1.png\"]}\n",
+    )
+    .unwrap();
+    let r = common::import(lib.path(), "endofinder", &manifest, &[]);
+    assert!(r.ok(), "{}", r.text());
+    assert!(
+        r.says("line 1") && r.says("img_paths holds 1, not a path"),
+        "{}",
+        r.text()
+    );
+    let codes: Vec<String> = polyps_by_code(lib.path())
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert!(codes[0].ends_with('b'), "{codes:?}");
+}
+
+#[test]
+fn w15_a_captiv8_row_refused_for_no_patient_does_not_veto_the_images_good_row() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    common::png(&src.path().join("img/t1.png"), 16, 16, 4);
+    let header = "Patient ID,name,capture_time,image_path,video_path,image_label\n";
+    std::fs::write(
+        src.path().join("P001.csv"),
+        format!("{header},a,00:00:01,img/t1.png,v.mp4,ulcer\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        src.path().join("P002.csv"),
+        format!("{header}2,b,00:00:02,img/t1.png,v.mp4,bleeding\n"),
+    )
+    .unwrap();
+    let r = common::import(lib.path(), "captiv8", src.path(), &[]);
+    assert!(r.ok(), "{}", r.text());
+    assert!(r.says("no Patient ID"), "{}", r.text());
+    assert!(!r.says("different captions"), "{}", r.text());
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let captions: Vec<String> = store.all_captions().unwrap().into_values().collect();
+    assert_eq!(captions, ["bleeding"]);
+}
+
+#[test]
+fn w16_w17_impossible_dates_an_empty_window_and_top_zero_are_refused() {
+    let (lib, _src) = library_with_cases();
+    let before = common::state(lib.path());
+    for (args, says) in [
+        (
+            vec!["labels", "history", "--since", "2026-02-30"],
+            "2026-02-30",
+        ),
+        (
+            vec!["labels", "history", "--until", "2025-02-29"],
+            "2025-02-29",
+        ),
+        (
+            vec![
+                "labels",
+                "history",
+                "--since",
+                "2030-01-01",
+                "--until",
+                "2020-01-01",
+            ],
+            "is after --until",
+        ),
+        (vec!["prompts", "search", "polyp", "--top", "0"], "--top"),
+    ] {
+        let r = run(et(lib.path(), &args));
+        assert!(!r.ok() && r.says(says), "{args:?}:\n{}", r.text());
+    }
+    // A leap day and a one-day window are dates like any other.
+    for args in [
+        vec!["labels", "history", "--since", "2028-02-29"],
+        vec![
+            "labels",
+            "history",
+            "--since",
+            "2026-11-25",
+            "--until",
+            "2026-11-25",
+        ],
+    ] {
+        let r = run(et(lib.path(), &args));
+        assert!(r.ok(), "{args:?}:\n{}", r.text());
+    }
+    assert_eq!(common::state(lib.path()), before);
+}

@@ -67,6 +67,19 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                         .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
                 }
             }
+            // Both are UTC times written the same way: text order is time order, as in the
+            // store's query (a bare date as --until means up to the end of that day).
+            let end = |u: &String| match u.len() {
+                10 => format!("{u}T99"),
+                _ => u.clone(),
+            };
+            if let (Some(since), Some(until)) = (&a.since, &a.until)
+                && *since > end(until)
+            {
+                anyhow::bail!(
+                    "--since {since} is after --until {until}: no change can match (nothing was read)"
+                );
+            }
             let store = Store::open(library, OpenMode::Existing)?;
             let filter = endotwin::store::AuditFilter {
                 who: a.who,

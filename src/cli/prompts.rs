@@ -35,7 +35,8 @@ pub enum PromptsWhat {
     /// the library first when it is not encoded with this model yet).
     Search {
         text: String,
-        #[arg(long, default_value_t = 10)]
+        /// How many polyps to list (1 to 10000).
+        #[arg(long, default_value_t = 10, value_parser = super::eval::count(1, 10_000))]
         top: usize,
         #[arg(long)]
         model: Option<PathBuf>,

@@ -66,6 +66,14 @@ impl WordTokenizer {
         ids
     }
 
+    /// The words of `text` this tokenizer does not know (each read as "unknown word").
+    pub fn unknown_words(&self, text: &str) -> Vec<String> {
+        words(text)
+            .filter(|w| !self.words.iter().any(|v| v == w))
+            .map(|w| w.to_string())
+            .collect()
+    }
+
     /// How many words `text` takes (start and end of text not counted).
     pub fn pieces(&self, text: &str) -> usize {
         words(text).count()

@@ -18,6 +18,10 @@ pub enum PromptError {
     EmptyPrompt,
     #[error("the prompt has {words} words; this model reads at most {max} (shorten it)")]
     TooLong { words: usize, max: usize },
+    #[error(
+        "the model knows none of the words of '{prompt}' (it reads only the words of its training reports); every such prompt scores the same, so none is scored"
+    )]
+    NoKnownWord { prompt: String },
     #[error("a prompt set needs at least one prompt")]
     NoPrompts,
     #[error(
@@ -54,6 +58,15 @@ pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), Promp
     let pieces = model.config.tokenizer.pieces(prompt);
     if pieces > max {
         return Err(PromptError::TooLong { words: pieces, max });
+    }
+    // A word-level model reads a word it never saw as "unknown": a prompt of only such words
+    // is the same prompt as any other of them (W10: `qwertyuiop` outscored real sentences).
+    if let Some(words) = model.config.tokenizer.words()
+        && words.unknown_words(prompt).len() == pieces
+    {
+        return Err(PromptError::NoKnownWord {
+            prompt: prompt.to_string(),
+        });
     }
     Ok(())
 }

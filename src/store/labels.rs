@@ -452,7 +452,16 @@ pub fn check_audit_time(text: &str) -> std::result::Result<(), String> {
     {
         return refuse();
     }
-    if !(1..=12).contains(&num(5..7)) || !(1..=31).contains(&num(8..10)) {
+    let (year, month, day) = (num(0..4), num(5..7), num(8..10));
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    // A day the month does not have (2026-02-30) is no date either (W16).
+    if !(1..=12).contains(&month) || !(1..=days).contains(&day) {
         return refuse();
     }
     let rest = &text[10..];

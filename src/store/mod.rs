@@ -57,6 +57,10 @@ pub enum StoreError {
     #[error("{path}: not an EndoTwin library ({reason})")]
     NotALibrary { path: PathBuf, reason: String },
     #[error(
+        "{path}: the disk refused to read or write it ({reason}); free some space or check the disk (the library itself may be fine, nothing was changed)"
+    )]
+    Disk { path: PathBuf, reason: String },
+    #[error(
         "{path}: library schema version {found} is newer than this EndoTwin supports ({supported}); update EndoTwin to open it"
     )]
     NewerSchema {
@@ -509,10 +513,22 @@ impl Store {
         Ok(())
     }
 
+    /// A database that cannot be read as a library: named as such unless the disk itself
+    /// failed (full, or an I/O error), which says nothing about the library (W11).
     fn not_a_library(&self, e: rusqlite::Error) -> StoreError {
-        StoreError::NotALibrary {
-            path: self.db_path.clone(),
-            reason: e.to_string(),
+        let disk = matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure)
+        );
+        match disk {
+            true => StoreError::Disk {
+                path: self.db_path.clone(),
+                reason: e.to_string(),
+            },
+            false => StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: e.to_string(),
+            },
         }
     }
 }
@@ -551,6 +567,27 @@ pub(crate) fn format_utc(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// W11: a full disk is said to be a full disk, not a library that is not one.
+    #[test]
+    fn a_disk_failure_is_named_as_the_disk_not_the_library() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_in_memory(dir.path()).unwrap();
+        let failure = |code: i32| {
+            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("x".into()))
+        };
+        let full = store.not_a_library(failure(rusqlite::ffi::SQLITE_FULL));
+        assert!(matches!(full, StoreError::Disk { .. }), "{full}");
+        assert!(full.to_string().contains("free some space"), "{full}");
+        assert!(!full.to_string().contains("not an EndoTwin library"));
+        let io = store.not_a_library(failure(rusqlite::ffi::SQLITE_IOERR));
+        assert!(matches!(io, StoreError::Disk { .. }), "{io}");
+        let corrupt = store.not_a_library(failure(rusqlite::ffi::SQLITE_NOTADB));
+        assert!(
+            matches!(corrupt, StoreError::NotALibrary { .. }),
+            "{corrupt}"
+        );
+    }
 
     #[test]
     fn a_library_with_an_unknown_schema_version_is_refused_untouched() {

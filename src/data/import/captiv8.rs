@@ -85,6 +85,13 @@ pub fn read(
                     continue;
                 }
             };
+            // A row refused here makes no claim on its image (W15: it used to veto the
+            // image's good row elsewhere as a "conflicting caption").
+            let patient = get(pid);
+            if patient.is_empty() {
+                problems.push(&csv_path, format!("row {row}: no Patient ID"));
+                continue;
+            }
             let at = format!("{} row {row}", csv_path.display());
             let real = full.canonicalize().unwrap_or_else(|_| full.clone());
             if let Some(rows) = refused.get_mut(&real) {
@@ -98,11 +105,6 @@ pub fn read(
                 continue;
             }
             seen.insert(real, (at, get(label)));
-            let patient = get(pid);
-            if patient.is_empty() {
-                problems.push(&csv_path, format!("row {row}: no Patient ID"));
-                continue;
-            }
             let Some(prepared) = try_prepare(&full, problems) else {
                 continue;
             };

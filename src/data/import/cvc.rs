@@ -136,20 +136,39 @@ pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
     if csv.is_file() {
         let text = super::paths::read_manifest(&csv)?;
         let mut out = BTreeMap::new();
+        // Columns as the header names them (`frame,sequence` or `sequence,frame`); without a
+        // header, frame then sequence.
+        let (mut fc, mut sc) = (0, 1);
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
-            // The header (`frame,sequence`) is any first line that is not a row of numbers.
+            // The header is any first line that is not a row of numbers.
             let is_row = line
                 .split(',')
                 .take(2)
                 .all(|c| c.trim().parse::<u32>().is_ok());
-            if line.is_empty() || (i == 0 && !is_row) {
+            if line.is_empty() {
+                continue;
+            }
+            if i == 0 && !is_row {
+                let names: Vec<String> = line
+                    .split(',')
+                    .map(|c| c.trim().to_ascii_lowercase())
+                    .collect();
+                let find = |n: &str| names.iter().position(|c| c == n);
+                match (find("frame"), find("sequence")) {
+                    (Some(f), Some(s)) => (fc, sc) = (f, s),
+                    _ => {
+                        return Err(format!(
+                            "sequences.csv: the header `{line}` does not name the columns frame and sequence"
+                        ));
+                    }
+                }
                 continue;
             }
             let cells: Vec<&str> = line.split(',').map(str::trim).collect();
             match (
-                cells.first().map(|c| c.parse::<u32>()),
-                cells.get(1).map(|c| c.parse::<u32>()),
+                cells.get(fc).map(|c| c.parse::<u32>()),
+                cells.get(sc).map(|c| c.parse::<u32>()),
             ) {
                 (Some(Ok(frame)), Some(Ok(seq))) => {
                     if out.insert(frame, seq).is_some_and(|s| s != seq) {
@@ -335,6 +354,25 @@ mod tests {
         // A table without its header keeps its first row.
         std::fs::write(dir.path().join("sequences.csv"), "3,2\n4,2\n").unwrap();
         assert_eq!(sequence_table(dir.path()).unwrap().len(), 2);
+        // The header says which column is which (W14: `sequence,frame` was read by position).
+        std::fs::write(
+            dir.path().join("sequences.csv"),
+            "Sequence, Frame\n21,429\n21,430\n",
+        )
+        .unwrap();
+        assert_eq!(
+            sequence_table(dir.path())
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [(429, 21), (430, 21)]
+        );
+        std::fs::write(dir.path().join("sequences.csv"), "id,seq\n1,2\n").unwrap();
+        let e = sequence_table(dir.path()).unwrap_err();
+        assert!(
+            e.contains("does not name the columns frame and sequence"),
+            "{e}"
+        );
     }
 
     #[test]

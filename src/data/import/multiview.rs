@@ -372,14 +372,22 @@ pub fn read_jsonl(
 fn parse_jsonl_line(line: &str, n: usize) -> Result<JsonlPolyp, String> {
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
-    let list = |key: &str| -> Option<Vec<String>> {
-        value.get(key)?.as_array().map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
+    // Every entry of a path list must be a path: a number or null among them would leave
+    // the polyp with views missing, and a polyp missing views is skipped whole.
+    let list = |key: &str| -> Result<Option<Vec<String>>, String> {
+        let Some(a) = value.get(key).and_then(|v| v.as_array()) else {
+            return Ok(None);
+        };
+        a.iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    format!("{key} holds {v}, not a path; the polyp is not imported")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     };
-    let (paths, queries) = match (list("img_paths"), list("query_paths"), list("ref_paths")) {
+    let (paths, queries) = match (list("img_paths")?, list("query_paths")?, list("ref_paths")?) {
         (Some(views), _, _) => (views, 0),
         (None, Some(q), Some(r)) => {
             let queries = q.len();
