@@ -609,8 +609,11 @@ fn d6_a_polyp_none_of_whose_boxes_came_in_is_not_made() {
 
 // ------------------------------------------------ W4, W9, W12: what importers store as labels
 
-/// The polyps of `lib` by code: (histology, vienna class, size).
-fn polyps_by_code(lib: &Path) -> Vec<(String, Option<String>, Option<i64>, Option<f64>)> {
+/// A polyp as these tests read it: code, histology, Vienna class, size in mm.
+type PolypLabels = (String, Option<String>, Option<i64>, Option<f64>);
+
+/// The polyps of `lib`, ordered by code.
+fn polyps_by_code(lib: &Path) -> Vec<PolypLabels> {
     let store = endotwin::store::Store::open(lib, endotwin::store::OpenMode::Existing).unwrap();
     let mut all: Vec<_> = store
         .polyps()
