@@ -63,12 +63,21 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(endotwin::default_models_dir);
     let trained = dir.join(format!("{}.json", endotwin::tracklets::MODEL_NAME));
-    let main = if a.models.is_some() || trained.is_file() {
+    let main = if trained.is_file() {
         Some(
             endotwin::tracklets::load_model(&dir, &compute.device)
                 .with_context(|| format!("the tracklet encoder in {}", dir.display()))?,
         )
     } else {
+        // A folder without a trained frame-CNN encoder (the shipped one holds the tracklet
+        // head and its frame encoder) is scored through its twin encoder and head below.
+        if a.models.is_some() {
+            eprintln!(
+                "note: no tracklet encoder ({}) in {}; its twin encoder and tracklet head are scored",
+                trained.display(),
+                dir.display()
+            );
+        }
         None
     };
     let mut others = Vec::new();
@@ -92,6 +101,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let twin_dir = a
         .twin_models
         .clone()
+        .or_else(|| a.models.clone().filter(|_| main.is_none()))
         .unwrap_or_else(endotwin::default_models_dir);
     let twins = match endotwin::twins::TwinModels::load_frames(&twin_dir, &compute.device) {
         Ok(t) => Some(t),
