@@ -810,6 +810,11 @@ fn w16_w17_impossible_dates_an_empty_window_and_top_zero_are_refused() {
             "is after --until",
         ),
         (vec!["prompts", "search", "polyp", "--top", "0"], "--top"),
+        // MINOR 14: a scale of 0 polyps used to scale the videos anyway.
+        (
+            vec!["demo", "--out", "never-made", "--scale", "0"],
+            "--scale",
+        ),
     ] {
         let r = run(et(lib.path(), &args));
         assert!(!r.ok() && r.says(says), "{args:?}:\n{}", r.text());

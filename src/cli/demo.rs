@@ -41,7 +41,7 @@ pub struct DemoArgs {
     /// A large library for speed figures: after the phantom, index it with the shipped twin
     /// models and copy its polyps (same view files, their embeddings with a little noise) into
     /// new examinations until it holds this many polyps, and its videos until --scale-videos.
-    #[arg(long)]
+    #[arg(long, value_parser = super::eval::count(1, 10_000_000))]
     scale: Option<usize>,
     #[arg(long, default_value_t = 1000, requires = "scale")]
     scale_videos: usize,

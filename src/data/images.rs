@@ -5,20 +5,23 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ImageError {
-    #[error("not an image (content matches no supported format: PNG, JPEG, BMP, TIFF)")]
+    #[error(
+        "not an image EndoTwin reads (its content is none of PNG, JPEG, BMP, TIFF; GIF, WebP and others: convert to PNG)"
+    )]
     NotAnImage,
     #[error("{format} image is truncated or corrupt: {detail}")]
     Corrupt { format: String, detail: String },
     #[error("image has zero width or height")]
     Empty,
     #[error(
-        "image too large: {width}x{height} pixels; EndoTwin opens images up to {max}x{max} pixels and {max_mib} MiB decoded"
+        "image too large: {width}x{height} pixels ({megapixels} megapixels); EndoTwin opens images up to {max}x{max} pixels and {max_megapixels} megapixels"
     )]
     TooLarge {
         width: u32,
         height: u32,
+        megapixels: u64,
         max: u32,
-        max_mib: u64,
+        max_megapixels: u64,
     },
     #[error("file too large: {bytes} bytes; an image file may be at most {max_mib} MiB")]
     FileTooLarge { bytes: u64, max_mib: u64 },
@@ -83,11 +86,13 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
     };
     let reader = || image::ImageReader::with_format(std::io::Cursor::new(pixels), format);
     let (width, height) = reader().into_dimensions().map_err(corrupt)?;
+    // The decoded-size limit as the pixels it allows: RGBA at 16 bits, 8 bytes a pixel.
     let too_large = ImageError::TooLarge {
         width,
         height,
+        megapixels: (width as u64 * height as u64).div_ceil(1_000_000),
         max: MAX_SIDE,
-        max_mib: MAX_DECODED_BYTES >> 20,
+        max_megapixels: MAX_DECODED_BYTES / 8 / 1_000_000,
     };
     // RGBA at 16 bits is the widest a supported decoder produces: 8 bytes a pixel.
     if width > MAX_SIDE || height > MAX_SIDE || width as u64 * height as u64 * 8 > MAX_DECODED_BYTES
@@ -308,6 +313,23 @@ pub fn has_image_extension(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MINOR 1: the refusal of a 20000 x 20000 image states the limit it breaks.
+    #[test]
+    fn a_too_large_image_is_refused_with_the_limit_it_breaks() {
+        let e = ImageError::TooLarge {
+            width: 20000,
+            height: 20000,
+            megapixels: 400,
+            max: MAX_SIDE,
+            max_megapixels: MAX_DECODED_BYTES / 8 / 1_000_000,
+        }
+        .to_string();
+        assert!(
+            e.contains("400 megapixels") && e.contains("268 megapixels"),
+            "{e}"
+        );
+    }
 
     fn png_bytes() -> Vec<u8> {
         let img = DynamicImage::ImageRgb8(RgbImage::from_pixel(8, 6, image::Rgb([200, 30, 40])));
