@@ -153,6 +153,11 @@ fn the_multi_view_jsonl_comes_back_unchanged_and_one_edit_changes_one_label() {
     let ran = labels(lib.path(), &["import", arg, "--apply"]);
     assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
     assert_eq!(state(lib.path()), before);
+    // The same file saved with a byte order mark reads the same.
+    let bom = lib.path().join("bom.jsonl");
+    std::fs::write(&bom, format!("\u{FEFF}{text}")).unwrap();
+    let ran = labels(lib.path(), &["import", bom.to_str().unwrap()]);
+    assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
 
     // One label edited (a Paris class), one left out of the line (untouched), one line naming
     // a polyp the library lacks (named, skipped).

@@ -395,6 +395,9 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
 /// [`coco::diff`] for a COCO JSON file (a single object with `images`), [`diff_jsonl`] for a
 /// JSONL file (its first non-blank character `{`, one object a line), else [`diff_csv`].
 pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
+    // A byte order mark (as some editors save UTF-8) is no content (MINOR 7: a JSONL file
+    // that began with one was read as a CSV and refused).
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     let trimmed = text.trim_start();
     let first_line_is_object = trimmed
         .lines()
