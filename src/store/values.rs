@@ -209,6 +209,22 @@ pub fn check_label_value(key: &str, value: &str) -> Option<String> {
 /// vocabulary's own spelling (`TUBULAR ADENOMA HG` is `tubular adenoma HG`, not a new class),
 /// trimmed; any other value as given.
 pub fn canonical_label_value(key: &str, value: &str) -> String {
+    // Numbers as numbers (MINOR 11: `04` and `4` were two values, `1e2` stayed `1e2`).
+    match key {
+        "size_mm" => {
+            if let Ok(mm) = value.trim().parse::<f64>().map(|mm| mm.to_string())
+                && check_label_value(key, value).is_none()
+            {
+                return mm;
+            }
+        }
+        "vienna_class" => {
+            if let Ok(v) = value.trim().parse::<i64>() {
+                return v.to_string();
+            }
+        }
+        _ => {}
+    }
     let terms: &[&str] = match key {
         "histology" => HISTOLOGY,
         "location" => LOCATIONS,
@@ -268,6 +284,13 @@ mod tests {
             "tubular adenoma HG"
         );
         assert_eq!(canonical_label_value("colour", "RED"), "RED");
+        // Numbers are stored as numbers: one value, one spelling.
+        assert_eq!(canonical_label_value("size_mm", "1e2"), "100");
+        assert_eq!(canonical_label_value("size_mm", "+7"), "7");
+        assert_eq!(canonical_label_value("size_mm", " 7.50 "), "7.5");
+        assert_eq!(canonical_label_value("vienna_class", "04"), "4");
+        // What the rules refuse is left as typed, for the refusal to quote.
+        assert_eq!(canonical_label_value("size_mm", "lots"), "lots");
         assert!(NFKC_TO_PREFIX.windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(
             fold_like_nfkc("\u{FF29}\u{1D426}\u{24DF}or\u{1D42D}\u{FE55}Bob"),
