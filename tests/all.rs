@@ -50,3 +50,4 @@ mod twins;
 mod video;
 mod vocabulary;
 mod weights;
+mod window;
