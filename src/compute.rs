@@ -174,11 +174,25 @@ pub fn device_descriptor(
 /// Chooses the backend outside the GUI (CLI, tests): probes for an adapter and creates a
 /// wgpu device of our own when it should be used.
 pub fn select(pref: BackendPref) -> Result<Compute, ComputeError> {
+    select_on(
+        pref,
+        wgpu::InstanceDescriptor::new_without_display_handle_from_env(),
+    )
+}
+
+/// As [`select`], beside a window drawn with OpenGL (eframe's glow renderer): wgpu's own
+/// OpenGL backend is left out, so that burn never touches the window thread's GL context.
+pub fn select_beside_gl(pref: BackendPref) -> Result<Compute, ComputeError> {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends -= wgpu::Backends::GL;
+    select_on(pref, desc)
+}
+
+fn select_on(pref: BackendPref, desc: wgpu::InstanceDescriptor) -> Result<Compute, ComputeError> {
     if pref == BackendPref::Cpu {
         return Ok(Compute::cpu(None));
     }
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance = wgpu::Instance::new(desc);
     let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
         power_preference: wgpu::PowerPreference::HighPerformance,
         ..Default::default()

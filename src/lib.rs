@@ -18,18 +18,66 @@ pub mod train;
 pub mod trust;
 pub mod twins;
 
-/// The sample library shipped with the repository (`sample_db/`), found relative to the
-/// working directory first and to the source tree second (so `cargo run` works from anywhere).
-/// The second is for reading only: see [`library_is_source_tree_fallback`].
+/// Where a default folder (`sample_db/`, `models/`) was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Named by an environment variable.
+    Env,
+    /// In the working directory.
+    WorkingDir,
+    /// Beside the executable (an unpacked release archive, `scripts/bundle.sh`).
+    BesideExe,
+    /// The source tree's (compiled in): read from, never written to by default.
+    SourceTree,
+}
+
+/// The default folder `name`: $`var`, else `name` in the working directory, else beside the
+/// executable, else in the source tree. `usable` says whether a candidate folder is one.
+fn locate(
+    var: &str,
+    name: &str,
+    usable: impl Fn(&std::path::Path) -> bool,
+) -> (std::path::PathBuf, Found) {
+    if let Some(p) = std::env::var_os(var) {
+        return (p.into(), Found::Env);
+    }
+    let local = std::path::PathBuf::from(name);
+    if usable(&local) {
+        return (local, Found::WorkingDir);
+    }
+    if let Some(beside) = beside_exe(name).filter(|p| usable(p)) {
+        return (beside, Found::BesideExe);
+    }
+    (
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name),
+        Found::SourceTree,
+    )
+}
+
+/// `name` in the folder of the running executable (symbolic links resolved), so that an
+/// unpacked release archive finds its `sample_db/` and `models/` from any working directory.
+fn beside_exe(name: &str) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let exe = exe.canonicalize().unwrap_or(exe);
+    Some(exe.parent()?.join(name))
+}
+
+fn locate_library() -> (std::path::PathBuf, Found) {
+    locate("ENDOTWIN_LIBRARY", "sample_db", |p| {
+        p.join(store::DB_FILE).exists()
+    })
+}
+
+fn locate_models() -> (std::path::PathBuf, Found) {
+    locate("ENDOTWIN_MODELS", "models", |p| p.is_dir())
+}
+
+/// The sample library (`sample_db/`): $ENDOTWIN_LIBRARY, else the one in the working
+/// directory, else the one beside the executable (a release archive's), else the source
+/// tree's (so `cargo run` works from anywhere). The last is for reading only: see
+/// [`library_is_source_tree_fallback`].
 pub fn default_library() -> std::path::PathBuf {
-    if let Ok(p) = std::env::var("ENDOTWIN_LIBRARY") {
-        return p.into();
-    }
-    let local = std::path::PathBuf::from("sample_db");
-    if local.join(store::DB_FILE).exists() {
-        return local;
-    }
-    source_tree_sample_db()
+    locate_library().0
 }
 
 /// The source tree's `sample_db/` (compiled in): a committed folder of a developer's
@@ -39,31 +87,21 @@ pub fn source_tree_sample_db() -> std::path::PathBuf {
 }
 
 /// Whether [`default_library`] falls back to the source tree's `sample_db/` (no
-/// $ENDOTWIN_LIBRARY, no `sample_db/` in the working directory). Commands that write to the
-/// library refuse that fallback and ask for `--library`.
+/// $ENDOTWIN_LIBRARY, no `sample_db/` in the working directory or beside the executable).
+/// Commands that write to the library refuse that fallback and ask for `--library`.
 pub fn library_is_source_tree_fallback() -> bool {
-    std::env::var_os("ENDOTWIN_LIBRARY").is_none()
-        && !std::path::Path::new("sample_db")
-            .join(store::DB_FILE)
-            .exists()
+    locate_library().1 == Found::SourceTree
 }
 
 /// Whether [`default_models_dir`] falls back to the source tree's `models/` (no
-/// $ENDOTWIN_MODELS, no `models/` in the working directory): read from, never written to
-/// unless a command is pointed at it.
+/// $ENDOTWIN_MODELS, no `models/` in the working directory or beside the executable): read
+/// from, never written to unless a command is pointed at it.
 pub fn models_is_source_tree_fallback() -> bool {
-    std::env::var_os("ENDOTWIN_MODELS").is_none() && !std::path::Path::new("models").is_dir()
+    locate_models().1 == Found::SourceTree
 }
 
 /// The shipped models folder (`models/`): $ENDOTWIN_MODELS, else `models/` in the working
-/// directory, else the one in the source tree.
+/// directory, else beside the executable (a release archive's), else the source tree's.
 pub fn default_models_dir() -> std::path::PathBuf {
-    if let Ok(p) = std::env::var("ENDOTWIN_MODELS") {
-        return p.into();
-    }
-    let local = std::path::PathBuf::from("models");
-    if local.is_dir() {
-        return local;
-    }
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
+    locate_models().0
 }

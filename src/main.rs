@@ -14,7 +14,8 @@ use std::path::PathBuf;
     about = "Colonoscopy case review: digital twins, prompts, tracklets, fine-tuning."
 )]
 struct Cli {
-    /// Library folder (or its library.sqlite). Default: $ENDOTWIN_LIBRARY, else sample_db/.
+    /// Library folder (or its library.sqlite). Default: $ENDOTWIN_LIBRARY, else sample_db/ (in
+    /// this folder, else beside the executable).
     #[arg(long, global = true)]
     library: Option<PathBuf>,
     /// Where tensors run: auto (GPU when a hardware adapter exists), gpu, or cpu.
@@ -33,7 +34,8 @@ struct Cli {
 enum Command {
     /// Open the GUI (the default when no subcommand is given).
     Gui(cli::gui::GuiArgs),
-    /// Print the version, the compute backend and adapter, and the library's contents.
+    /// Print the version, the compute backend and adapter, the library's contents and the
+    /// models folder.
     Info,
     /// Import a data layout into the library (created when missing).
     Import(cli::import::ImportArgs),
@@ -157,8 +159,8 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         && writes_library(&command)
     {
         anyhow::bail!(
-            "no --library given, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder; this \
-             command writes to its library and does not write to the source tree's {} \
+            "no --library given, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder or beside \
+             the executable; this command writes to its library and does not write to the source tree's {} \
              (nothing was changed): pass --library FOLDER",
             endotwin::source_tree_sample_db().display()
         );

@@ -8,6 +8,7 @@ mod common;
 
 mod backbone;
 mod backend;
+mod bundle;
 mod caption_model;
 mod captions;
 mod cli;
@@ -50,3 +51,4 @@ mod twins;
 mod video;
 mod vocabulary;
 mod weights;
+mod window;

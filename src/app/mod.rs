@@ -21,6 +21,7 @@ mod tracklets;
 mod training;
 mod twins;
 mod ui;
+pub mod window;
 pub use ui::trust::{FAMILIAR_BADGE, UNFAMILIAR_BADGE};
 
 pub use captions::CaptionCommand;
@@ -33,7 +34,9 @@ pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};
 use crate::compute::{self, BackendPref, Compute};
 use crate::engine::Engine;
 use crate::engine::loader::ImageLoader;
+use std::cell::Cell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use textures::Textures;
 
@@ -48,27 +51,42 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the app inside eframe: burn shares egui's wgpu device when one is used.
-    pub fn new(cc: &eframe::CreationContext<'_>, library: PathBuf, pref: BackendPref) -> App {
-        let (compute, warning) = match &cc.wgpu_render_state {
-            Some(rs) => match compute::select_shared(
+    /// Builds the app inside eframe: burn shares egui's wgpu device when one is used; beside
+    /// the OpenGL renderer it picks its own adapter, or the CPU. `fallback` says why the
+    /// window is not drawn with wgpu, when it was tried first.
+    pub fn new(
+        cc: &eframe::CreationContext<'_>,
+        library: PathBuf,
+        pref: BackendPref,
+        fallback: Option<String>,
+    ) -> App {
+        let chosen = match &cc.wgpu_render_state {
+            Some(rs) => compute::select_shared(
                 pref,
                 rs.instance.clone(),
                 rs.adapter.clone(),
                 rs.device.clone(),
                 rs.queue.clone(),
-            ) {
-                Ok(c) => (c, None),
-                Err(e) => (
-                    Compute::cpu(Some(e.to_string())),
-                    Some(format!("{e}; running on the CPU")),
-                ),
-            },
-            None => (Compute::cpu(Some("no wgpu renderer".into())), None),
+            ),
+            None => compute::select_beside_gl(pref),
+        };
+        let (compute, warning) = match chosen {
+            Ok(c) => (c, None),
+            Err(e) => (
+                Compute::cpu(Some(e.to_string())),
+                Some(format!("{e}; running on the CPU")),
+            ),
         };
         let mut app = App::with_compute(&cc.egui_ctx, compute, Some(library));
+        if cc.wgpu_render_state.is_none() {
+            app.state.backend_summary.push_str(" · window: OpenGL");
+        }
         if let Some(w) = warning {
             app.state.toast(ToastLevel::Warning, w);
+        }
+        if let Some(why) = fallback {
+            // A warning (also printed): it stays long enough to be read after a slow start.
+            app.state.toast(ToastLevel::Warning, why);
         }
         app
     }
@@ -145,7 +163,6 @@ impl App {
     }
 }
 
-/// Starts the native window on `library`.
 /// What the window shows first (the README screenshots use it).
 #[derive(Debug, Clone, Default)]
 pub struct StartView {
@@ -193,28 +210,55 @@ impl App {
     }
 }
 
-pub fn run_native(library: PathBuf, pref: BackendPref, start: StartView) -> anyhow::Result<()> {
+/// Opens the window on `library`: wgpu first, then OpenGL ([`window::open`]), unless
+/// `ENDOTWIN_RENDERER` names one. Returns when the window closes.
+pub fn run_native(
+    library: PathBuf,
+    pref: BackendPref,
+    start: StartView,
+) -> Result<(), window::WindowError> {
+    let renderers =
+        window::RendererPref::parse(std::env::var(window::RendererPref::ENV).ok().as_deref())?;
+    window::open(renderers, |renderer, failed| {
+        let fallback = failed.first().map(|(r, f)| {
+            format!(
+                "{} could not open the window ({}); it is drawn with {}",
+                r.name(),
+                f.detail(),
+                renderer.name()
+            )
+        });
+        let app_made = Rc::new(Cell::new(false));
+        let made = app_made.clone();
+        let (library, start) = (library.clone(), start.clone());
+        eframe::run_native(
+            "EndoTwin",
+            native_options(renderer),
+            Box::new(move |cc| {
+                made.set(true);
+                let mut app = App::new(cc, library, pref, fallback);
+                app.start_at(&start);
+                Ok(Box::new(app))
+            }),
+        )
+        .map_err(|e| window::classify(&e, app_made.get()))
+    })
+    .map(|_| ())
+}
+
+fn native_options(renderer: window::Renderer) -> eframe::NativeOptions {
     let mut wgpu_options = eframe::egui_wgpu::WgpuConfiguration::default();
     if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut wgpu_options.wgpu_setup {
         create.device_descriptor = Arc::new(compute::shared_device_descriptor);
     }
-    let options = eframe::NativeOptions {
+    eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("EndoTwin")
             .with_inner_size([1400.0, 860.0])
             .with_min_inner_size([900.0, 560.0])
             .with_drag_and_drop(true),
+        renderer: renderer.into(),
         wgpu_options,
         ..Default::default()
-    };
-    eframe::run_native(
-        "EndoTwin",
-        options,
-        Box::new(move |cc| {
-            let mut app = App::new(cc, library, pref);
-            app.start_at(&start);
-            Ok(Box::new(app))
-        }),
-    )
-    .map_err(|e| anyhow::anyhow!("could not start the window: {e}"))
+    }
 }

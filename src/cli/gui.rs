@@ -31,5 +31,5 @@ pub fn run(library: PathBuf, pref: BackendPref, args: GuiArgs) -> anyhow::Result
         polyp: args.polyp,
         video: args.video,
     };
-    endotwin::app::run_native(library, pref, start)
+    Ok(endotwin::app::run_native(library, pref, start)?)
 }

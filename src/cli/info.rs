@@ -1,4 +1,5 @@
-//! `endotwin info`: version, compute backend and adapter, device check, library contents.
+//! `endotwin info`: version, compute backend and adapter, device check, library contents, the
+//! default models folder.
 
 use anyhow::Result;
 use endotwin::compute::{self, BackendPref};
@@ -18,6 +19,7 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
     let store = Store::open_to_inspect(library)?;
     let stats = store.stats()?;
     println!("library: {}", store.db_path().display());
+    println!("models:  {}", endotwin::default_models_dir().display());
     println!(
         "schema:  v{}{}",
         store.schema_version()?,

@@ -108,8 +108,8 @@ pub fn run(library: PathBuf, pref: BackendPref, force: bool, args: TrainArgs) ->
         && endotwin::models_is_source_tree_fallback()
     {
         anyhow::bail!(
-            "no --out given, no $ENDOTWIN_MODELS and no models/ in this folder; the model would \
-             go into the source tree's {} (nothing was trained): pass --out FOLDER",
+            "no --out given, no $ENDOTWIN_MODELS and no models/ in this folder or beside the \
+             executable; the model would go into the source tree's {} (nothing was trained): pass --out FOLDER",
             endotwin::default_models_dir().display()
         );
     }
