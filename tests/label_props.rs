@@ -109,7 +109,7 @@ fn typed_term(terms: &'static [&'static str]) -> impl Strategy<Value = (String, 
 }
 
 /// A valid value of a label column: (key, the value as given, the value the store must
-/// hold). Outside the vocabularies that is the value itself.
+/// hold). Outside the vocabularies and numbers that is the value itself.
 fn valid_cell() -> impl Strategy<Value = (&'static str, String, String)> {
     let same = |key: &'static str, s: BoxedStrategy<String>| {
         s.prop_map(move |v| (key, v.clone(), v)).boxed()
@@ -130,10 +130,13 @@ fn valid_cell() -> impl Strategy<Value = (&'static str, String, String)> {
             ]
             .boxed()
         ),
-        same(
-            "size_mm",
-            "([1-9][0-9]?|1[0-9]{2}|2[0-9]{2})(\\.[0-9]{1,2})?".boxed()
-        ),
+        // A size is stored as a number in one spelling ("12" and "12.0" are one value).
+        "([1-9][0-9]?|1[0-9]{2}|2[0-9]{2})(\\.[0-9]{1,2})?"
+            .prop_map(|v| {
+                let stored = format!("{:?}", v.parse::<f64>().unwrap());
+                ("size_mm", v, stored)
+            })
+            .boxed(),
         same("vienna_class", "[1-5]".boxed()),
         same("colour", "[a-z]([a-z ]{0,12}[a-z])?".boxed()),
         same(

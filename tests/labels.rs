@@ -153,6 +153,15 @@ fn the_multi_view_jsonl_comes_back_unchanged_and_one_edit_changes_one_label() {
     let ran = labels(lib.path(), &["import", arg, "--apply"]);
     assert!(ran.ok() && ran.says("no changes"), "{}", ran.text());
     assert_eq!(state(lib.path()), before);
+    // `--out -` gives the same text on standard output, and writes no file named `-`.
+    let out = common::endotwin(lib.path())
+        .current_dir(lib.path())
+        .args(["labels", "export", "--format", "jsonl", "--out", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), text);
+    assert!(!lib.path().join("-").exists());
     // The same file saved with a byte order mark reads the same.
     let bom = lib.path().join("bom.jsonl");
     std::fs::write(&bom, format!("\u{FEFF}{text}")).unwrap();

@@ -16,7 +16,7 @@ pub enum LabelsWhat {
         #[arg(long, value_enum, default_value_t = Format::Csv)]
         format: Format,
         /// The file to write (a new file; the global `--force` replaces an existing one,
-        /// never the library's own files).
+        /// never the library's own files); `-` writes to standard output.
         #[arg(long)]
         out: PathBuf,
     },
@@ -114,6 +114,12 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                 Format::Jsonl => endotwin::labels::export_jsonl(&store)?,
                 Format::Coco => endotwin::labels::coco::export(&store)?,
             };
+            // `--out -`: standard output (the file's text alone, for a pipe), as tools do.
+            if out.as_os_str() == "-" {
+                use std::io::Write;
+                std::io::stdout().write_all(text.as_bytes())?;
+                return Ok(());
+            }
             super::write_output(&out, text.as_bytes())?;
             match format {
                 Format::Csv | Format::Jsonl => {

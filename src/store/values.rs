@@ -211,8 +211,9 @@ pub fn check_label_value(key: &str, value: &str) -> Option<String> {
 pub fn canonical_label_value(key: &str, value: &str) -> String {
     // Numbers as numbers (MINOR 11: `04` and `4` were two values, `1e2` stayed `1e2`).
     match key {
+        // As SQLite writes the REAL column back as text (`CAST(6 AS REAL)` reads "6.0").
         "size_mm" => {
-            if let Ok(mm) = value.trim().parse::<f64>().map(|mm| mm.to_string())
+            if let Ok(mm) = value.trim().parse::<f64>().map(|mm| format!("{mm:?}"))
                 && check_label_value(key, value).is_none()
             {
                 return mm;
@@ -285,8 +286,8 @@ mod tests {
         );
         assert_eq!(canonical_label_value("colour", "RED"), "RED");
         // Numbers are stored as numbers: one value, one spelling.
-        assert_eq!(canonical_label_value("size_mm", "1e2"), "100");
-        assert_eq!(canonical_label_value("size_mm", "+7"), "7");
+        assert_eq!(canonical_label_value("size_mm", "1e2"), "100.0");
+        assert_eq!(canonical_label_value("size_mm", "+7"), "7.0");
         assert_eq!(canonical_label_value("size_mm", " 7.50 "), "7.5");
         assert_eq!(canonical_label_value("vienna_class", "04"), "4");
         // What the rules refuse is left as typed, for the refusal to quote.
