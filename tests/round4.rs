@@ -401,7 +401,12 @@ fn p3_w7_eval_phantom_and_twins_refuse_sizes_that_measure_nothing() {
     ] {
         refused(lib.path(), &args, names);
     }
-    assert_eq!(heldout_folders(), tmp_before, "a held-out folder was left");
+    // No new folder (another evaluation may sweep a stale one away meanwhile).
+    let after = heldout_folders();
+    assert!(
+        after.iter().all(|n| tmp_before.contains(n)),
+        "a held-out folder was left: {after:?}"
+    );
 }
 
 /// The held-out folders of this process's children in the temporary folder.

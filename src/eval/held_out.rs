@@ -109,6 +109,7 @@ impl HeldOut {
 
     /// Generates `cfg` into a temporary folder, removed on drop.
     fn generate(cfg: &PhantomConfig, described: String) -> Result<HeldOut, PhantomError> {
+        sweep_stale_splits();
         let dir = std::env::temp_dir().join(format!(
             "endotwin-heldout-{}-{}-{}",
             cfg.split.name(),
@@ -198,10 +199,57 @@ impl HeldOut {
     }
 }
 
+/// Removes the generated splits of evaluations that ended without dropping theirs (killed,
+/// interrupted): `endotwin-heldout-<split>-<seed>-<pid>` whose process is gone. Linux only:
+/// elsewhere a process's liveness is not read from /proc, and nothing is removed.
+fn sweep_stale_splits() {
+    if !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(pid) = name
+            .strip_prefix("endotwin-heldout-")
+            .and_then(|rest| rest.rsplit('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 impl Drop for HeldOut {
     fn drop(&mut self) {
         if let Some(dir) = &self.generated {
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// MINOR 13: the split of an evaluation that was killed is removed by the next one; a
+    /// live process's split stays.
+    #[test]
+    fn a_dead_evaluations_split_is_swept_and_a_live_ones_kept() {
+        let tmp = std::env::temp_dir();
+        let dead = tmp.join("endotwin-heldout-unit-0-999999999");
+        let live = tmp.join(format!("endotwin-heldout-unit-1-{}", std::process::id()));
+        for d in [&dead, &live] {
+            std::fs::create_dir_all(d.join("media")).unwrap();
+        }
+        if std::path::Path::new("/proc/self").exists() {
+            super::sweep_stale_splits();
+            assert!(!dead.exists());
+        }
+        assert!(live.exists());
+        let _ = std::fs::remove_dir_all(&dead);
+        std::fs::remove_dir_all(&live).unwrap();
     }
 }
