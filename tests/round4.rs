@@ -841,3 +841,23 @@ fn w16_w17_impossible_dates_an_empty_window_and_top_zero_are_refused() {
     }
     assert_eq!(common::state(lib.path()), before);
 }
+
+#[test]
+fn minor17_prompts_take_a_model_by_its_card_name_as_prompt_sets_do() {
+    let (lib, src) = library_with_cases();
+    let image = src.path().join("base/A/1.png");
+    let r = run(et(
+        lib.path(),
+        &[
+            "prompts",
+            "score",
+            "--image",
+            image.to_str().unwrap(),
+            "--prompts",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/assets/prompt_sets.toml"),
+            "--model",
+            "prompts-plain",
+        ],
+    ));
+    assert!(r.ok() && r.says("model prompts-plain ("), "{}", r.text());
+}

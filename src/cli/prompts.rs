@@ -48,8 +48,22 @@ pub enum PromptsWhat {
     },
 }
 
+/// `--model`: a card's path, or (as a prompt set's `model` names one) a card's name in the
+/// models folder (MINOR 17: `--model prompts-plain` failed as "cannot read prompts-plain").
+fn card_path(card: Option<PathBuf>) -> PathBuf {
+    let models = endotwin::default_models_dir();
+    match card {
+        None => model::shipped_path(&models),
+        Some(c) if c.exists() || c.components().count() != 1 => c,
+        Some(name) => {
+            let named = models.join(&name).with_extension("json");
+            if named.is_file() { named } else { name }
+        }
+    }
+}
+
 fn load(card: Option<PathBuf>, device: &burn::tensor::Device) -> Result<LoadedPromptModel> {
-    let path = card.unwrap_or_else(|| model::shipped_path(&endotwin::default_models_dir()));
+    let path = card_path(card);
     model::load(&path, device).with_context(|| {
         format!(
             "prompt model {} (train one with `endotwin train prompts`)",
@@ -87,7 +101,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                                 card.display()
                             );
                         }
-                        card.clone()
+                        card_path(Some(card.clone()))
                     }
                     None => models_dir.join(format!("{}.json", set.model_name())),
                 };
