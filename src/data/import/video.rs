@@ -32,12 +32,22 @@ pub const TOOL_TIMEOUT_ENV: &str = "ENDOTWIN_TOOL_TIMEOUT_S";
 pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 120;
 
 fn tool_timeout() -> std::time::Duration {
-    let s = std::env::var(TOOL_TIMEOUT_ENV)
-        .ok()
+    let given = std::env::var(TOOL_TIMEOUT_ENV).ok();
+    let s = given
+        .as_deref()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|&s| s > 0)
-        .unwrap_or(DEFAULT_TOOL_TIMEOUT_S);
-    std::time::Duration::from_secs(s)
+        .filter(|&s| s > 0);
+    if let (Some(v), None) = (&given, s) {
+        // Said once a process, where the user looks (MINOR 19: it was replaced silently).
+        static TOLD: std::sync::Once = std::sync::Once::new();
+        TOLD.call_once(|| {
+            eprintln!(
+                "note: {TOOL_TIMEOUT_ENV}={v:?} is not a whole number of seconds above 0; \
+                 using {DEFAULT_TOOL_TIMEOUT_S} s"
+            )
+        });
+    }
+    std::time::Duration::from_secs(s.unwrap_or(DEFAULT_TOOL_TIMEOUT_S))
 }
 
 /// Runs `cmd` to its end, or stops it once `timeout` has passed.
