@@ -861,3 +861,25 @@ fn minor17_prompts_take_a_model_by_its_card_name_as_prompt_sets_do() {
     ));
     assert!(r.ok() && r.says("model prompts-plain ("), "{}", r.text());
 }
+
+#[test]
+fn minor6_a_polyp_on_two_lines_of_a_labels_file_gets_neither() {
+    let (lib, src) = library_with_cases();
+    let csv = src.path().join("twice.csv");
+    std::fs::write(
+        &csv,
+        "polyp,histology,vienna_class\nbase-A,hyperplastic,1\nbase-A,carcinoma,5\n",
+    )
+    .unwrap();
+    let before = common::state(lib.path());
+    let r = run(et(
+        lib.path(),
+        &["labels", "import", csv.to_str().unwrap(), "--apply"],
+    ));
+    assert!(
+        r.says("lines 2, 3") && r.says("none of them is used"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(common::state(lib.path()), before, "a label changed");
+}

@@ -257,7 +257,18 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
         .map(|p| (p.code, p.id))
         .collect();
     let (mut changes, mut problems) = (Vec::new(), Vec::new());
-    let mut seen = std::collections::HashMap::new();
+    // A polyp on two lines: which one holds its labels is unclear, so neither is used (the
+    // first line used to win with a warning, MINOR 6), as the importers refuse such a polyp.
+    let mut lines_of: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+    for r in &rows {
+        lines_of.entry(r.polyp.as_str()).or_default().push(r.line);
+    }
+    let twice: std::collections::HashMap<String, Vec<usize>> = lines_of
+        .into_iter()
+        .filter(|(_, lines)| lines.len() > 1)
+        .map(|(code, lines)| (code.to_string(), lines))
+        .collect();
+    let mut told = std::collections::HashSet::new();
     for Row {
         line,
         polyp: code,
@@ -268,10 +279,14 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
             problems.push(format!("line {line}: no polyp `{code}` in the library"));
             continue;
         };
-        if let Some(first) = seen.insert(code.clone(), line) {
-            problems.push(format!(
-                "line {line}: polyp `{code}` again (first on line {first}); this line is not used"
-            ));
+        if let Some(lines) = twice.get(&code) {
+            if told.insert(code.clone()) {
+                let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                problems.push(format!(
+                    "polyp `{code}` is on lines {}: which one holds its labels is unclear, so none of them is used",
+                    lines.join(", ")
+                ));
+            }
             continue;
         }
         for (key, new) in cells {
