@@ -87,8 +87,9 @@ pub enum ModelWhat {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Store a model's weights in half precision (f16): its record is rewritten with every
-    /// f32 tensor rounded to f16 (half the bytes; the model still computes in f32) and its card
+    /// Store a model's weights in half precision (f16): its record is rewritten with its f32
+    /// weights rounded to f16 (vectors, and weights with a value beyond 16, stay f32; half the
+    /// bytes; the model still computes in f32) and its card
     /// gets the record's checksum and a new version (`-f16`), so libraries indexed with it are
     /// re-indexed. A record already in f16 is refused. Cards beside it that read its weights
     /// (a tracklet head's `reads`) are refused by name unless --force re-points them.
@@ -312,19 +313,26 @@ fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) 
 }
 
 fn half(card: &std::path::Path, force: bool) -> Result<()> {
-    use anyhow::Context;
-    let h = endotwin::model::half::halve(card, endotwin::twins::codes::half_version, force)
-        .with_context(|| format!("{}", card.display()))?;
+    // Every error of `halve` names the card or its record.
+    let h = endotwin::model::half::halve(card, endotwin::twins::codes::half_version, force)?;
     let mb = |b: usize| b as f64 / 1e6;
     println!(
-        "{}: {} tensors ({} values) in f16, record {:.1} MB -> {:.1} MB, largest change of a \
-         weight {:.2e}; version {} -> {}",
+        "{}: {} tensors ({} values) in f16{}, record {:.1} MB -> {:.1} MB, largest change of a \
+         weight {:.2e} ({:.2e} of its size); version {} -> {}",
         card.display(),
         h.tensors,
         h.values,
+        match h.kept {
+            0 => String::new(),
+            n => format!(
+                " ({n} kept in f32: a weight beyond {})",
+                endotwin::model::half::HALF_LIMIT
+            ),
+        },
         mb(h.bytes_before),
         mb(h.bytes_after),
         h.max_change,
+        h.max_relative,
         h.was,
         h.card.version
     );

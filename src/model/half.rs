@@ -48,6 +48,13 @@ pub fn float_tensors(record: &[u8]) -> Result<FloatTensors, String> {
     Ok(count)
 }
 
+/// A weight tensor holding a value beyond this size stays f32 in a half record. Such weights
+/// come from a BatchNorm folded over a near-zero variance (the shipped MobileNetV2's first
+/// blocks reach 95 and 127): their products cancel against a bias of the same size, so f16's
+/// rounding, 2^-11 of each weight, becomes an error of the layer's far smaller output. Kept in
+/// f32, the twin encoder's embedding moves 4.5e-4 instead of 1.4e-3.
+pub const HALF_LIMIT: f32 = 16.0;
+
 /// A record rewritten in f16 ([`halve_record`]).
 #[derive(Debug, Clone)]
 pub struct HalfRecord {
@@ -55,15 +62,19 @@ pub struct HalfRecord {
     /// Tensors converted from f32, and their values.
     pub tensors: usize,
     pub values: usize,
-    /// The largest |f16(x) - x| over every value converted.
+    /// Weight tensors kept in f32 for a value beyond [`HALF_LIMIT`] (or not finite).
+    pub kept: usize,
+    /// The largest |f16(x) - x| over every value converted, and the largest |f16(x) - x| / |x|
+    /// over those in f16's normal range (|x| >= 2^-14; at most 2^-11).
     pub max_change: f32,
+    pub max_relative: f32,
 }
 
-/// `record` (a Burnpack) with every f32 matrix and higher-rank tensor (the weights: nearly
-/// all of the bytes) stored as f16, each value rounded to the nearest; vectors (biases, norm
-/// scales, tokens, CLIP's log logit scale, whose rounding `exp` would magnify) and every other
-/// tensor, the metadata and the scalars as they were. A value f16 cannot hold (beyond +-65504,
-/// or not finite) is refused by tensor name: it would load as infinity.
+/// `record` (a Burnpack) with its f32 weights (matrices and higher-rank tensors: nearly all of
+/// the bytes) stored as f16, each value rounded to the nearest. Kept as they were: vectors
+/// (biases, norm scales, tokens, CLIP's log logit scale, whose rounding `exp` would magnify),
+/// weights with a value beyond [`HALF_LIMIT`] in size or not finite, every other tensor, the
+/// metadata and the scalars.
 pub fn halve_record(record: &[u8]) -> Result<HalfRecord, String> {
     let reader = Reader::from_bytes(Bytes::from_bytes_vec(record.to_vec()))
         .map_err(|e| format!("not a Burnpack record: {e}"))?;
@@ -72,33 +83,49 @@ pub fn halve_record(record: &[u8]) -> Result<HalfRecord, String> {
     let tensors = reader
         .into_tensors()
         .map_err(|e| format!("not a Burnpack record: {e}"))?;
-    let (mut converted, mut values, mut max_change) = (0, 0, 0.0f32);
+    let (mut converted, mut values, mut kept) = (0, 0, 0);
+    let (mut max_change, mut max_relative) = (0.0f32, 0.0f32);
     let mut out = Vec::with_capacity(tensors.len());
     for t in tensors {
         if t.dtype != DType::F32 || t.shape.num_dims() < 2 {
             out.push(t);
             continue;
         }
-        let (name, _, shape, param_id, bytes) = t
-            .into_parts()
-            .map_err(|e| format!("cannot read a tensor: {e}"))?;
+        let bytes = t
+            .to_bytes()
+            .map_err(|e| format!("cannot read tensor `{}`: {e}", t.name))?;
+        let floats: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if !floats
+            .iter()
+            .all(|x| x.is_finite() && x.abs() <= HALF_LIMIT)
+        {
+            kept += 1;
+            out.push(t);
+            continue;
+        }
         let mut half = Vec::with_capacity(bytes.len() / 2);
-        for chunk in bytes.chunks_exact(4) {
-            let x = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        for x in floats {
             let h = f16::from_f32(x);
-            if !h.is_finite() {
-                return Err(format!(
-                    "tensor `{name}` holds {x}, which f16 cannot hold (at most 65504 in size): \
-                     keep this model in f32"
-                ));
+            let change = (h.to_f32() - x).abs();
+            max_change = max_change.max(change);
+            if x.abs() >= f16::MIN_POSITIVE.to_f32() {
+                max_relative = max_relative.max(change / x.abs());
             }
-            max_change = max_change.max((h.to_f32() - x).abs());
             half.extend_from_slice(&h.to_le_bytes());
         }
         converted += 1;
         values += half.len() / 2;
         let bytes = Bytes::from_bytes_vec(half);
-        out.push(PackTensor::new(name, DType::F16, shape, param_id, bytes));
+        out.push(PackTensor::new(
+            t.name,
+            DType::F16,
+            t.shape,
+            t.param_id,
+            bytes,
+        ));
     }
     let mut writer = Writer::new(out);
     for (key, value) in &metadata {
@@ -114,7 +141,9 @@ pub fn halve_record(record: &[u8]) -> Result<HalfRecord, String> {
         bytes: bytes.to_vec(),
         tensors: converted,
         values,
+        kept,
         max_change,
+        max_relative,
     })
 }
 
@@ -130,7 +159,9 @@ pub struct Halved {
     pub bytes_after: usize,
     pub tensors: usize,
     pub values: usize,
+    pub kept: usize,
     pub max_change: f32,
+    pub max_relative: f32,
     /// Cards beside it that read these weights (their `reads`), now re-pointed at the half
     /// ones.
     pub repointed: Vec<PathBuf>,
@@ -152,20 +183,17 @@ pub fn halve(
     repoint: bool,
 ) -> Result<Halved, WeightsError> {
     let card = weights::read_card(path)?;
-    let refuse = |reason: String| WeightsError::Mismatch {
-        path: path.to_path_buf(),
-        reason,
-    };
     if card
         .config_sha256
         .as_ref()
         .is_some_and(|sum| *sum != card.config_checksum())
     {
-        return Err(refuse(
-            "its config or input recipe was edited after the model was saved; restore the card \
-             first (nothing was changed)"
+        return Err(WeightsError::Card {
+            path: path.to_path_buf(),
+            reason: "its config or input recipe was edited after the model was saved; restore \
+                     the card first (nothing was changed)"
                 .into(),
-        ));
+        });
     }
     let record = weights::record_path(path);
     let bytes = weights::read_model_file(&record, weights::MAX_RECORD_BYTES)?;
@@ -193,12 +221,10 @@ pub fn halve(
     let readers = readers_of(path, &card.sha256);
     if !readers.is_empty() && !repoint {
         let names: Vec<String> = readers.iter().map(|p| p.display().to_string()).collect();
-        return Err(refuse(format!(
-            "{} read its weights (their card's `reads`) and would be refused beside half ones; \
-             nothing was changed. Pass --force to halve it and re-point them at the half \
-             weights",
-            names.join(", ")
-        )));
+        return Err(WeightsError::Readers {
+            path: path.to_path_buf(),
+            readers: names.join(", "),
+        });
     }
     let half = halve_record(&bytes).map_err(|reason| WeightsError::Mismatch {
         path: record.clone(),
@@ -226,7 +252,9 @@ pub fn halve(
         bytes_after: half.bytes.len(),
         tensors: half.tensors,
         values: half.values,
+        kept: half.kept,
         max_change: half.max_change,
+        max_relative: half.max_relative,
         repointed: readers,
     })
 }

@@ -44,6 +44,12 @@ pub enum WeightsError {
     BadName { name: String },
     #[error("{path} is already stored in half precision (f16): nothing was changed")]
     AlreadyHalf { path: PathBuf },
+    #[error(
+        "{path}: {readers} read its weights (their card's `reads`) and would be refused beside \
+         half ones; nothing was changed. Pass --force to halve it and re-point them at the half \
+         weights"
+    )]
+    Readers { path: PathBuf, readers: String },
 }
 
 /// How a record's float tensors are stored on disk. Modules always compute in f32: a half
