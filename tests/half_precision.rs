@@ -280,13 +280,14 @@ fn the_shipped_models_give_their_float32_outputs_within_1e_3() {
     }
 }
 
+/// A small dual encoder whose larger weights reach [`half::HALF_MIN_VALUES`] (width 128).
 fn tiny_clip() -> ClipConfig {
     ClipConfig::new(
-        VitConfig::new(16, 8, 32, 2, 2).with_projection(Some(16)),
-        TextEncoderConfig::new(32, 1, 2)
-            .with_vocab_size(40)
+        VitConfig::new(16, 8, 128, 1, 2).with_projection(Some(128)),
+        TextEncoderConfig::new(128, 1, 2)
+            .with_vocab_size(200)
             .with_context(6)
-            .with_projection(Some(16)),
+            .with_projection(Some(128)),
     )
 }
 
@@ -328,7 +329,7 @@ fn a_half_record_loads_as_f32_within_f16_rounding_and_stays_checked() {
         Some(Precision::Full)
     );
     assert!(
-        half_bytes.len() * 10 < full_bytes.len() * 7,
+        half_bytes.len() * 10 < full_bytes.len() * 6,
         "{} bytes in f16 against {} in f32",
         half_bytes.len(),
         full_bytes.len()
@@ -396,16 +397,16 @@ fn model_half_converts_a_card_once_and_re_points_its_readers_only_with_force() {
     let device = Device::flex();
     device.seed(3);
     let dir = tempfile::tempdir().unwrap();
-    let vit = VitConfig::new(16, 8, 16, 1, 2).with_projection(Some(8));
+    let vit = VitConfig::new(16, 8, 128, 1, 2).with_projection(Some(128));
     let card = ModelCard::new("enc", ModelKind::ImageEncoder, "1-ctx1", "test", &vit);
     let encoder = weights::save(&vit.init(&device), &card, dir.path()).unwrap();
     let sum = weights::read_card(&encoder).unwrap().sha256;
-    let head_config = TrackletEncoderConfig::new(8)
-        .with_dim(8)
+    let head_config = TrackletEncoderConfig::new(128)
+        .with_dim(128)
         .with_layers(1)
         .with_heads(2)
-        .with_feed_forward(16)
-        .with_projection(4);
+        .with_feed_forward(256)
+        .with_projection(16);
     let mut head_card = ModelCard::new("head", ModelKind::TrackletHead, "1", "t", &head_config);
     head_card.reads = Some(Reads {
         name: "enc".into(),
@@ -464,7 +465,7 @@ fn model_half_converts_a_card_once_and_re_points_its_readers_only_with_force() {
 }
 
 #[test]
-fn a_weight_with_a_value_beyond_the_limit_stays_f32() {
+fn a_small_weight_or_one_with_a_value_beyond_the_limit_stays_f32() {
     use burn::store::burn_pack::{Reader, Tensor as PackTensor, Writer};
     use burn::tensor::Bytes;
     let tensor = |name: &str, values: &[f32], shape: Vec<usize>| {
@@ -477,10 +478,21 @@ fn a_weight_with_a_value_beyond_the_limit_stays_f32() {
             Bytes::from_bytes_vec(bytes),
         )
     };
+    let weights = |special: Option<f32>| {
+        let mut v: Vec<f32> = (0..half::HALF_MIN_VALUES)
+            .map(|i| ((i % 97) as f32 - 48.0) / 3.0)
+            .collect();
+        if let Some(x) = special {
+            v[5] = x;
+        }
+        v
+    };
+    let n = half::HALF_MIN_VALUES;
     let record = Writer::new(vec![
+        tensor("weight", &weights(Some(1e-6)), vec![n / 128, 128]),
+        tensor("folded", &weights(Some(-95.3)), vec![n / 128, 128]),
+        tensor("broken", &weights(Some(f32::NAN)), vec![n / 128, 128]),
         tensor("small", &[0.1, -3.0, 15.9, 1e-6], vec![2, 2]),
-        tensor("folded", &[0.1, -95.3, 2.0, 0.5], vec![2, 2]),
-        tensor("broken", &[0.1, f32::NAN, 2.0, 0.5], vec![2, 2]),
         tensor("bias", &[1974.0, 0.3], vec![2]),
     ])
     .with_metadata("format", "burnpack")
@@ -488,16 +500,17 @@ fn a_weight_with_a_value_beyond_the_limit_stays_f32() {
     .unwrap()
     .to_vec();
     let half = half::halve_record(&record).unwrap();
-    assert_eq!((half.tensors, half.values, half.kept), (1, 4, 2));
+    assert_eq!((half.tensors, half.values, half.kept), (1, n, 3));
     let tensors = Reader::from_bytes(Bytes::from_bytes_vec(half.bytes))
         .unwrap()
         .into_tensors()
         .unwrap();
     let dtypes: Vec<(String, DType)> = tensors.iter().map(|t| (t.name.clone(), t.dtype)).collect();
     for (name, dtype) in [
-        ("small", DType::F16),
+        ("weight", DType::F16),
         ("folded", DType::F32),
         ("broken", DType::F32),
+        ("small", DType::F32),
         ("bias", DType::F32),
     ] {
         assert!(
@@ -509,7 +522,7 @@ fn a_weight_with_a_value_beyond_the_limit_stays_f32() {
 }
 
 #[test]
-fn ints_and_vectors_keep_their_width_in_a_half_record() {
+fn vectors_and_small_weights_keep_their_width_in_a_half_record() {
     let _rng = crate::common::device_rng();
     let device = Device::flex();
     device.seed(4);
@@ -525,8 +538,14 @@ fn ints_and_vectors_keep_their_width_in_a_half_record() {
             .unwrap();
     for t in &tensors {
         let rank = t.shape.num_dims();
-        let expected = if rank >= 2 { DType::F16 } else { DType::F32 };
-        assert_eq!(t.dtype, expected, "{} (rank {rank})", t.name);
+        let big = t.shape.num_elements() >= half::HALF_MIN_VALUES;
+        let expected = if rank >= 2 && big {
+            DType::F16
+        } else {
+            DType::F32
+        };
+        assert_eq!(t.dtype, expected, "{} {:?}", t.name, t.shape.to_vec());
     }
+    assert!(tensors.iter().any(|t| t.dtype == DType::F16));
     assert!(tensors.iter().any(|t| t.name.ends_with("logit_scale")));
 }

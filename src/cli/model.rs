@@ -88,8 +88,9 @@ pub enum ModelWhat {
         seed: u64,
     },
     /// Store a model's weights in half precision (f16): its record is rewritten with its f32
-    /// weights rounded to f16 (vectors, and weights with a value beyond 16, stay f32; half the
-    /// bytes; the model still computes in f32) and its card
+    /// weights rounded to f16 (vectors, weights of fewer than 16384 values and weights with a
+    /// value beyond 16 stay f32; about half the bytes; the model still computes in f32) and its
+    /// card
     /// gets the record's checksum and a new version (`-f16`), so libraries indexed with it are
     /// re-indexed. A record already in f16 is refused. Cards beside it that read its weights
     /// (a tracklet head's `reads`) are refused by name unless --force re-points them.
@@ -325,7 +326,8 @@ fn half(card: &std::path::Path, force: bool) -> Result<()> {
         match h.kept {
             0 => String::new(),
             n => format!(
-                " ({n} kept in f32: a weight beyond {})",
+                " ({n} kept in f32: fewer than {} values or a value beyond {})",
+                endotwin::model::half::HALF_MIN_VALUES,
                 endotwin::model::half::HALF_LIMIT
             ),
         },

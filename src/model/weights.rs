@@ -50,6 +50,11 @@ pub enum WeightsError {
          weights"
     )]
     Readers { path: PathBuf, readers: String },
+    #[error(
+        "{path} has no weight to store in f16 (each has fewer than 16384 values or a value \
+         beyond 16): it stays f32, nothing was changed"
+    )]
+    NothingToHalve { path: PathBuf },
 }
 
 /// How a record's float tensors are stored on disk. Modules always compute in f32: a half
