@@ -23,7 +23,7 @@ struct Cli {
     #[arg(long, global = true, value_enum)]
     backend: Option<BackendPref>,
     /// Replace an existing output file (`--out`, `--json`); the library's own files are
-    /// never written over.
+    /// never written over. `model half`: re-point the cards that read the halved weights.
     #[arg(long, global = true)]
     force: bool,
     #[command(subcommand)]

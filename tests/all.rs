@@ -22,6 +22,7 @@ mod gui_promises;
 mod gui_scale;
 mod gui_tracklets;
 mod gui_training;
+mod half_precision;
 mod hostile;
 mod import;
 mod importers;

@@ -1,4 +1,4 @@
-//! `endotwin model import-hf-clip|promote|demote|report|code-center`: a Hugging Face CLIP checkpoint to a model card + record; the library's active models.
+//! `endotwin model import-hf-clip|promote|demote|report|code-center|half`: a Hugging Face CLIP checkpoint to a model card + record; the library's active models; a card's record in half precision.
 
 use anyhow::Result;
 use endotwin::compute::BackendPref;
@@ -87,6 +87,17 @@ pub enum ModelWhat {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Store a model's weights in half precision (f16): its record is rewritten with its f32
+    /// weights rounded to f16 (vectors, weights of fewer than 16384 values and weights with a
+    /// value beyond 16 stay f32; about half the bytes; the model still computes in f32) and its
+    /// card
+    /// gets the record's checksum and a new version (`-f16`), so libraries indexed with it are
+    /// re-indexed. A record already in f16 is refused. Cards beside it that read its weights
+    /// (a tracklet head's `reads`) are refused by name unless --force re-points them.
+    Half {
+        /// The model's card (it and its record are rewritten in place).
+        card: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -172,6 +183,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             itq.then_some((itq_iterations as usize, seed)),
         ),
         ModelWhat::CodeBits { card, bits, seed } => code_bits(pref, &card, bits, seed),
+        ModelWhat::Half { card } => half(&card, super::output_rules().1),
         ModelWhat::CropContext { card, context } => crop_context(pref, &card, context),
         ModelWhat::Turns { card, turns } => set_turns(pref, &card, turns),
         ModelWhat::Demote { name } => {
@@ -298,6 +310,37 @@ fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) 
         card.display(),
         bits / 8
     );
+    Ok(())
+}
+
+fn half(card: &std::path::Path, force: bool) -> Result<()> {
+    // Every error of `halve` names the card or its record.
+    let h = endotwin::model::half::halve(card, endotwin::twins::codes::half_version, force)?;
+    let mb = |b: usize| b as f64 / 1e6;
+    println!(
+        "{}: {} tensors ({} values) in f16{}, record {:.1} MB -> {:.1} MB, largest change of a \
+         weight {:.2e} ({:.2e} of its size); version {} -> {}",
+        card.display(),
+        h.tensors,
+        h.values,
+        match h.kept {
+            0 => String::new(),
+            n => format!(
+                " ({n} kept in f32: fewer than {} values or a value beyond {})",
+                endotwin::model::half::HALF_MIN_VALUES,
+                endotwin::model::half::HALF_LIMIT
+            ),
+        },
+        mb(h.bytes_before),
+        mb(h.bytes_after),
+        h.max_change,
+        h.max_relative,
+        h.was,
+        h.card.version
+    );
+    for reader in &h.repointed {
+        println!("{}: now reads the half weights", reader.display());
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 pub mod block;
 pub mod clip;
 pub mod frame_cnn;
+pub mod half;
 pub mod hash;
 pub mod hf_clip;
 pub mod mobilenet;

@@ -4,8 +4,8 @@
 //! record that changed since its card was written is refused.
 
 use burn::module::Module;
-use burn::store::{BurnpackStore, ModuleSnapshot};
-use burn::tensor::Bytes;
+use burn::store::{BurnpackStore, FloatCastAdapter, ModuleSnapshot};
+use burn::tensor::{Bytes, DType};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -42,6 +42,30 @@ pub enum WeightsError {
         "'{name}' cannot name a model: use letters, digits, '-', '_' and '.' only (no folders)"
     )]
     BadName { name: String },
+    #[error("{path} is already stored in half precision (f16): nothing was changed")]
+    AlreadyHalf { path: PathBuf },
+    #[error(
+        "{path}: {readers} read its weights (their card's `reads`) and would be refused beside \
+         half ones; nothing was changed. Pass --force to halve it and re-point them at the half \
+         weights"
+    )]
+    Readers { path: PathBuf, readers: String },
+    #[error(
+        "{path} has no weight to store in f16 (each has fewer than 16384 values or a value \
+         beyond 16): it stays f32, nothing was changed"
+    )]
+    NothingToHalve { path: PathBuf },
+}
+
+/// How a record's float tensors are stored on disk. Modules always compute in f32: a half
+/// record is widened to f32 as it loads ([`load`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// f32, what training runs and checkpoints write.
+    Full,
+    /// f16 weights (vectors stay f32), half the bytes: the shipped models (`endotwin model
+    /// half`).
+    Half,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,11 +279,22 @@ pub fn record_path(card: &Path) -> PathBuf {
 }
 
 /// Writes `dir/<card.name>.bpk` and `dir/<card.name>.json` (each through a temporary file,
-/// so a crash leaves the old pair or the new one). Returns the card's path.
+/// so a crash leaves the old pair or the new one), the record in f32. Returns the card's path.
 pub fn save(
     module: &impl ModuleSnapshot,
     card: &ModelCard,
     dir: &Path,
+) -> Result<PathBuf, WeightsError> {
+    save_as(module, card, dir, Precision::Full)
+}
+
+/// [`save`] with the record's weights stored in `precision` (`Half`: see
+/// [`super::half::halve_record`]; the card's checksum is of the bytes written).
+pub fn save_as(
+    module: &impl ModuleSnapshot,
+    card: &ModelCard,
+    dir: &Path,
+    precision: Precision,
 ) -> Result<PathBuf, WeightsError> {
     check_name(&card.name)?;
     let mut store = BurnpackStore::from_bytes(None);
@@ -269,10 +304,17 @@ pub fn save(
             path: dir.to_path_buf(),
             reason: e.to_string(),
         })?;
-    let bytes = store.get_bytes().map_err(|e| WeightsError::Mismatch {
+    let mut bytes = store.get_bytes().map_err(|e| WeightsError::Mismatch {
         path: dir.to_path_buf(),
         reason: e.to_string(),
     })?;
+    if precision == Precision::Half {
+        let half = super::half::halve_record(&bytes).map_err(|reason| WeightsError::Mismatch {
+            path: dir.to_path_buf(),
+            reason,
+        })?;
+        bytes = Bytes::from_bytes_vec(half.bytes);
+    }
     let card_path = dir.join(format!("{}.json", card.name));
     let mut card = card.clone();
     card.sha256 = hex(&Sha256::digest(&bytes[..]));
@@ -286,11 +328,11 @@ pub fn save(
 /// The largest model card EndoTwin reads (cards are a few kilobytes).
 const MAX_CARD_BYTES: u64 = 16 << 20;
 /// The largest weights record EndoTwin reads (ViT-B/32 in f32 is about 350 MB).
-const MAX_RECORD_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_RECORD_BYTES: u64 = 4 << 30;
 
 /// The bytes of a model file: a regular file (a FIFO, a device or a link to one would block
 /// or never end) of at most `max` bytes, checked before a byte is read.
-fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsError> {
+pub(crate) fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsError> {
     let read_error = |source| WeightsError::Read {
         path: path.to_path_buf(),
         source,
@@ -328,7 +370,7 @@ pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
 
 /// Loads the model of the card at `path`: `init` builds the module from the card's config,
 /// then the record's tensors replace its initial ones. Every tensor must be present and of
-/// the right shape.
+/// the right shape. Float tensors load as f32 whatever the record stores (f32 or f16).
 pub fn load<C, M>(
     path: &Path,
     kind: ModelKind,
@@ -378,10 +420,12 @@ where
         path: record.clone(),
         reason,
     };
+    // A loaded tensor keeps the dtype its record names unless told otherwise: f16 weights
+    // would stay f16 in an f32 module.
+    let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(bytes)))
+        .with_from_adapter(FloatCastAdapter::to(DType::F32));
     let result = module
-        .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
-            bytes,
-        ))))
+        .load_from(&mut store)
         .map_err(|e| mismatch(e.to_string()))?;
     if let Some(e) = result.errors.first() {
         return Err(mismatch(e.to_string()));
@@ -480,7 +524,7 @@ fn change_codes(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), 
     write_atomic(path, &json)
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
     let tmp = path.with_extension("partial");
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
@@ -545,6 +589,6 @@ pub fn check_real(name: &str, value: f64, low: f64, high: f64) -> Result<(), Str
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

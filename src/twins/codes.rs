@@ -385,6 +385,23 @@ pub fn turns_version(card: &crate::model::weights::ModelCard, turns: u32) -> Str
     code_version(&after)
 }
 
+/// The version of a card once its weights are stored in half precision (`model half`):
+/// `-f16` after its version without its crop, turns and code marks, which follow it again
+/// (a version without marks just gains `-f16`; one that has it is returned as it is).
+pub fn half_version(version: &str) -> String {
+    let base = unmarked(version);
+    let code = &version[base.len()..];
+    let (base, turns) = without_turns(base);
+    let (base, context) = match base.rsplit_once("-ctx") {
+        Some((b, _)) => base.split_at(b.len()),
+        None => (base, ""),
+    };
+    if base.ends_with("-f16") {
+        return version.to_string();
+    }
+    format!("{base}-f16{context}{turns}{code}")
+}
+
 /// `version` split before its turns' mark (`-rot` and digits at its end), and that mark.
 fn without_turns(version: &str) -> (&str, &str) {
     match version.rfind("-rot") {
@@ -422,6 +439,14 @@ pub fn centred_version(version: &str, center: &[f32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_half_mark_goes_before_the_crop_turns_and_code_marks() {
+        let v = "run-2-1795654534-ctx1-rot4-c8c1984cb";
+        assert_eq!(half_version(v), "run-2-1795654534-f16-ctx1-rot4-c8c1984cb");
+        assert_eq!(half_version(&half_version(v)), half_version(v));
+        assert_eq!(half_version("run-17-1795676569"), "run-17-1795676569-f16");
+    }
 
     #[test]
     fn the_centre_is_taken_off_before_the_signs() {
