@@ -81,7 +81,7 @@ fn fixtures() -> Vec<Fixture> {
             "ef.jsonl",
             "ef.jsonl",
             "{\"id\": \"1\", \"img_paths\": [\"a/1.png\", \"a/2.png\"], \"ground_truth\": \"adenoma\"}\n\
-             {\"id\": 2, \"query_paths\": [\"b/1.png\"], \"ref_paths\": [\"b/2.png\"], \"ground_truth\": 0}\n",
+             {\"id\": 2, \"query_paths\": [\"b/1.png\"], \"ref_paths\": [\"b/2.png\"], \"ground_truth\": \"hyperplastic\"}\n",
             &["a/1.png", "a/2.png", "b/1.png", "b/2.png"],
             &[],
         ),
