@@ -191,11 +191,7 @@ pub fn halve(
     repoint: bool,
 ) -> Result<Halved, WeightsError> {
     let card = weights::read_card(path)?;
-    if card
-        .config_sha256
-        .as_ref()
-        .is_some_and(|sum| *sum != card.config_checksum())
-    {
+    if weights::config_edited(&card) {
         return Err(WeightsError::Card {
             path: path.to_path_buf(),
             reason: "its config or input recipe was edited after the model was saved; restore \

@@ -273,6 +273,14 @@ impl ModelCard {
     }
 }
 
+/// Whether the card's config or input recipe was edited after its model was saved (its
+/// config checksum no longer holds). Cards saved before checksums existed are not edited.
+pub fn config_edited(card: &ModelCard) -> bool {
+    card.config_sha256
+        .as_ref()
+        .is_some_and(|sum| *sum != card.config_checksum())
+}
+
 /// The record beside a card: `dir/name.json` -> `dir/name.bpk`.
 pub fn record_path(card: &Path) -> PathBuf {
     card.with_extension("bpk")
@@ -392,11 +400,7 @@ where
         path: path.to_path_buf(),
         reason,
     };
-    if card
-        .config_sha256
-        .as_ref()
-        .is_some_and(|sum| *sum != card.config_checksum())
-    {
+    if config_edited(&card) {
         return Err(refuse(
                 "its config or input recipe was edited after the model was saved (config checksum differs); restore the card or train again".into(),
             ));
@@ -506,11 +510,7 @@ pub fn set_input(
 /// anew after (a card edited by hand stays refused).
 fn change_codes(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), WeightsError> {
     let mut card = read_card(path)?;
-    if card
-        .config_sha256
-        .as_ref()
-        .is_some_and(|sum| *sum != card.config_checksum())
-    {
+    if config_edited(&card) {
         return Err(WeightsError::Mismatch {
             path: path.to_path_buf(),
             reason: "its config or input recipe was edited after the model was saved; restore \
