@@ -13,6 +13,7 @@ mod caption_model;
 mod captions;
 mod cli;
 mod clip_import;
+mod detector;
 mod docs;
 mod dual_losses;
 mod guards;

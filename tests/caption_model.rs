@@ -48,7 +48,7 @@ pub(crate) fn tiny_config() -> CaptionModelConfig {
         .with_context(16)
         .with_activation(Activation::Gelu)
         .with_projection(Some(32));
-    CaptionModelConfig::new(ClipConfig::new(vision, text), tokenizer)
+    CaptionModelConfig::new(ClipConfig::new(vision.into(), text), tokenizer)
 }
 
 struct Quiet;

@@ -37,7 +37,7 @@ fn imported_clip_matches_pytorch_within_1e_4() {
     let (model, config) =
         load_hf_clip(&fixture().join("model.safetensors"), None, &device).unwrap();
     // config.json beside the weights was read: 4 heads, not the 64-channel rule's 1.
-    assert_eq!(config.vision.heads, 4);
+    assert_eq!(config.vision.vit().expect("a ViT tower").heads, 4);
     assert_eq!(config.text.vocab_size, 99);
 
     let bytes = std::fs::read(fixture().join("reference.safetensors")).unwrap();
@@ -57,7 +57,7 @@ fn imported_clip_matches_pytorch_within_1e_4() {
     let tokens: Tensor<2, Int> =
         Tensor::from_data(TensorData::new(ids, [ids_shape[0], ids_shape[1]]), &device);
 
-    let image_features = model.vision.forward(images.clone());
+    let image_features = model.vit().expect("a ViT tower").forward(images.clone());
     let text_features = model.text.forward(tokens.clone());
     let logits = model.logits(model.encode_images(images), model.encode_texts(tokens));
 
@@ -159,12 +159,9 @@ fn without_config_json_the_shapes_give_the_geometry() {
     let weights = dir.path().join("model.safetensors");
     std::fs::copy(fixture().join("model.safetensors"), &weights).unwrap();
     let (model, config) = load_hf_clip(&weights, None, &Device::flex()).unwrap();
+    let vision = config.vision.vit().expect("a ViT tower");
     assert_eq!(
-        (
-            config.vision.image_size,
-            config.vision.patch_size,
-            config.vision.depth
-        ),
+        (vision.image_size, vision.patch_size, vision.depth),
         (32, 8, 2)
     );
     assert_eq!((config.text.context, config.text.output_dim()), (16, 24));

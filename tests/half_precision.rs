@@ -283,7 +283,9 @@ fn the_shipped_models_give_their_float32_outputs_within_1e_3() {
 /// A small dual encoder whose larger weights reach [`half::HALF_MIN_VALUES`] (width 128).
 fn tiny_clip() -> ClipConfig {
     ClipConfig::new(
-        VitConfig::new(16, 8, 128, 1, 2).with_projection(Some(128)),
+        VitConfig::new(16, 8, 128, 1, 2)
+            .with_projection(Some(128))
+            .into(),
         TextEncoderConfig::new(128, 1, 2)
             .with_vocab_size(200)
             .with_context(6)

@@ -727,6 +727,19 @@ fn eval_real_scores_twins_detection_and_capsule_categories_beside_their_baseline
             && detection.iter().any(|m| m.contains("redness")),
         "{detection:?}"
     );
+    // The same crops of every masked CVC-ClinicDB frame, scored apart.
+    assert!(e["cvc_detection_images"].as_u64().unwrap() >= 100, "{e}");
+    let cvc: Vec<&str> = e["cvc_detection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["method"].as_str().unwrap())
+        .collect();
+    assert!(
+        cvc.iter().any(|m| m.contains("prompts-detect"))
+            && cvc.iter().any(|m| m.contains("redness")),
+        "{cvc:?}"
+    );
     // Capsule: every frame with a finding, the model beside always-the-majority.
     assert_eq!(e["capsule_frames"], 8, "{e}");
     let capsule = e["capsule"].as_array().unwrap();

@@ -54,7 +54,7 @@ pub(crate) fn tiny_config(records: &Records) -> PromptModelConfig {
         .with_activation(Activation::Gelu)
         .with_projection(Some(32));
     PromptModelConfig::new(
-        ClipConfig::new(vision, text),
+        ClipConfig::new(vision.into(), text),
         endotwin::prompts::model::PromptTokenizer::Words(tokenizer),
         UnifierConfig::new(32),
     )

@@ -45,6 +45,21 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
     let lib = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     crate::common::video_library(lib.path(), 8);
+    // The detector needs frames with room for a polyp-free window as large as the polyp.
+    let framed = tempfile::tempdir().unwrap();
+    crate::common::phantom_library(
+        framed.path(),
+        &endotwin::data::phantom::PhantomConfig {
+            seed: 5,
+            polyps: 6,
+            views_per_polyp: 2,
+            videos: 0,
+            background_frames: 0,
+            capsule_images: 0,
+            image_size: 160,
+            ..Default::default()
+        },
+    );
     let out_dir = out.path().display().to_string();
     // In registry order: the scene encoder reads the image encoder trained just before.
     for recipe in recipes() {
@@ -62,13 +77,14 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             // A 32 px image tower in 8 px patches (not the default 64 px): every stage keeps it.
             "prompts" => &[("epochs", "1"), ("batch", "2"), ("size", "32")],
             "twin-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
+            "detector-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();
         if recipe.options().iter().any(|o| o.name == "out") {
             settings.set("out", out_dir.clone());
         }
-        if recipe.name() == "twin-backbone" {
+        if ["twin-backbone", "detector-backbone"].contains(&recipe.name()) {
             // ImageNet's weights live beside the repository (skipped outside CI without them).
             match crate::common::pretrained("mobilenetv2_imagenet_features.safetensors") {
                 Some(path) => settings.set("backbone", path.display().to_string()),
@@ -78,9 +94,14 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
         for (k, v) in tiny {
             settings.set(k, *v);
         }
+        let library = if recipe.name() == "detector-backbone" {
+            framed.path()
+        } else {
+            lib.path()
+        };
         let mut observer = Quiet(Vec::new());
         let mut ctx = context(
-            lib.path(),
+            library,
             out.path(),
             &format!("tests/recipes.rs {}", recipe.name()),
             &mut observer,
@@ -117,7 +138,16 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
                 .to_string();
             assert!(refused.contains("multiple of the patch"), "{refused}");
         }
-        promotes_and_demotes(lib.path(), &trained.card, trained.run_id);
+        if recipe.name() == "detector-backbone" {
+            let card = read_card(&trained.card).unwrap();
+            let config: endotwin::prompts::model::PromptModelConfig =
+                card.config(&trained.card).unwrap();
+            assert!(
+                endotwin::prompts::model::is_detector_only(&config),
+                "reads the two stage-1 sentences only"
+            );
+        }
+        promotes_and_demotes(library, &trained.card, trained.run_id);
     }
 }
 
@@ -136,7 +166,7 @@ fn promotes_and_demotes(lib: &std::path::Path, card: &std::path::Path, run: i64)
     let trained = read_card(card).unwrap();
     // What was active for this capability before: the library's own (an earlier recipe of the
     // same kind promoted it) or the shipped one.
-    let name = promote::active_name(trained.kind).expect("a panel uses it");
+    let name = promote::active_name_of(&trained, card).expect("a panel uses it");
     let before = [promote::models_dir_for(lib), endotwin::default_models_dir()]
         .into_iter()
         .map(|d| d.join(format!("{name}.json")))
@@ -276,6 +306,7 @@ fn a_batch_too_big_for_memory_is_refused_before_anything_starts() {
             "captions" => ("batch", &[("batch", "4")]),
             "prompts" => ("batch", &[("batch", "2")]),
             "twin-backbone" => ("batch", &[("batch", "4")]),
+            "detector-backbone" => ("batch", &[("batch", "4")]),
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();

@@ -24,7 +24,7 @@ fn tiny_vit() -> VitConfig {
 
 fn tiny_clip() -> ClipConfig {
     ClipConfig::new(
-        tiny_vit(),
+        tiny_vit().into(),
         TextEncoderConfig::new(16, 1, 2)
             .with_vocab_size(20)
             .with_context(6)

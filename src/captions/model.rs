@@ -46,11 +46,11 @@ impl CaptionModelConfig {
             .with_norm_before_blocks(false)
             .with_projection(Some(dim));
         let text = TextEncoderConfig::word_small(tokenizer.vocab_size(), dim);
-        CaptionModelConfig::new(ClipConfig::new(vision, text), tokenizer)
+        CaptionModelConfig::new(ClipConfig::new(vision.into(), text), tokenizer)
     }
 
     pub fn image_size(&self) -> u32 {
-        self.clip.vision.image_size as u32
+        self.clip.vision.image_size() as u32
     }
 
     pub fn init(&self, device: &Device) -> CaptionModel {

@@ -374,6 +374,13 @@ fn real(pref: BackendPref, args: RealArgs) -> Result<()> {
     );
     print_figures(
         &format!(
+            "zero-shot polyp detection, {} CVC-ClinicDB frames (the same crops), AUROC:",
+            e.cvc_detection_images
+        ),
+        &e.cvc_detection,
+    );
+    print_figures(
+        &format!(
             "capsule categories, {} CAPTIV8 frames against their own refined finding, accuracy:",
             e.capsule_frames
         ),

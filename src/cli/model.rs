@@ -1,6 +1,6 @@
 //! `endotwin model import-hf-clip|promote|demote|report|code-center|half`: a Hugging Face CLIP checkpoint to a model card + record; the library's active models; a card's record in half precision.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use endotwin::compute::BackendPref;
 use std::path::PathBuf;
 
@@ -199,15 +199,19 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
                 super::check_output(&out.join(format!("{name}.{ext}")))?;
             }
             let (path, config) = endotwin::model::hf_clip::import_to_card(&weights, &out, &name)?;
+            let vision = config
+                .vision
+                .vit()
+                .context("a Hugging Face CLIP's image tower is a ViT")?;
             println!(
                 "{}: CLIP {}px/{} image tower ({} blocks), text tower ({} blocks, vocab {}), {}-d joint space",
                 path.display(),
-                config.vision.image_size,
-                config.vision.patch_size,
-                config.vision.depth,
+                vision.image_size,
+                vision.patch_size,
+                vision.depth,
                 config.text.depth,
                 config.text.vocab_size,
-                config.vision.output_dim()
+                vision.output_dim()
             );
             if config.text.vocab_size == endotwin::prompts::model::CLIP_BPE_IDS {
                 println!(

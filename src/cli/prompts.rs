@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use endotwin::compute::{self, BackendPref};
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::prompts::{Curves, HeldOutItems, Named};
+use endotwin::model::twin_encoder::TwinEncoderConfig;
 use endotwin::plumbing::Progress;
 use endotwin::prompts::model::{self, LoadedPromptModel, PromptModelConfig};
 use endotwin::prompts::trust;
@@ -300,9 +301,11 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     let items = HeldOutItems::load(&lib.store, largest, a.seed).map_err(anyhow::Error::msg)?;
     device.seed(a.seed);
     // The untrained row: the detector's architecture (image input included) at random init.
-    let vision = &detector.config.clip.vision;
-    let untrained_config = PromptModelConfig::small(std::iter::empty::<&str>())
-        .with_image(vision.image_size, vision.patch_size);
+    let untrained_config = match &detector.config.clip.vision {
+        TwinEncoderConfig::Vit(v) => PromptModelConfig::small(std::iter::empty::<&str>())
+            .with_image(v.image_size, v.patch_size),
+        TwinEncoderConfig::Backbone(_) => detector.config.clone(),
+    };
     let untrained = untrained_config.init(&device);
     let untrained = Named {
         label: "untrained".into(),

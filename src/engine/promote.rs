@@ -58,6 +58,20 @@ pub fn active_name(kind: ModelKind) -> Option<&'static str> {
     })
 }
 
+/// The capability name the model of `card` (read from `path`) would hold: as
+/// [`active_name`], but a prompt model that reads only the two stage-1 sentences is the
+/// library's detector (`prompts-detect`), not its prompt model.
+pub fn active_name_of(card: &weights::ModelCard, path: &Path) -> Option<&'static str> {
+    if card.kind == ModelKind::PromptModel
+        && card
+            .config::<crate::prompts::model::PromptModelConfig>(path)
+            .is_ok_and(|c| crate::prompts::model::is_detector_only(&c))
+    {
+        return Some(crate::prompts::model::SHIPPED_DETECTOR);
+    }
+    active_name(card.kind)
+}
+
 /// What a promotion did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Promoted {
@@ -73,7 +87,7 @@ pub struct Promoted {
 /// Makes the model of `card` (a run's) the library's active one for its capability.
 pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted, PromoteError> {
     let read = weights::read_card(card)?;
-    let Some(name) = active_name(read.kind) else {
+    let Some(name) = active_name_of(&read, card) else {
         return Err(PromoteError::NotPromotable {
             card: card.display().to_string(),
             kind: read.kind,
@@ -105,7 +119,7 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
         });
     })?;
     // A prompt model brings its polyp detector (stage 1) when its run made one.
-    if read.kind == ModelKind::PromptModel {
+    if read.kind == ModelKind::PromptModel && name != crate::prompts::model::SHIPPED_DETECTOR {
         let source = card.with_file_name(format!(
             "{}-detect.json",
             card.file_stem()

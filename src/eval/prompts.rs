@@ -128,9 +128,9 @@ impl HeldOutItems {
         let keys: Vec<(usize, usize)> = self.frames.iter().map(|&(e, f, _)| (e, f)).collect();
         let mut out = HashMap::new();
         for chunk in keys.chunks(128) {
-            let v =
-                m.model
-                    .encode_images(self.records.batch_at(chunk, m.config.image_size(), device));
+            let v = m
+                .model
+                .encode_images(self.records.batch_for(chunk, &m.config.input(), device));
             let d = v.dims()[1];
             let flat: Vec<f32> = v.into_data().try_to_vec().expect("f32 embeddings");
             for (k, key) in chunk.iter().enumerate() {

@@ -4,9 +4,11 @@
 //! - **twins** on CVC-ClinicDB sequences: each sequence is one polyp; 4 of its frames drawn
 //!   with the seed become its views, cut around their masks; re-identification 1v1 .. 2v2
 //!   with the colour histogram and raw pixels beside the models (`eval::twins`);
-//! - **detection** on Kvasir-SEG: per image, a square around the polyp (its mask's box) and a
-//!   window of the same size of the same frame with no polyp pixel; AUROC of the detector's
-//!   polyp probability over all crops, with redness (the red share of the pixels) beside it;
+//! - **detection** on Kvasir-SEG images and, apart, on every CVC-ClinicDB frame with a mask:
+//!   per frame, a square around the polyp (its mask's box) and a window of the same size of
+//!   the same frame with no polyp pixel; AUROC of each prompt model's polyp probability over
+//!   all crops, with redness (the red share of the pixels) beside it; a model whose card says
+//!   it learned from a folder is marked there (a training figure, not a test);
 //! - **capsule categories** on CAPTIV8 frames: the caption model's top category against the
 //!   category of each frame's own finding (refined), with always-the-majority beside it.
 //!
@@ -54,9 +56,12 @@ pub struct RealEval {
     /// mean over draws of the mean uAP, with a bootstrap interval over draws.
     pub twin_draws: usize,
     pub twins_over_draws: Vec<Figure>,
-    /// Detection: images used (a polyp crop and a background crop each).
+    /// Detection on Kvasir-SEG: images used (a polyp crop and a background crop each).
     pub detection_images: usize,
     pub detection: Vec<Figure>,
+    /// Detection on CVC-ClinicDB frames, the same way.
+    pub cvc_detection_images: usize,
+    pub cvc_detection: Vec<Figure>,
     /// Capsule categories: frames with a finding.
     pub capsule_frames: usize,
     pub capsule: Vec<Figure>,
@@ -159,8 +164,9 @@ pub fn run(
     if kvasir.is_empty() {
         eval.notes
             .push("detection: no kvasir-seg*/ folder with images/ and masks/".into());
-    } else {
-        detection(&kvasir, models, seed, device, &mut eval)?;
+    }
+    if !kvasir.is_empty() || !cvc.is_empty() {
+        detection(&kvasir, &cvc, models, seed, device, &mut eval)?;
     }
     if captiv8.is_empty() {
         eval.notes.push("capsule: no captiv8*/ folder".into());
@@ -388,111 +394,150 @@ fn over_draws(
     Ok(())
 }
 
-/// The polyp square of a Kvasir-SEG image and a same-size polyp-free window of it.
-fn crops(
-    image: &image::DynamicImage,
-    mask: &image::GrayImage,
-    rng: &mut Rng,
-) -> Option<(image::DynamicImage, image::DynamicImage)> {
-    let (w, h) = mask.dimensions();
-    let (mut x0, mut y0, mut x1, mut y1) = (w, h, 0, 0);
-    for (x, y, p) in mask.enumerate_pixels() {
-        if p[0] > 127 {
-            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+/// A frame and its polyp mask, as files.
+type Masked = (PathBuf, PathBuf);
+
+/// Kvasir-SEG's images with the mask of the same name (`images/`, `masks/`).
+fn kvasir_frames(root: &Path, skipped: &mut usize) -> Result<Vec<Masked>, RealError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
+        .map_err(io)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| crate::data::images::has_image_extension(p))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let stem = f
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        match ["jpg", "png", "jpeg", "tif"]
+            .iter()
+            .map(|e| root.join("masks").join(format!("{stem}.{e}")))
+            .find(|p| p.is_file())
+        {
+            Some(mask) => out.push((f, mask)),
+            None => *skipped += 1,
         }
     }
-    if x1 < x0 || y1 < y0 {
-        return None;
-    }
-    let side = ((x1 - x0).max(y1 - y0) + 1).max(32).min(w.min(h));
-    let cx = (x0 + x1) / 2;
-    let cy = (y0 + y1) / 2;
-    let px = cx.saturating_sub(side / 2).min(w - side);
-    let py = cy.saturating_sub(side / 2).min(h - side);
-    let polyp = image.crop_imm(px, py, side, side);
-    // Every window position on a grid of a quarter side with no polyp pixel.
-    let step = (side / 4).max(1);
-    let mut free = Vec::new();
-    let mut y = 0;
-    while y + side <= h {
-        let mut x = 0;
-        while x + side <= w {
-            let clear = (y..y + side).step_by(2).all(|yy| {
-                (x..x + side)
-                    .step_by(2)
-                    .all(|xx| mask.get_pixel(xx, yy)[0] <= 127)
-            });
-            if clear {
-                free.push((x, y));
-            }
-            x += step;
-        }
-        y += step;
-    }
-    if free.is_empty() {
-        return None;
-    }
-    let (bx, by) = *rng.pick(&free);
-    Some((polyp, image.crop_imm(bx, by, side, side)))
+    Ok(out)
 }
 
+/// Every CVC-ClinicDB frame of the importer's sequence table with its ground-truth mask.
+fn cvc_frames(root: &Path, eval: &mut RealEval) -> Vec<Masked> {
+    let table = match import::cvc::sequence_table(root) {
+        Ok(table) => table,
+        Err(why) => {
+            eval.notes.push(format!(
+                "detection: {}: {why}; this folder is left out",
+                root.display()
+            ));
+            return Vec::new();
+        }
+    };
+    let dir = |sub: &str| {
+        std::fs::read_dir(root).ok().and_then(|d| {
+            d.flatten().map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .is_some_and(|f| f.to_string_lossy().eq_ignore_ascii_case(sub))
+            })
+        })
+    };
+    let (Some(original), Some(truth)) = (dir("original"), dir("ground truth")) else {
+        return Vec::new();
+    };
+    let find = |dir: &Path, n: u32| {
+        ["tif", "tiff", "png"]
+            .iter()
+            .map(|e| dir.join(format!("{n}.{e}")))
+            .find(|p| p.is_file())
+    };
+    table
+        .keys()
+        .filter_map(|&n| Some((find(&original, n)?, find(&truth, n)?)))
+        .collect()
+}
+
+/// The polyp square and a same-size polyp-free window of each frame (`skipped` counts frames
+/// without a readable mask of their size or without a free window).
+fn crop_pairs(
+    frames: &[Masked],
+    rng: &mut Rng,
+    skipped: &mut usize,
+) -> Vec<(image::DynamicImage, image::DynamicImage)> {
+    use crate::data::images::decode_file;
+    let mut pairs = Vec::new();
+    for (f, mask_path) in frames {
+        let (Ok(image), Ok(mask)) = (decode_file(f), decode_file(mask_path)) else {
+            *skipped += 1;
+            continue;
+        };
+        let mask = mask.image.to_luma8();
+        if mask.dimensions() != (image.image.width(), image.image.height()) {
+            *skipped += 1;
+            continue;
+        }
+        match crate::data::crops::polyp_and_free_window(&image.image, &mask, rng) {
+            Some(p) => pairs.push(p),
+            None => *skipped += 1,
+        }
+    }
+    pairs
+}
+
+/// Detection on Kvasir-SEG (`kvasir`) and CVC-ClinicDB (`cvc`) frames, each set scored alone.
 fn detection(
-    roots: &[PathBuf],
+    kvasir: &[PathBuf],
+    cvc: &[PathBuf],
     models: &Path,
     seed: u64,
     device: &Device,
     eval: &mut RealEval,
 ) -> Result<(), RealError> {
-    use crate::data::images::decode_file;
     let mut rng = Rng::new(seed ^ 0xDE7E);
-    let mut pairs: Vec<(image::DynamicImage, image::DynamicImage)> = Vec::new();
     let mut skipped = 0;
-    for root in roots {
+    let mut frames = Vec::new();
+    for root in kvasir {
         eval.sources.push(root.display().to_string());
-        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
-            .map_err(io)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| crate::data::images::has_image_extension(p))
-            .collect();
-        files.sort();
-        for f in files {
-            let stem = f
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            let Some(mask_path) = ["jpg", "png", "jpeg", "tif"]
-                .iter()
-                .map(|e| root.join("masks").join(format!("{stem}.{e}")))
-                .find(|p| p.is_file())
-            else {
-                skipped += 1;
-                continue;
-            };
-            let (Ok(image), Ok(mask)) = (decode_file(&f), decode_file(&mask_path)) else {
-                skipped += 1;
-                continue;
-            };
-            let mask = mask.image.to_luma8();
-            if mask.dimensions() != (image.image.width(), image.image.height()) {
-                skipped += 1;
-                continue;
-            }
-            match crops(&image.image, &mask, &mut rng) {
-                Some(p) => pairs.push(p),
-                None => skipped += 1,
-            }
-        }
+        frames.extend(kvasir_frames(root, &mut skipped)?);
     }
+    let pairs = crop_pairs(&frames, &mut rng, &mut skipped);
     eval.detection_images = pairs.len();
     if skipped > 0 {
         eval.notes.push(format!(
-            "detection: {skipped} images without a mask of their size or without a polyp-free window of the polyp's size"
+            "detection: {skipped} Kvasir-SEG images without a mask of their size or without a polyp-free window of the polyp's size"
         ));
     }
+    eval.detection = score_detection(&pairs, kvasir, models, seed, device, eval)?;
+    let mut skipped = 0;
+    let frames: Vec<Masked> = cvc.iter().flat_map(|root| cvc_frames(root, eval)).collect();
+    let pairs = crop_pairs(&frames, &mut rng, &mut skipped);
+    eval.cvc_detection_images = pairs.len();
+    if skipped > 0 {
+        eval.notes.push(format!(
+            "detection: {skipped} CVC-ClinicDB frames without a mask of their size or without a polyp-free window of the polyp's size"
+        ));
+    }
+    eval.cvc_detection = score_detection(&pairs, cvc, models, seed, device, eval)?;
+    Ok(())
+}
+
+/// AUROC of each prompt model's polyp probability and of redness over `pairs` (polyp first),
+/// with intervals by resampling frames. A model whose card says it learned from one of
+/// `roots` is named so: its figure there is not a test.
+fn score_detection(
+    pairs: &[(image::DynamicImage, image::DynamicImage)],
+    roots: &[PathBuf],
+    models: &Path,
+    seed: u64,
+    device: &Device,
+    eval: &mut RealEval,
+) -> Result<Vec<Figure>, RealError> {
+    let mut figures = Vec::new();
     if pairs.is_empty() {
-        return Ok(());
+        return Ok(figures);
     }
     let images: Vec<image::DynamicImage> = pairs
         .iter()
@@ -532,12 +577,27 @@ fn detection(
         let scores = crate::prompts::query::scores(&loaded, emb, &sentences, device)
             .map_err(|e| RealError::Data(e.to_string()))?;
         let p: Vec<f64> = scores.iter().map(|s| s[0].probability as f64).collect();
-        eval.detection
-            .push(figure(format!("{} (`{name}`)", loaded.named()), &p));
+        let seen = learned_from(&loaded.card, roots);
+        let mut label = format!("{} (`{name}`)", loaded.named());
+        if let Some(folder) = &seen {
+            label.push_str(" [learned from these frames]");
+            eval.notes.push(format!(
+                "detection: `{name}` learned from {folder} (its card), so its figure there is a training figure, not a test"
+            ));
+        }
+        figures.push(figure(label, &p));
     }
-    eval.detection
-        .push(figure("redness (baseline)".into(), &redness));
-    Ok(())
+    figures.push(figure("redness (baseline)".into(), &redness));
+    Ok(figures)
+}
+
+/// The folder of `roots` whose name the card's training data names, if any.
+fn learned_from(card: &crate::model::weights::ModelCard, roots: &[PathBuf]) -> Option<String> {
+    let data = &card.training.as_ref()?.data;
+    roots
+        .iter()
+        .filter_map(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .find(|name| data.contains(name.as_str()))
 }
 
 fn capsule(

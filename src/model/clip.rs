@@ -1,7 +1,11 @@
-//! The dual encoder (CLIP): the ViT image tower and the text tower project into one space;
-//! a learnable logit scale (stored as its log, as in CLIP) sharpens their cosine similarities.
+//! The dual encoder (CLIP): the image tower and the text tower project into one space; a
+//! learnable logit scale (stored as its log, as in CLIP) sharpens their cosine similarities.
+//! The image tower is a ViT (CLIP's own, the models trained here from scratch) or an
+//! ImageNet MobileNetV2 whose pooled layers are projected ([`BackboneTwin`]); a card's config
+//! says which (a backbone tower's has a `backbone` field, older cards read unchanged).
 
 use super::text::{TextEncoder, TextEncoderConfig};
+use super::twin_encoder::{BackboneTwin, TwinEncoderConfig};
 use super::vit::{Vit, VitConfig};
 use burn::config::Config;
 use burn::module::{Module, Param};
@@ -9,7 +13,8 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 #[derive(Config, Debug)]
 pub struct ClipConfig {
-    pub vision: VitConfig,
+    /// The image tower: a ViT or a projected ImageNet backbone.
+    pub vision: TwinEncoderConfig,
     pub text: TextEncoderConfig,
     /// Initial log of the logit scale: ln(1 / 0.07), CLIP's starting temperature.
     #[config(default = 2.6592)]
@@ -19,7 +24,7 @@ pub struct ClipConfig {
 impl ClipConfig {
     /// `openai/clip-vit-base-patch32`.
     pub fn clip_b32() -> ClipConfig {
-        ClipConfig::new(VitConfig::clip_b32(), TextEncoderConfig::clip_b32())
+        ClipConfig::new(VitConfig::clip_b32().into(), TextEncoderConfig::clip_b32())
     }
 
     /// Dimension of the joint space; both towers must project to it.
@@ -36,8 +41,13 @@ impl ClipConfig {
             self.vision.output_dim(),
             self.text.output_dim()
         );
+        let (vision, backbone) = match &self.vision {
+            TwinEncoderConfig::Vit(c) => (Some(c.init(device)), None),
+            TwinEncoderConfig::Backbone(c) => (None, Some(c.init(device))),
+        };
         Clip {
-            vision: self.vision.init(device),
+            vision,
+            backbone,
             text: self.text.init(device),
             logit_scale: Param::from_tensor(Tensor::from_data(
                 TensorData::new(vec![self.logit_scale_init as f32], [1]),
@@ -49,7 +59,10 @@ impl ClipConfig {
 
 #[derive(Module, Debug)]
 pub struct Clip {
-    pub vision: Vit,
+    /// The ViT image tower (its record keys are `vision.*`, as before backbones), or None.
+    pub vision: Option<Vit>,
+    /// The ImageNet backbone image tower (`backbone.*`), or None.
+    pub backbone: Option<BackboneTwin>,
     pub text: TextEncoder,
     /// log of the logit scale, [1].
     pub logit_scale: Param<Tensor<1>>,
@@ -58,7 +71,16 @@ pub struct Clip {
 impl Clip {
     /// `images`: [batch, 3, size, size] (CLIP-normalised) -> unit embeddings [batch, dim].
     pub fn encode_images(&self, images: Tensor<4>) -> Tensor<2> {
-        l2_normalize(self.vision.forward(images))
+        match (&self.vision, &self.backbone) {
+            (Some(vit), _) => l2_normalize(vit.forward(images)),
+            (None, Some(backbone)) => l2_normalize(backbone.forward(images)),
+            (None, None) => unreachable!("a Clip is made with one image tower"),
+        }
+    }
+
+    /// The ViT image tower (None for a backbone tower).
+    pub fn vit(&self) -> Option<&Vit> {
+        self.vision.as_ref()
     }
 
     /// `tokens`: [batch, length] -> unit embeddings [batch, dim].

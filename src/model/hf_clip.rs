@@ -205,7 +205,10 @@ const KEY_MAP: &[(&str, &str)] = &[
 /// Every tensor `config` needs, by its Hugging Face name, with its PyTorch shape, in the
 /// order a reader would look for them.
 pub fn expected_tensors(config: &ClipConfig) -> Vec<(String, Vec<usize>)> {
-    let v = &config.vision;
+    let v = config
+        .vision
+        .vit()
+        .expect("a Hugging Face CLIP's image tower is a ViT");
     let t = &config.text;
     let mut out = vec![
         (
@@ -434,7 +437,7 @@ fn infer_config(header: &Header, path: &Path) -> Result<ClipConfig, HfClipError>
         .with_context(context)
         .with_mlp_ratio(t_hidden as f64 / t_width as f64)
         .with_projection(projection("text_projection.weight"));
-    Ok(ClipConfig::new(vision, text))
+    Ok(ClipConfig::new(vision.into(), text))
 }
 
 /// CLIP's own rule: one attention head per 64 channels.
@@ -516,6 +519,6 @@ pub fn read_hf_config(path: &Path) -> Result<ClipConfig, HfClipError> {
             )));
         }
     }
-    Ok(ClipConfig::new(vision, text)
+    Ok(ClipConfig::new(vision.into(), text)
         .with_logit_scale_init(hf.logit_scale_init_value.unwrap_or(2.6592)))
 }

@@ -100,12 +100,25 @@ impl BackboneTwin {
     }
 }
 
-/// Which encoder a twin image card holds.
+/// Which encoder a twin image card holds; also a dual encoder's image tower
+/// ([`super::clip::ClipConfig::vision`]).
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum TwinEncoderConfig {
     Backbone(BackboneTwinConfig),
     Vit(VitConfig),
+}
+
+impl From<VitConfig> for TwinEncoderConfig {
+    fn from(c: VitConfig) -> Self {
+        TwinEncoderConfig::Vit(c)
+    }
+}
+
+impl From<BackboneTwinConfig> for TwinEncoderConfig {
+    fn from(c: BackboneTwinConfig) -> Self {
+        TwinEncoderConfig::Backbone(c)
+    }
 }
 
 impl TwinEncoderConfig {

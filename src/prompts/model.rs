@@ -11,6 +11,7 @@ use crate::model::preprocess::Preprocess;
 use crate::model::text::ClipTokenizer;
 use crate::model::text::TextEncoderConfig;
 use crate::model::tokenizer::WordTokenizer;
+use crate::model::twin_encoder::TwinEncoderConfig;
 use crate::model::unifier::{Unifier, UnifierConfig};
 use crate::model::vit::{Positions, VitConfig};
 use crate::model::weights::{self, ModelCard, ModelKind, WeightsError};
@@ -121,21 +122,33 @@ impl PromptModelConfig {
             .with_projection(Some(dim));
         let text = TextEncoderConfig::word_small(tokenizer.vocab_size(), dim).with_context(48);
         PromptModelConfig::new(
-            ClipConfig::new(vision, text),
+            ClipConfig::new(vision.into(), text),
             PromptTokenizer::Words(tokenizer),
             UnifierConfig::new(dim),
         )
     }
 
     /// The same model with another image input: `size` px cut into `patch` px patches.
+    /// (A ViT tower; a backbone tower is left as it is.)
     pub fn with_image(mut self, size: usize, patch: usize) -> PromptModelConfig {
-        self.clip.vision.image_size = size;
-        self.clip.vision.patch_size = patch;
+        if let TwinEncoderConfig::Vit(v) = &mut self.clip.vision {
+            v.image_size = size;
+            v.patch_size = patch;
+        }
         self
     }
 
     pub fn image_size(&self) -> u32 {
-        self.clip.vision.image_size as u32
+        self.clip.vision.image_size() as u32
+    }
+
+    /// How a frame becomes this model's image input: resized to a square, normalised as its
+    /// tower learned (CLIP's statistics for a ViT, ImageNet's for a backbone).
+    pub fn input(&self) -> Preprocess {
+        match &self.clip.vision {
+            TwinEncoderConfig::Vit(v) => input(v.image_size as u32),
+            TwinEncoderConfig::Backbone(b) => Preprocess::imagenet(b.image_size as u32),
+        }
     }
 
     pub fn init(&self, device: &Device) -> PromptModel {
@@ -149,6 +162,16 @@ impl PromptModelConfig {
     pub fn tokens(&self, texts: &[&str], device: &Device) -> Tensor<2, burn::tensor::Int> {
         self.tokenizer.batch(texts, self.clip.text.context, device)
     }
+}
+
+/// Whether `config` reads only the two stage-1 sentences (a detector made by `train
+/// detector-backbone`): it is the library's detector, never its prompt model.
+pub fn is_detector_only(config: &PromptModelConfig) -> bool {
+    let fixed = WordTokenizer::from_corpus([POLYP_SENTENCE, BACKGROUND_SENTENCE], 1);
+    config
+        .tokenizer
+        .words()
+        .is_some_and(|w| w.words.iter().all(|word| fixed.words.contains(word)))
 }
 
 /// Words of `corpus`, of every vocabulary phrase and of the fixed sentences.

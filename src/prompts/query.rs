@@ -3,7 +3,7 @@
 //! per model version (cached in the store), text-to-polyp search over them, and the polyp
 //! probability of video frames.
 
-use super::model::{LoadedPromptModel, input};
+use super::model::LoadedPromptModel;
 use crate::data::images;
 use crate::plumbing::Progress;
 use crate::store::{self, EmbeddingRow, EmbeddingTarget, MediaKind, MediaRow, Store, StoreError};
@@ -94,7 +94,7 @@ pub fn image_embeddings(
     device: &Device,
 ) -> Tensor<2> {
     let size = model.config.image_size();
-    let pre = input(size);
+    let pre = model.config.input();
     let s = size as usize;
     let chunks: Vec<Tensor<2>> = images
         .chunks(64)

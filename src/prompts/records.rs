@@ -9,6 +9,7 @@
 use super::Vocabulary;
 use super::model::input;
 use crate::data::images;
+use crate::model::preprocess::Preprocess;
 use crate::plumbing::{Progress, Rng};
 use crate::store::{MediaKind, Store, StoreError};
 use burn::tensor::{Device, Tensor};
@@ -178,13 +179,18 @@ impl Records {
         pixels_batch(&images, self.size, flips, device)
     }
 
-    /// [`Self::batch`] for an image tower of another input size (no flips): each frame is
-    /// resized from the size it was read at, so one read serves models of several sizes.
-    pub fn batch_at(&self, which: &[(usize, usize)], size: u32, device: &Device) -> Tensor<4> {
-        if size == self.size {
+    /// [`Self::batch`] for an image tower with another input `pre` (size or normalisation;
+    /// no flips): each frame is resized from the size it was read at, so one read serves
+    /// models of several inputs.
+    pub fn batch_for(
+        &self,
+        which: &[(usize, usize)],
+        pre: &Preprocess,
+        device: &Device,
+    ) -> Tensor<4> {
+        if *pre == input(self.size) {
             return self.batch(which, &[], device);
         }
-        let pre = input(size);
         let resized: Vec<RgbImage> = which
             .iter()
             .map(|&(e, f)| {
@@ -194,7 +200,7 @@ impl Records {
             })
             .collect();
         let refs: Vec<&RgbImage> = resized.iter().collect();
-        pixels_batch(&refs, size, &[], device)
+        pre.flipped_batch(&refs, &[], device)
     }
 }
 

@@ -36,7 +36,14 @@ pub fn text(cfg: &TextEncoderConfig) -> f64 {
 
 /// One (image, text) pair through a CLIP dual encoder.
 pub fn dual(clip: &crate::model::clip::ClipConfig) -> f64 {
-    vit(&clip.vision, clip.vision.patches() + 1) + text(&clip.text)
+    let image = match &clip.vision {
+        crate::model::twin_encoder::TwinEncoderConfig::Vit(v) => vit(v, v.patches() + 1),
+        crate::model::twin_encoder::TwinEncoderConfig::Backbone(b) => {
+            // Its activations, summed over the layers, are about 6x the input's at 224 px.
+            7.0 * 3.0 * (b.image_size * b.image_size) as f64
+        }
+    };
+    image + text(&clip.text)
 }
 
 /// A convolution stack's forward on one `size` px image: each stage's output (conv, norm,

@@ -8,6 +8,7 @@ pub mod caption_recipe;
 pub mod captions;
 pub mod checkpoint;
 pub mod data;
+pub mod detector_backbone;
 pub mod dual_losses;
 pub mod fit;
 pub mod image_encoder;
@@ -35,6 +36,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
         &caption_recipe::CaptionRecipe,
         &prompt_recipe::PromptRecipe,
         &twin_backbone::TwinBackboneRecipe,
+        &detector_backbone::DetectorBackboneRecipe,
     ]
 }
 
