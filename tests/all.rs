@@ -13,6 +13,7 @@ mod caption_model;
 mod captions;
 mod cli;
 mod clip_import;
+mod cvc_clinicdb;
 mod docs;
 mod dual_losses;
 mod guards;
