@@ -235,6 +235,7 @@ fn sample_copy_with_polyp(code: &str) -> (tempfile::TempDir, Store, endotwin::st
 /// vote show on first start, without indexing anything.
 #[test]
 fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
+    let _rng = crate::common::device_rng();
     use endotwin::app::Tab;
     let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let indexed = store.polyps().unwrap().len();
@@ -289,6 +290,7 @@ impl egui::DroppedFile for Dropped {
 /// do.
 #[test]
 fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_why() {
+    let _rng = crate::common::device_rng();
     use endotwin::app::Tab;
     use endotwin::app::UNFAMILIAR_BADGE;
     let (dir, store, _) = sample_copy_with_polyp("S7-E004-P1");
@@ -324,6 +326,7 @@ fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_w
 /// from the shipped detector, all with the shipped models' versions.
 #[test]
 fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_start() {
+    let _rng = crate::common::device_rng();
     use endotwin::app::{PromptCommand, Tab};
     let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let video = store
@@ -460,6 +463,7 @@ pub(crate) fn tiny_twin_models(dir: &Path) {
 
 #[test]
 fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
@@ -516,6 +520,7 @@ fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
 
 #[test]
 fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
@@ -557,6 +562,7 @@ fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
 
 #[test]
 fn help_opens_the_bundled_guide_at_the_page_of_the_tab_in_use() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let mut h = harness(dir.path());
@@ -585,6 +591,7 @@ fn help_opens_the_bundled_guide_at_the_page_of_the_tab_in_use() {
 
 #[test]
 fn the_prompt_tab_scores_each_set_with_its_own_model_and_says_when_the_user_overrides() {
+    let _rng = crate::common::device_rng();
     use egui::accesskit::Role;
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());

@@ -14,6 +14,7 @@ fn label(dir: &std::path::Path, polyp: i64, key: &str) -> Option<String> {
 
 #[test]
 fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let polyps: Vec<i64> = {
@@ -129,6 +130,7 @@ fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
 
 #[test]
 fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
+    let _rng = crate::common::device_rng();
     use endotwin::twins::{TwinModels, index_library};
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
@@ -217,6 +219,7 @@ fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
 
 #[test]
 fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
+    let _rng = crate::common::device_rng();
     use crate::gui::{tiny_twin_models, wait_until};
     use endotwin::data::phantom::{self, PhantomConfig, Split};
     let dir = tempfile::tempdir().unwrap();
@@ -396,6 +399,7 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
 
 #[test]
 fn a_videos_frames_are_labelled_polyp_or_not_with_the_keyboard_and_one_is_undone() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let (video, frames) = {
@@ -492,6 +496,7 @@ fn close(a: &[f32], b: &[f32]) -> bool {
 
 #[test]
 fn a_box_drawn_on_a_library_view_is_audited_recrops_the_twins_and_is_undone() {
+    let _rng = crate::common::device_rng();
     use crate::gui::wait_until;
     use endotwin::model::preprocess::Focus;
     let dir = tempfile::tempdir().unwrap();

@@ -32,6 +32,7 @@ fn type_into(h: &mut Harness<'static, App>, option: &str, text: &str) {
 
 #[test]
 fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
     crate::common::video_library(dir.path(), 4);
@@ -204,6 +205,7 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
 
 #[test]
 fn a_run_without_the_data_it_needs_says_why() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
@@ -237,6 +239,7 @@ fn a_run_without_the_data_it_needs_says_why() {
 
 #[test]
 fn a_read_only_library_or_a_batch_too_big_is_refused_in_the_panel_and_nothing_is_written() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
@@ -302,6 +305,7 @@ fn toasts(h: &Harness<'static, App>) -> Vec<String> {
 
 #[test]
 fn a_finished_run_is_promoted_the_twin_index_rebuilds_and_demote_brings_the_shipped_model_back() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::weights::read_card;
     let dir = tempfile::tempdir().unwrap();
     crate::common::video_library(dir.path(), 4);
