@@ -18,6 +18,7 @@ mod docs;
 mod dual_losses;
 mod guards;
 mod gui;
+mod gui_input;
 mod gui_labelling;
 mod gui_promises;
 mod gui_scale;
