@@ -42,6 +42,7 @@ mod recipes;
 mod retrieval;
 mod round4;
 mod shipped_models;
+mod shipped_prompts;
 mod silent_wrongs;
 mod store;
 mod store_safety;
