@@ -236,7 +236,6 @@ fn sample_copy_with_polyp(code: &str) -> (tempfile::TempDir, Store, endotwin::st
 #[test]
 fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
     let _rng = crate::common::device_rng();
-    use endotwin::app::Tab;
     let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let indexed = store.polyps().unwrap().len();
     drop(store);
@@ -248,9 +247,9 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
     let mut h = harness(dir.path());
     h.set_size(egui::vec2(1400.0, 1100.0));
     settle(&mut h);
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(polyp.id)));
-    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    crate::gui_input::search(&mut h, &polyp.code);
+    crate::gui_input::click_line(&mut h, &format!("{}  ", polyp.code));
+    crate::gui_input::click_tab(&mut h, "Digital twins");
     wait_until(&mut h, "the twins", |a| {
         a.state.twins.running.is_none() && a.state.twins.answer.is_some()
     });
@@ -291,7 +290,6 @@ impl egui::DroppedFile for Dropped {
 #[test]
 fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_why() {
     let _rng = crate::common::device_rng();
-    use endotwin::app::Tab;
     use endotwin::app::UNFAMILIAR_BADGE;
     let (dir, store, _) = sample_copy_with_polyp("S7-E004-P1");
     drop(store);
@@ -306,7 +304,7 @@ fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_w
         .dropped_files
         .push(std::sync::Arc::new(Dropped(grey.clone())));
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    crate::gui_input::click_tab(&mut h, "Digital twins");
     wait_until(&mut h, "the twins of the grey card", |a| {
         a.state.twins.running.is_none() && a.state.twins.answer.is_some()
     });
@@ -327,7 +325,8 @@ fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_w
 #[test]
 fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_start() {
     let _rng = crate::common::device_rng();
-    use endotwin::app::{PromptCommand, Tab};
+    use crate::gui_input::{click_line, click_tab, search as find_in_browser};
+    use egui::accesskit::Role;
     let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let video = store
         .videos()
@@ -335,6 +334,7 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
         .into_iter()
         .find(|v| v.code == "S7-V01")
         .unwrap();
+    let video_exam = store.examination(video.examination_id).unwrap().unwrap();
     drop(store);
     let shipped = |name: &str| {
         let path = endotwin::default_models_dir().join(format!("{name}.json"));
@@ -345,10 +345,13 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
     let mut h = harness(dir.path());
     h.set_size(egui::vec2(1400.0, 1000.0));
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("prompts")));
-    h.state_mut().send(Command::Prompts(PromptCommand::Search(
-        "a large sessile polyp with an irregular surface, reddish".into(),
-    )));
+    // The Text prompts tab, a sentence typed into its search and Enter: as a person does.
+    click_tab(&mut h, "Text prompts");
+    h.get_by_label("Search polyps by text:").focus();
+    settle(&mut h);
+    h.get_by_label("Search polyps by text:")
+        .type_text("a large sessile polyp with an irregular surface, reddish");
+    h.key_press(egui::Key::Enter);
     wait_until(&mut h, "the search", |a| a.state.prompts.search.is_some());
     let search = h.state().state.prompts.search.clone().unwrap();
     assert_eq!(search.model, shipped("prompts"));
@@ -357,10 +360,14 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
         "sample_db is not encoded by the shipped model"
     );
     assert!(!search.hits.is_empty());
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(polyp.id)));
-    h.state_mut()
-        .send(Command::Prompts(PromptCommand::ChooseSet(1)));
+    // The polyp found with the browser's Search and clicked; the second prompt set picked.
+    find_in_browser(&mut h, &polyp.code);
+    click_line(&mut h, &format!("{}  ", polyp.code));
+    h.get_by_role_and_label(Role::ComboBox, "Prompt set:")
+        .click();
+    h.run_steps(2);
+    h.get_by_label("benign vs neoplastic").click();
+    settle(&mut h);
     wait_until(&mut h, "the scores of benign vs neoplastic", |a| {
         a.state.prompts.running.is_none()
             && a.state.prompts.scores.as_ref().is_some_and(|s| {
@@ -371,9 +378,9 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
     });
     screenshot(&mut h, "prompts");
     shows_part(&h, "All 4 shown images together");
-    h.state_mut()
-        .send(Command::Select(Selection::Video(video.id)));
-    h.state_mut().send(Command::ShowTab(Tab("viewer")));
+    find_in_browser(&mut h, &video_exam.code);
+    click_line(&mut h, &format!("Video {}", video.code));
+    click_tab(&mut h, "Viewer");
     wait_until(&mut h, "the polyp strip", |a| {
         a.state.prompts.strip.is_some()
     });
@@ -428,9 +435,8 @@ fn imported_real_frames_show_beside_phantom_cases() {
         .into_iter()
         .find(|p| p.code.starts_with("kvasir-seg-"))
         .unwrap();
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(real.id)));
-    settle(&mut h);
+    crate::gui_input::search(&mut h, &real.code);
+    crate::gui_input::click_line(&mut h, &format!("{}  ", real.code));
     shows(&h, &format!("Polyp {}", real.code));
     shows(&h, "view 1");
 }
@@ -548,11 +554,9 @@ fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
     let refined = endotwin::captions::Refiner::default().refine(&raw);
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut()
-        .send(Command::Select(Selection::Examination(exam.id)));
-    settle(&mut h);
-    h.state_mut().send(Command::Focus(Some(0)));
-    settle(&mut h);
+    // The examination's line clicked, then its first frame in the grid.
+    crate::gui_input::click_line(&mut h, &format!("{}  ·", exam.code));
+    crate::gui_input::open_view(&mut h, 0);
     shows(&h, "Finding");
     shows(&h, &raw);
     shows(&h, "Category");

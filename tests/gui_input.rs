@@ -7,7 +7,7 @@ use egui::accesskit::Role;
 use egui::{Key, Modifiers, PointerButton, Pos2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
-use endotwin::app::App;
+use endotwin::app::{App, Selection};
 
 type H = Harness<'static, App>;
 
@@ -34,11 +34,24 @@ pub(crate) fn click_line(h: &mut H, text: &str) {
 /// Types `text` into the browser's Search field (emptied first), as a person does to bring a
 /// case of a long list on screen.
 pub(crate) fn search(h: &mut H, text: &str) {
-    h.get_by_label("Search").focus();
-    h.run();
+    h.get_by_role_and_label(Role::TextInput, "Search").focus();
+    settle(h);
     h.key_press_modifiers(Modifiers::COMMAND, Key::A);
     h.key_press(Key::Backspace);
-    h.get_by_label("Search").type_text(text);
+    h.get_by_role_and_label(Role::TextInput, "Search")
+        .type_text(text);
+    settle(h);
+}
+
+/// Clicks the `n`-th image (from 0) offered to open (the viewer's grid, the Captions strip),
+/// opening it large.
+pub(crate) fn open_view(h: &mut H, n: usize) {
+    h.query_all_by(|node| {
+        node.role() == Role::Button && node.label().is_some_and(|l| l.starts_with("Open "))
+    })
+    .nth(n)
+    .unwrap_or_else(|| panic!("the grid has no image {n}"))
+    .click();
     settle(h);
 }
 
@@ -94,4 +107,39 @@ pub(crate) fn shift_drag(h: &mut H, from: Pos2, to: Pos2) {
     });
     h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
     settle(h);
+}
+
+/// Clicks the browser line of `selection` (a polyp, a video or an examination of `library`),
+/// found by the code a person reads on it.
+pub(crate) fn click_case(h: &mut H, library: &std::path::Path, selection: Selection) {
+    use endotwin::store::{OpenMode, Store};
+    let store = Store::open(library, OpenMode::Existing).unwrap();
+    let line = match selection {
+        Selection::Polyp(id) => {
+            let code = store
+                .polyps()
+                .unwrap()
+                .into_iter()
+                .find(|p| p.id == id)
+                .unwrap()
+                .code;
+            format!("{code}  ")
+        }
+        Selection::Video(id) => {
+            let code = store
+                .videos()
+                .unwrap()
+                .into_iter()
+                .find(|v| v.id == id)
+                .unwrap()
+                .code;
+            format!("Video {code}")
+        }
+        Selection::Examination(id) => {
+            format!("{}  ·", store.examination(id).unwrap().unwrap().code)
+        }
+        other => panic!("no browser line for {other:?}"),
+    };
+    drop(store);
+    click_line(h, &line);
 }

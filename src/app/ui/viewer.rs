@@ -164,6 +164,13 @@ fn grid(
                     ui.vertical(|ui| {
                         let (rect, resp) =
                             ui.allocate_exact_size(Vec2::splat(cell), Sense::click());
+                        resp.widget_info(|| {
+                            egui::WidgetInfo::labeled(
+                                egui::Role::Button,
+                                true,
+                                format!("Open {label}"),
+                            )
+                        });
                         paint_fitted(ui, textures, key, rect, 1.0, Vec2::ZERO, &[]);
                         if resp.hovered() {
                             ui.painter().rect_stroke(
