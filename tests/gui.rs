@@ -3,7 +3,7 @@
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use endotwin::app::{App, Command, Selection};
+use endotwin::app::{App, Selection};
 use endotwin::compute::Compute;
 use endotwin::data::phantom::{self, PhantomConfig, Split};
 use endotwin::engine::Progress;
@@ -103,8 +103,8 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
     std::fs::write(&bad, b"plain text pretending to be a database").unwrap();
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::OpenLibrary(bad.clone()));
-    settle(&mut h);
+    // Dropped on the window, as a person brings a library file.
+    drop_files(&mut h, &bad);
     shows_part(&h, "not an EndoTwin library");
     // The open library is still there.
     shows_part(&h, "S5-E001  ·");
@@ -115,13 +115,12 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
     // A dropped file that is neither image nor library is explained too.
     let txt = dir.path().join("readme.txt");
     std::fs::write(&txt, b"hello").unwrap();
-    h.state_mut().send(Command::Dropped(vec![txt]));
-    settle(&mut h);
+    drop_files(&mut h, &txt);
     shows_part(&h, "not an image");
     // An opened image that does not decode is explained, not silently blank.
     let broken = dir.path().join("broken.jpg");
     std::fs::write(&broken, b"\xFF\xD8 definitely not a whole JPEG").unwrap();
-    h.state_mut().send(Command::Dropped(vec![broken]));
+    drop_files(&mut h, &broken);
     for _ in 0..50 {
         settle(&mut h);
         if h.query_all_by_label_contains("cannot show image")
@@ -274,6 +273,14 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
 /// A file dropped on the window, as the windowing integration hands it to egui.
 #[derive(Debug)]
 pub(crate) struct Dropped(pub std::path::PathBuf);
+
+/// Drops `path` on the window (egui's dropped-files input, as the windowing system gives it).
+fn drop_files(h: &mut Harness<'static, App>, path: &Path) {
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(Dropped(path.to_path_buf())));
+    settle(h);
+}
 
 impl egui::DroppedFile for Dropped {
     fn path(&self) -> &Path {

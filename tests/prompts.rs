@@ -714,7 +714,8 @@ fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() 
     );
     std::fs::remove_file(models.path().join("small-vocab.json")).unwrap();
     // The Text prompts tab lists the imported CLIP; chosen, it scores the selected polyp.
-    use endotwin::app::{Command, PromptCommand, Selection};
+    use egui_kittest::kittest::Queryable;
+    use endotwin::app::Selection;
     let mut h = crate::gui::harness(lib.path());
     {
         let panel = &mut h.state_mut().state.prompts;
@@ -724,10 +725,13 @@ fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() 
     }
     crate::gui::settle(&mut h);
     crate::gui_input::click_tab(&mut h, "Text prompts");
-    h.state_mut()
-        .send(Command::Prompts(PromptCommand::ChooseModel(
-            "tiny-clip".into(),
-        )));
+    // The model picked in the tab's Model box.
+    h.get_by_role_and_label(egui::accesskit::Role::ComboBox, "Model:")
+        .click();
+    h.run_steps(2);
+    h.get_all_by_label("tiny-clip").last().unwrap().click();
+    crate::gui::settle(&mut h);
+    assert_eq!(h.state().state.prompts.model, "tiny-clip");
     crate::gui_input::click_case(&mut h, lib.path(), Selection::Polyp(polyp));
     for _ in 0..400 {
         crate::gui::settle(&mut h);
