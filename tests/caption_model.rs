@@ -190,7 +190,7 @@ fn captions_refine_prints_the_caption_and_the_category_only() {
 fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
     let _rng = crate::common::device_rng();
     use egui_kittest::kittest::Queryable;
-    use endotwin::app::{Command, Selection, Tab};
+    use endotwin::app::Selection;
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let lib = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
@@ -218,11 +218,9 @@ fn the_captions_tab_shows_a_frames_top_captions_category_and_ground_truth() {
     let mut h = crate::gui::harness(lib.path());
     h.state_mut().state.captions.models_dir = models.path().to_path_buf();
     crate::gui::settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("captions")));
-    h.state_mut()
-        .send(Command::Select(Selection::Examination(exam.id)));
-    crate::gui::settle(&mut h);
-    h.state_mut().send(Command::Focus(Some(0)));
+    crate::gui_input::click_tab(&mut h, "Captions");
+    crate::gui_input::click_case(&mut h, lib.path(), Selection::Examination(exam.id));
+    crate::gui_input::open_view(&mut h, 0);
     for _ in 0..400 {
         crate::gui::settle(&mut h);
         if h.state().state.captions.running.is_none() && !h.state().state.captions.frames.is_empty()

@@ -369,12 +369,11 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let config = UnifierConfig::new(8);
     let card = ModelCard::new("u", ModelKind::Unifier, "t1", "test", &config);
-    let card = weights::save(
-        &config.init(&burn::tensor::Device::flex()),
-        &card,
-        out.path(),
-    )
-    .unwrap();
+    let unifier = {
+        let _rng = crate::common::device_rng();
+        config.init(&burn::tensor::Device::flex())
+    };
+    let card = weights::save(&unifier, &card, out.path()).unwrap();
     let ran = crate::common::run({
         let mut c = crate::common::endotwin(lib.path());
         c.args(["model", "report", "--card"]).arg(&card);

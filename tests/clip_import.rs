@@ -33,6 +33,7 @@ fn max_abs_diff(ours: Tensor<2>, reference: &[f32]) -> f32 {
 
 #[test]
 fn imported_clip_matches_pytorch_within_1e_4() {
+    let _rng = crate::common::device_rng();
     let device = Device::flex();
     let (model, config) =
         load_hf_clip(&fixture().join("model.safetensors"), None, &device).unwrap();
@@ -82,6 +83,7 @@ fn copy_fixture(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_truncated_file_is_refused_without_panic() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let weights = copy_fixture(dir.path());
     let bytes = std::fs::read(&weights).unwrap();
@@ -93,6 +95,7 @@ fn a_truncated_file_is_refused_without_panic() {
 
 #[test]
 fn another_architecture_is_named_as_such() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let weights = dir.path().join("bert.safetensors");
     let data = vec![0u8; 4 * 8];
@@ -112,6 +115,7 @@ fn another_architecture_is_named_as_such() {
 
 #[test]
 fn a_config_that_does_not_fit_names_the_first_tensor_and_both_shapes() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let weights = copy_fixture(dir.path());
     let config_path = dir.path().join("config.json");
@@ -155,6 +159,7 @@ fn a_config_that_does_not_fit_names_the_first_tensor_and_both_shapes() {
 
 #[test]
 fn without_config_json_the_shapes_give_the_geometry() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let weights = dir.path().join("model.safetensors");
     std::fs::copy(fixture().join("model.safetensors"), &weights).unwrap();

@@ -3,7 +3,7 @@
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use endotwin::app::{App, Command, Selection};
+use endotwin::app::{App, Selection};
 use endotwin::compute::Compute;
 use endotwin::data::phantom::{self, PhantomConfig, Split};
 use endotwin::engine::Progress;
@@ -103,8 +103,8 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
     std::fs::write(&bad, b"plain text pretending to be a database").unwrap();
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::OpenLibrary(bad.clone()));
-    settle(&mut h);
+    // Dropped on the window, as a person brings a library file.
+    drop_files(&mut h, &bad);
     shows_part(&h, "not an EndoTwin library");
     // The open library is still there.
     shows_part(&h, "S5-E001  ·");
@@ -115,13 +115,12 @@ fn opening_a_file_that_is_not_a_library_shows_an_error_and_keeps_the_library() {
     // A dropped file that is neither image nor library is explained too.
     let txt = dir.path().join("readme.txt");
     std::fs::write(&txt, b"hello").unwrap();
-    h.state_mut().send(Command::Dropped(vec![txt]));
-    settle(&mut h);
+    drop_files(&mut h, &txt);
     shows_part(&h, "not an image");
     // An opened image that does not decode is explained, not silently blank.
     let broken = dir.path().join("broken.jpg");
     std::fs::write(&broken, b"\xFF\xD8 definitely not a whole JPEG").unwrap();
-    h.state_mut().send(Command::Dropped(vec![broken]));
+    drop_files(&mut h, &broken);
     for _ in 0..50 {
         settle(&mut h);
         if h.query_all_by_label_contains("cannot show image")
@@ -235,7 +234,7 @@ fn sample_copy_with_polyp(code: &str) -> (tempfile::TempDir, Store, endotwin::st
 /// vote show on first start, without indexing anything.
 #[test]
 fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
-    use endotwin::app::Tab;
+    let _rng = crate::common::device_rng();
     let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let indexed = store.polyps().unwrap().len();
     drop(store);
@@ -247,9 +246,9 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
     let mut h = harness(dir.path());
     h.set_size(egui::vec2(1400.0, 1100.0));
     settle(&mut h);
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(polyp.id)));
-    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    crate::gui_input::search(&mut h, &polyp.code);
+    crate::gui_input::click_line(&mut h, &format!("{}  ", polyp.code));
+    crate::gui_input::click_tab(&mut h, "Digital twins");
     wait_until(&mut h, "the twins", |a| {
         a.state.twins.running.is_none() && a.state.twins.answer.is_some()
     });
@@ -275,6 +274,14 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
 #[derive(Debug)]
 pub(crate) struct Dropped(pub std::path::PathBuf);
 
+/// Drops `path` on the window (egui's dropped-files input, as the windowing system gives it).
+fn drop_files(h: &mut Harness<'static, App>, path: &Path) {
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(Dropped(path.to_path_buf())));
+    settle(h);
+}
+
 impl egui::DroppedFile for Dropped {
     fn path(&self) -> &Path {
         &self.0
@@ -289,7 +296,7 @@ impl egui::DroppedFile for Dropped {
 /// do.
 #[test]
 fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_why() {
-    use endotwin::app::Tab;
+    let _rng = crate::common::device_rng();
     use endotwin::app::UNFAMILIAR_BADGE;
     let (dir, store, _) = sample_copy_with_polyp("S7-E004-P1");
     drop(store);
@@ -304,7 +311,7 @@ fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_w
         .dropped_files
         .push(std::sync::Arc::new(Dropped(grey.clone())));
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("twins")));
+    crate::gui_input::click_tab(&mut h, "Digital twins");
     wait_until(&mut h, "the twins of the grey card", |a| {
         a.state.twins.running.is_none() && a.state.twins.answer.is_some()
     });
@@ -324,7 +331,9 @@ fn a_dropped_grey_card_gets_its_twins_marked_unfamiliar_with_a_hover_that_says_w
 /// from the shipped detector, all with the shipped models' versions.
 #[test]
 fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_start() {
-    use endotwin::app::{PromptCommand, Tab};
+    let _rng = crate::common::device_rng();
+    use crate::gui_input::{click_line, click_tab, search as find_in_browser};
+    use egui::accesskit::Role;
     let (dir, store, polyp) = sample_copy_with_polyp("S7-E004-P1");
     let video = store
         .videos()
@@ -332,6 +341,7 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
         .into_iter()
         .find(|v| v.code == "S7-V01")
         .unwrap();
+    let video_exam = store.examination(video.examination_id).unwrap().unwrap();
     drop(store);
     let shipped = |name: &str| {
         let path = endotwin::default_models_dir().join(format!("{name}.json"));
@@ -342,10 +352,13 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
     let mut h = harness(dir.path());
     h.set_size(egui::vec2(1400.0, 1000.0));
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("prompts")));
-    h.state_mut().send(Command::Prompts(PromptCommand::Search(
-        "a large sessile polyp with an irregular surface, reddish".into(),
-    )));
+    // The Text prompts tab, a sentence typed into its search and Enter: as a person does.
+    click_tab(&mut h, "Text prompts");
+    h.get_by_label("Search polyps by text:").focus();
+    settle(&mut h);
+    h.get_by_label("Search polyps by text:")
+        .type_text("a large sessile polyp with an irregular surface, reddish");
+    h.key_press(egui::Key::Enter);
     wait_until(&mut h, "the search", |a| a.state.prompts.search.is_some());
     let search = h.state().state.prompts.search.clone().unwrap();
     assert_eq!(search.model, shipped("prompts"));
@@ -354,10 +367,14 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
         "sample_db is not encoded by the shipped model"
     );
     assert!(!search.hits.is_empty());
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(polyp.id)));
-    h.state_mut()
-        .send(Command::Prompts(PromptCommand::ChooseSet(1)));
+    // The polyp found with the browser's Search and clicked; the second prompt set picked.
+    find_in_browser(&mut h, &polyp.code);
+    click_line(&mut h, &format!("{}  ", polyp.code));
+    h.get_by_role_and_label(Role::ComboBox, "Prompt set:")
+        .click();
+    h.run_steps(2);
+    h.get_by_label("benign vs neoplastic").click();
+    settle(&mut h);
     wait_until(&mut h, "the scores of benign vs neoplastic", |a| {
         a.state.prompts.running.is_none()
             && a.state.prompts.scores.as_ref().is_some_and(|s| {
@@ -368,9 +385,9 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
     });
     screenshot(&mut h, "prompts");
     shows_part(&h, "All 4 shown images together");
-    h.state_mut()
-        .send(Command::Select(Selection::Video(video.id)));
-    h.state_mut().send(Command::ShowTab(Tab("viewer")));
+    find_in_browser(&mut h, &video_exam.code);
+    click_line(&mut h, &format!("Video {}", video.code));
+    click_tab(&mut h, "Viewer");
     wait_until(&mut h, "the polyp strip", |a| {
         a.state.prompts.strip.is_some()
     });
@@ -425,9 +442,8 @@ fn imported_real_frames_show_beside_phantom_cases() {
         .into_iter()
         .find(|p| p.code.starts_with("kvasir-seg-"))
         .unwrap();
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(real.id)));
-    settle(&mut h);
+    crate::gui_input::search(&mut h, &real.code);
+    crate::gui_input::click_line(&mut h, &format!("{}  ", real.code));
     shows(&h, &format!("Polyp {}", real.code));
     shows(&h, "view 1");
 }
@@ -460,6 +476,7 @@ pub(crate) fn tiny_twin_models(dir: &Path) {
 
 #[test]
 fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
@@ -516,6 +533,7 @@ fn the_twin_panel_indexes_retrieves_votes_pins_and_opens_a_twin() {
 
 #[test]
 fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
@@ -543,11 +561,9 @@ fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
     let refined = endotwin::captions::Refiner::default().refine(&raw);
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut()
-        .send(Command::Select(Selection::Examination(exam.id)));
-    settle(&mut h);
-    h.state_mut().send(Command::Focus(Some(0)));
-    settle(&mut h);
+    // The examination's line clicked, then its first frame in the grid.
+    crate::gui_input::click_line(&mut h, &format!("{}  ·", exam.code));
+    crate::gui_input::open_view(&mut h, 0);
     shows(&h, "Finding");
     shows(&h, &raw);
     shows(&h, "Category");
@@ -557,6 +573,7 @@ fn a_capsule_frame_shows_its_finding_beside_the_refined_caption_and_category() {
 
 #[test]
 fn help_opens_the_bundled_guide_at_the_page_of_the_tab_in_use() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let mut h = harness(dir.path());
@@ -585,6 +602,7 @@ fn help_opens_the_bundled_guide_at_the_page_of_the_tab_in_use() {
 
 #[test]
 fn the_prompt_tab_scores_each_set_with_its_own_model_and_says_when_the_user_overrides() {
+    let _rng = crate::common::device_rng();
     use egui::accesskit::Role;
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());

@@ -2,9 +2,10 @@
 //! location), each change audited, the last one undone.
 
 use crate::gui::{harness, settle, shows_part, tiny_library};
+use crate::gui_input::{click_line, click_tab, open_view, shift_drag};
 use egui::{Key, Modifiers};
 use egui_kittest::kittest::Queryable;
-use endotwin::app::{Command, Selection, Tab};
+use endotwin::app::{Command, Selection};
 use endotwin::store::{OpenMode, Store, TargetKind};
 
 fn label(dir: &std::path::Path, polyp: i64, key: &str) -> Option<String> {
@@ -14,18 +15,18 @@ fn label(dir: &std::path::Path, polyp: i64, key: &str) -> Option<String> {
 
 #[test]
 fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
-    let polyps: Vec<i64> = {
+    let (polyps, first_code): (Vec<i64>, String) = {
         let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
-        store.polyps().unwrap().iter().map(|p| p.id).collect()
+        let all = store.polyps().unwrap();
+        (all.iter().map(|p| p.id).collect(), all[0].code.clone())
     };
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut()
-        .send(Command::Select(Selection::Polyp(polyps[0])));
-    h.state_mut().send(Command::ShowTab(Tab("labelling")));
-    settle(&mut h);
+    click_line(&mut h, &format!("{first_code}  "));
+    click_tab(&mut h, "Labelling");
     shows_part(&h, "Labelling polyp 1 of 3");
     let options = h.state().state.labelling.options.clone();
     let press = |h: &mut egui_kittest::Harness<'static, endotwin::app::App>, key: Key| {
@@ -129,6 +130,7 @@ fn three_polyps_are_labelled_with_the_keyboard_and_one_is_undone() {
 
 #[test]
 fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
+    let _rng = crate::common::device_rng();
     use endotwin::twins::{TwinModels, index_library};
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
@@ -143,8 +145,7 @@ fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
     }
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("labelling")));
-    settle(&mut h);
+    click_tab(&mut h, "Labelling");
     shows_part(&h, "Order the queue to label first");
     h.get_by_label("uncertain and diverse").click();
     let start = std::time::Instant::now();
@@ -217,6 +218,7 @@ fn the_review_queue_orders_every_indexed_polyp_and_j_walks_it() {
 
 #[test]
 fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
+    let _rng = crate::common::device_rng();
     use crate::gui::{tiny_twin_models, wait_until};
     use endotwin::data::phantom::{self, PhantomConfig, Split};
     let dir = tempfile::tempdir().unwrap();
@@ -244,8 +246,7 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
     h.set_size(egui::vec2(1400.0, 1500.0));
     h.state_mut().state.twins.models_dir = models.path().to_path_buf();
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("twins")));
-    settle(&mut h);
+    click_tab(&mut h, "Digital twins");
     wait_until(&mut h, "the retrieval", |a| a.state.twins.running.is_none());
     h.get_by_label("Index the library now").click();
     wait_until(&mut h, "indexing and retrieval", |a| {
@@ -396,6 +397,7 @@ fn a_lasso_on_the_twin_map_picks_a_group_that_takes_one_label_and_one_undo() {
 
 #[test]
 fn a_videos_frames_are_labelled_polyp_or_not_with_the_keyboard_and_one_is_undone() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let (video, frames) = {
@@ -407,14 +409,13 @@ fn a_videos_frames_are_labelled_polyp_or_not_with_the_keyboard_and_one_is_undone
             .iter()
             .map(|f| f.1.id)
             .collect();
-        (v.id, frames)
+        (v.code, frames)
     };
     let frame = |i: usize| label_of(dir.path(), TargetKind::Media, frames[i], "polyp_present");
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::Select(Selection::Video(video)));
-    h.state_mut().send(Command::ShowTab(Tab("labelling")));
-    settle(&mut h);
+    click_line(&mut h, &format!("Video {video}"));
+    click_tab(&mut h, "Labelling");
     shows_part(&h, "Frame labels of");
     let press = |h: &mut egui_kittest::Harness<'static, endotwin::app::App>, key: Key| {
         h.key_press(key);
@@ -492,34 +493,40 @@ fn close(a: &[f32], b: &[f32]) -> bool {
 
 #[test]
 fn a_box_drawn_on_a_library_view_is_audited_recrops_the_twins_and_is_undone() {
+    let _rng = crate::common::device_rng();
     use crate::gui::wait_until;
     use endotwin::model::preprocess::Focus;
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
     cropping_twin_models(models.path());
-    let (polyp, view) = {
+    let (polyp, code, view) = {
         let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
-        let p = store.polyps().unwrap()[0].id;
-        (p, store.polyp_views(p).unwrap()[0].clone())
+        let p = store.polyps().unwrap().remove(0);
+        (p.id, p.code, store.polyp_views(p.id).unwrap()[0].clone())
     };
     let mut h = harness(dir.path());
     h.state_mut().state.twins.models_dir = models.path().to_path_buf();
     settle(&mut h);
-    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
-    settle(&mut h);
-    h.state_mut().send(Command::IndexTwins);
+    // The polyp's line clicked; the Digital twins tab says the library has no index yet and
+    // offers to make it: clicked; then back to the Viewer.
+    click_line(&mut h, &format!("{code}  "));
+    click_tab(&mut h, "Digital twins");
+    wait_until(&mut h, "the offer to index", |a| {
+        a.state.twins.running.is_none() && !a.busy()
+    });
+    h.get_by_label("Index the library now").click();
     settle(&mut h);
     wait_until(&mut h, "indexing", |a| {
         !a.busy() && a.state.toasts.iter().any(|t| t.text.contains("indexed"))
     });
+    click_tab(&mut h, "Viewer");
     let (indexed, fresh) = indexed_and_fresh(dir.path(), models.path(), polyp);
     assert!(close(&indexed, &fresh), "indexed from the mask's boxes");
     let before = indexed;
 
     // View 1 large: it says where the twin crop is, and Shift+drag draws a box on it.
-    h.state_mut().send(Command::Focus(Some(0)));
-    settle(&mut h);
+    open_view(&mut h, 0);
     shows_part(&h, "Twin crop: the mask's box");
     // The full-size image loads on the loader thread.
     for _ in 0..20 {
@@ -528,30 +535,11 @@ fn a_box_drawn_on_a_library_view_is_audited_recrops_the_twins_and_is_undone() {
     }
     let hint = h.get_by_label_contains("Twin crop:").rect();
     let (x, y) = (hint.center().x, hint.bottom() + 120.0);
-    h.event(egui::Event::ModifiersChanged(Modifiers::SHIFT));
-    h.hover_at(egui::pos2(x - 60.0, y - 60.0));
-    h.event(egui::Event::PointerButton {
-        pos: egui::pos2(x - 60.0, y - 60.0),
-        button: egui::PointerButton::Primary,
-        pressed: true,
-        modifiers: Modifiers::SHIFT,
-    });
-    settle(&mut h);
-    for k in 1..=4 {
-        h.hover_at(egui::pos2(
-            x - 60.0 + 20.0 * k as f32,
-            y - 60.0 + 15.0 * k as f32,
-        ));
-        settle(&mut h);
-    }
-    h.event(egui::Event::PointerButton {
-        pos: egui::pos2(x + 20.0, y),
-        button: egui::PointerButton::Primary,
-        pressed: false,
-        modifiers: Modifiers::SHIFT,
-    });
-    h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
-    settle(&mut h);
+    shift_drag(
+        &mut h,
+        egui::pos2(x - 60.0, y - 60.0),
+        egui::pos2(x + 20.0, y),
+    );
 
     // The box is the view's label, audited with the reviewer's name.
     let drawn = {

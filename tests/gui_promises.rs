@@ -73,6 +73,7 @@ fn the_browsers_search_and_pathology_filter_show_only_the_matching_polyps() {
 
 #[test]
 fn left_and_right_step_through_views_and_ctrl_digits_switch_tabs() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());
     let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
@@ -123,6 +124,7 @@ fn left_and_right_step_through_views_and_ctrl_digits_switch_tabs() {
 #[cfg(unix)]
 #[test]
 fn a_read_only_library_opens_with_labelling_disabled_and_nothing_changes() {
+    let _rng = crate::common::device_rng();
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     tiny_library(dir.path());

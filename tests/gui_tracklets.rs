@@ -4,9 +4,10 @@
 //! comparing tracklets is picked in the panel.
 
 use crate::gui::{harness, settle, shows_part};
+use crate::gui_input::{click_line, click_tab, redo, search, shift_drag, step_slider, undo};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use endotwin::app::{App, Command, Selection, Tab};
+use endotwin::app::App;
 use endotwin::data::import::{self, ImportLayout, ImportOptions};
 use endotwin::engine::Progress;
 use endotwin::store::{OpenMode, Store, TargetKind, TrackletRow};
@@ -84,6 +85,7 @@ fn click(h: &mut Harness<'static, App>, label: &str) {
 
 #[test]
 fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
+    let _rng = crate::common::device_rng();
     let lib = tempfile::tempdir().unwrap();
     let src = tempfile::tempdir().unwrap();
     revisit_library(lib.path(), src.path());
@@ -98,10 +100,11 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     let video = Store::open(lib.path(), OpenMode::Existing)
         .unwrap()
         .videos()
-        .unwrap()[0]
-        .id;
-    h.state_mut().send(Command::Select(Selection::Video(video)));
-    h.state_mut().send(Command::ShowTab(Tab("tracklets")));
+        .unwrap()
+        .remove(0);
+    // The video's line in the browser, then the Tracklets tab: clicked.
+    click_line(&mut h, &format!("Video {}", video.code));
+    click_tab(&mut h, "Tracklets");
     // The revisit is one polyp: two groups for three tracklets, as the labels say.
     wait_for(&mut h, "Polyps: 2 by grouping");
     shows_part(&h, "2 in the library's labels");
@@ -129,7 +132,7 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
         "{audit:?}"
     );
     drop(store);
-    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Z);
+    undo(&mut h);
     wait_for(&mut h, "2 in the library's labels");
     assert_eq!(tracklets(lib.path()), before);
     let store = Store::open(lib.path(), OpenMode::Existing).unwrap();
@@ -145,12 +148,13 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
     // Reject the revisit's link: the grouping no longer joins it; undo joins it again.
     click(&mut h, &format!("Reject T{}–T{}", t1.id, t3.id));
     wait_for(&mut h, "Polyps: 3 by grouping");
-    h.state_mut().send(Command::Undo);
+    undo(&mut h);
     wait_for(&mut h, "Polyps: 2 by grouping");
 
-    // Split the first tracklet at frame 20, then undo: the library is as it was.
-    h.state_mut().send(Command::Focus(Some(20)));
-    settle(&mut h);
+    // Split the first tracklet at frame 20 (the frame slider moved there with the arrow
+    // keys), then undo: the library is as it was.
+    step_slider(&mut h, "frame", 20);
+    shows_part(&h, &format!("({}/{FRAMES})", 21));
     click(&mut h, "Split at frame 20");
     wait_for(&mut h, "4 tracklets");
     let split = tracklets(lib.path());
@@ -160,24 +164,33 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
             .iter()
             .any(|t| t.first_frame == 20 && t.last_frame == 39)
     );
-    h.state_mut().send(Command::Undo);
+    undo(&mut h);
     wait_for(&mut h, "3 tracklets");
     assert_eq!(tracklets(lib.path()), before);
     // Redo splits again (a new id for the second part), undo once more restores.
-    h.state_mut().send(Command::Redo);
+    redo(&mut h);
     wait_for(&mut h, "4 tracklets");
-    h.state_mut().send(Command::Undo);
+    undo(&mut h);
     wait_for(&mut h, "3 tracklets");
     assert_eq!(tracklets(lib.path()), before);
 
     // A box drawn around the green polyp on frame 50 is followed both ways until it is lost:
     // a new tracklet over frames 45-79, undone like any edit.
+    // The slider to frame 50, then a Shift+drag on the large image from (x0 - 4, 10) to
+    // (x0 + 36, 50) in the frame's pixels.
+    step_slider(&mut h, "frame", 30);
+    shows_part(&h, &format!("({}/{FRAMES})", 51));
+    for _ in 0..20 {
+        // The full-size frame loads on the loader thread.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        settle(&mut h);
+    }
+    let area = h.get_by_label("large image").rect();
+    let scale = (area.width() / 64.0).min(area.height() / 64.0);
+    let frame_min = area.center() - egui::vec2(32.0, 32.0) * scale;
+    let at = |x: f32, y: f32| frame_min + egui::vec2(x, y) * scale;
     let x0 = 12.0 + (50 % 8) as f32;
-    h.state_mut().send(Command::TrackBox {
-        video_id: video,
-        frame: 50,
-        xywh: [x0 - 4.0, 10.0, 40.0, 40.0],
-    });
+    shift_drag(&mut h, at(x0 - 4.0, 10.0), at(x0 + 36.0, 50.0));
     wait_for(&mut h, "4 tracklets");
     let followed = tracklets(lib.path());
     let new = followed
@@ -189,7 +202,7 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
         (45, 79, 35),
         "{new:?}"
     );
-    h.state_mut().send(Command::Undo);
+    undo(&mut h);
     wait_for(&mut h, "3 tracklets");
     assert_eq!(tracklets(lib.path()), before);
 
@@ -201,9 +214,8 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
         h.state().state.tracklets.comparison,
         endotwin::tracklets::timeline::Comparison::TrackletHead
     );
-    h.state_mut().send(Command::SetTrackletComparison(
-        endotwin::tracklets::timeline::Comparison::ColourHistogram,
-    ));
+    click(&mut h, "compare by");
+    click(&mut h, "colour histogram");
     wait_for(&mut h, "Similarity: colour histogram");
     wait_for(&mut h, "Polyps: 2 by grouping");
 }
@@ -212,6 +224,7 @@ fn the_timeline_links_a_revisit_and_its_edits_are_audited_and_undone() {
 /// by the shipped twin encoders, grouped into as many polyps as its labels say.
 #[test]
 fn the_sample_librarys_video_shows_its_polyps_on_the_timeline() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     crate::gui::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),
@@ -220,12 +233,14 @@ fn the_sample_librarys_video_shows_its_polyps_on_the_timeline() {
     let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
     let video = store.videos().unwrap().remove(0);
     assert_eq!(video.code, "S7-V01");
+    let exam = store.examination(video.examination_id).unwrap().unwrap();
     drop(store);
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut()
-        .send(Command::Select(Selection::Video(video.id)));
-    h.state_mut().send(Command::ShowTab(Tab("tracklets")));
+    // Its examination found with the browser's Search, then its line clicked.
+    search(&mut h, &exam.code);
+    click_line(&mut h, &format!("Video {}", video.code));
+    click_tab(&mut h, "Tracklets");
     wait_for(&mut h, "Polyps: 2 by grouping");
     shows_part(&h, "2 in the library's labels");
     shows_part(
@@ -240,6 +255,7 @@ fn the_sample_librarys_video_shows_its_polyps_on_the_timeline() {
 /// tracklet head promoted from a training run before the shipped twin encoders.
 #[test]
 fn the_timeline_compares_as_asked_and_says_what_stood_in() {
+    let _rng = crate::common::device_rng();
     use endotwin::tracklets::timeline::{Comparison, build};
     let lib = tempfile::tempdir().unwrap();
     let src = tempfile::tempdir().unwrap();

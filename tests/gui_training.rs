@@ -6,7 +6,7 @@
 use crate::gui::{harness, settle, shows_part};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use endotwin::app::{App, Command, Tab};
+use endotwin::app::App;
 use std::time::{Duration, Instant};
 
 /// Steps the app until `done` holds (the run is on its own thread), at most `secs` seconds.
@@ -32,12 +32,13 @@ fn type_into(h: &mut Harness<'static, App>, option: &str, text: &str) {
 
 #[test]
 fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
     crate::common::video_library(dir.path(), 4);
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("training")));
+    crate::gui_input::click_tab(&mut h, "Training");
     settle(&mut h);
     // The form is the recipe's option list, with its defaults as hints.
     h.get_by_label("tracklets").click();
@@ -204,12 +205,13 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
 
 #[test]
 fn a_run_without_the_data_it_needs_says_why() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("training")));
+    crate::gui_input::click_tab(&mut h, "Training");
     settle(&mut h);
     h.get_by_label("tracklets").click();
     settle(&mut h);
@@ -237,6 +239,7 @@ fn a_run_without_the_data_it_needs_says_why() {
 
 #[test]
 fn a_read_only_library_or_a_batch_too_big_is_refused_in_the_panel_and_nothing_is_written() {
+    let _rng = crate::common::device_rng();
     let dir = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(dir.path());
     let models = tempfile::tempdir().unwrap();
@@ -244,7 +247,7 @@ fn a_read_only_library_or_a_batch_too_big_is_refused_in_the_panel_and_nothing_is
     // writes nothing.
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("training")));
+    crate::gui_input::click_tab(&mut h, "Training");
     settle(&mut h);
     h.get_by_label("image-encoder").click();
     settle(&mut h);
@@ -276,7 +279,7 @@ fn a_read_only_library_or_a_batch_too_big_is_refused_in_the_panel_and_nothing_is
     let mut h = harness(dir.path());
     settle(&mut h);
     assert!(h.state().state.library.as_ref().unwrap().read_only);
-    h.state_mut().send(Command::ShowTab(Tab("training")));
+    crate::gui_input::click_tab(&mut h, "Training");
     settle(&mut h);
     h.get_by_label("image-encoder").click();
     settle(&mut h);
@@ -302,12 +305,13 @@ fn toasts(h: &Harness<'static, App>) -> Vec<String> {
 
 #[test]
 fn a_finished_run_is_promoted_the_twin_index_rebuilds_and_demote_brings_the_shipped_model_back() {
+    let _rng = crate::common::device_rng();
     use endotwin::model::weights::read_card;
     let dir = tempfile::tempdir().unwrap();
     crate::common::video_library(dir.path(), 4);
     let mut h = harness(dir.path());
     settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("training")));
+    crate::gui_input::click_tab(&mut h, "Training");
     settle(&mut h);
     shows_part(&h, "Active models: the shipped ones");
     h.get_by_label("image-encoder").click();
@@ -434,11 +438,25 @@ fn report_on(
     held: &std::path::Path,
     run: i64,
 ) -> Box<endotwin::eval::report::Report> {
-    h.state_mut().send(Command::Training(
-        endotwin::app::TrainingCommand::ReportHeldOut(held.display().to_string()),
-    ));
+    // Typed into the field, as a person names a folder (emptied first).
+    let field = "Reports run on the held-out library";
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, field)
+        .scroll_to_me();
+    settle(h);
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, field)
+        .focus();
+    settle(h);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.key_press(egui::Key::Backspace);
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, field)
+        .type_text(&held.display().to_string());
+    h.key_press(egui::Key::Escape);
     h.state_mut().state.toasts.clear();
     settle(h);
+    assert_eq!(
+        h.state().state.training.report_held_out,
+        held.display().to_string()
+    );
     let button = format!("Report #{run}");
     h.get_by_label(&button).scroll_to_me();
     settle(h);

@@ -509,7 +509,7 @@ fn prompts_score_and_search_answer_on_the_command_line_and_refuse_bad_input_clea
 fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
     let _rng = crate::common::device_rng();
     use egui_kittest::kittest::Queryable;
-    use endotwin::app::{Command, Selection, Tab};
+    use endotwin::app::{Command, Selection};
     let lib = tempfile::tempdir().unwrap();
     let models = tempfile::tempdir().unwrap();
     let store = records_library(lib.path(), 16);
@@ -523,8 +523,8 @@ fn the_text_prompts_tab_scores_an_edited_prompt_and_its_search_opens_a_polyp() {
         panel.models = endotwin::engine::prompt_jobs::available(models.path());
     }
     crate::gui::settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("prompts")));
-    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    crate::gui_input::click_tab(&mut h, "Text prompts");
+    crate::gui_input::click_case(&mut h, lib.path(), Selection::Polyp(polyp));
     let wait = |h: &mut egui_kittest::Harness<'static, endotwin::app::App>,
                 done: &dyn Fn(&endotwin::app::App) -> bool| {
         for _ in 0..400 {
@@ -714,7 +714,8 @@ fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() 
     );
     std::fs::remove_file(models.path().join("small-vocab.json")).unwrap();
     // The Text prompts tab lists the imported CLIP; chosen, it scores the selected polyp.
-    use endotwin::app::{Command, PromptCommand, Selection, Tab};
+    use egui_kittest::kittest::Queryable;
+    use endotwin::app::Selection;
     let mut h = crate::gui::harness(lib.path());
     {
         let panel = &mut h.state_mut().state.prompts;
@@ -723,12 +724,15 @@ fn an_imported_hugging_face_clip_scores_prompts_searches_and_shows_in_the_tab() 
         assert_eq!(panel.models, vec!["tiny-clip".to_string()]);
     }
     crate::gui::settle(&mut h);
-    h.state_mut().send(Command::ShowTab(Tab("prompts")));
-    h.state_mut()
-        .send(Command::Prompts(PromptCommand::ChooseModel(
-            "tiny-clip".into(),
-        )));
-    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    crate::gui_input::click_tab(&mut h, "Text prompts");
+    // The model picked in the tab's Model box.
+    h.get_by_role_and_label(egui::accesskit::Role::ComboBox, "Model:")
+        .click();
+    h.run_steps(2);
+    h.get_all_by_label("tiny-clip").last().unwrap().click();
+    crate::gui::settle(&mut h);
+    assert_eq!(h.state().state.prompts.model, "tiny-clip");
+    crate::gui_input::click_case(&mut h, lib.path(), Selection::Polyp(polyp));
     for _ in 0..400 {
         crate::gui::settle(&mut h);
         if h.state().state.prompts.scores.is_some() {

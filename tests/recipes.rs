@@ -85,7 +85,8 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             settings.set("out", out_dir.clone());
         }
         if ["twin-backbone", "detector-backbone"].contains(&recipe.name()) {
-            // ImageNet's weights live beside the repository (skipped outside CI without them).
+            // ImageNet's weights live beside the repository (skipped without them unless
+            // ENDOTWIN_REQUIRE_REALDATA is set).
             match crate::common::pretrained("mobilenetv2_imagenet_features.safetensors") {
                 Some(path) => settings.set("backbone", path.display().to_string()),
                 None => continue,

@@ -720,6 +720,7 @@ fn w12_a_blank_histology_cell_keeps_the_reviewed_label_under_update_labels() {
 
 #[test]
 fn w10_a_prompt_of_words_the_model_never_saw_is_refused_not_scored() {
+    let _rng = crate::common::device_rng();
     let card = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/prompts.json");
     let model = endotwin::prompts::model::load(&card, &burn::tensor::Device::flex()).unwrap();
     use endotwin::prompts::query::{PromptError, check_prompt};

@@ -69,7 +69,7 @@ fn wait_for_app(
 #[test]
 fn the_captions_and_text_prompts_tabs_name_a_swapped_view_instead_of_answering() {
     use burn::tensor::Device;
-    use endotwin::app::{Command, Selection, Tab, ToastLevel};
+    use endotwin::app::{Selection, ToastLevel};
     use endotwin::model::weights::{self, ModelCard, ModelKind};
     let _rng = common::device_rng();
     let lib = tempfile::tempdir().unwrap();
@@ -116,7 +116,7 @@ fn the_captions_and_text_prompts_tabs_name_a_swapped_view_instead_of_answering()
         panel.models = endotwin::engine::prompt_jobs::available(models.path());
     }
     crate::gui::settle(&mut h);
-    h.state_mut().send(Command::Select(Selection::Polyp(polyp)));
+    crate::gui_input::click_case(&mut h, lib.path(), Selection::Polyp(polyp));
     crate::gui::settle(&mut h);
     let named =
         |text: &str| text.contains(&format!("media {}", views[0].id)) && text.contains("changed");
@@ -127,7 +127,7 @@ fn the_captions_and_text_prompts_tabs_name_a_swapped_view_instead_of_answering()
             .any(|t| t.level == ToastLevel::Error && t.text.starts_with(tab) && named(&t.text))
     };
 
-    h.state_mut().send(Command::ShowTab(Tab("captions")));
+    crate::gui_input::click_tab(&mut h, "Captions");
     wait_for_app(&mut h, "the Captions answer", &|a| {
         a.state.captions.running.is_none() && a.state.captions.problem.is_some()
     });
@@ -142,7 +142,7 @@ fn the_captions_and_text_prompts_tabs_name_a_swapped_view_instead_of_answering()
     );
     crate::gui::shows_part(&h, &format!("media {}", views[0].id));
 
-    h.state_mut().send(Command::ShowTab(Tab("prompts")));
+    crate::gui_input::click_tab(&mut h, "Text prompts");
     wait_for_app(&mut h, "the Text prompts answer", &|a| {
         a.state.prompts.running.is_none() && a.state.prompts.problem.is_some()
     });

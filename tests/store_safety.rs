@@ -43,40 +43,50 @@ fn media_files(lib: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Runs `c`, killing it after `secs`: a hang fails the test instead of stalling the suite.
+/// Its output is read while it runs (a child that fills a pipe nobody reads blocks, and
+/// would be taken for a hang).
 pub(crate) fn run_within(mut c: Command, secs: u64) -> common::Ran {
     use std::io::Read;
+    use std::time::{Duration, Instant};
     let mut child = c
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    loop {
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
+        });
+        rx
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let (mut out, mut err) = (String::new(), String::new());
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return common::Ran {
-                code: status.code(),
-                stdout: out,
-                stderr: err,
-            };
+            break status;
         }
-        if start.elapsed().as_secs() > secs {
+        if Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("the command hung for {secs} s");
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The pipes close when the command exits, unless a process it started still holds them.
+    let collect = |rx: std::sync::mpsc::Receiver<String>| {
+        let left = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(5);
+        rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("the command exited but a process it started still holds its output")
+        })
+    };
+    common::Ran {
+        code: status.code(),
+        stdout: collect(out),
+        stderr: collect(err),
     }
 }
 

@@ -9,6 +9,9 @@ pub struct Progress {
     total: AtomicU64,
     cancelled: AtomicBool,
     stage: Mutex<String>,
+    /// Set by [`Progress::cancel_at`]: the stage and step count at which to cancel.
+    cancel_at: Mutex<Option<(String, u64)>>,
+    cancel_armed: AtomicBool,
 }
 
 impl Progress {
@@ -28,7 +31,16 @@ impl Progress {
     }
 
     pub fn add(&self, steps: u64) {
-        self.done.fetch_add(steps, Ordering::Relaxed);
+        let done = self.done.fetch_add(steps, Ordering::Relaxed) + steps;
+        if self.cancel_armed.load(Ordering::Relaxed) {
+            let at = self.cancel_at.lock().expect("progress lock");
+            if let Some((stage, steps)) = at.as_ref()
+                && done >= *steps
+                && *self.stage.lock().expect("progress lock") == *stage
+            {
+                self.cancel();
+            }
+        }
     }
 
     pub fn set_done(&self, done: u64) {
@@ -55,6 +67,14 @@ impl Progress {
 
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// Cancels the job at a known point: once the stage named `stage` has done `steps`
+    /// steps (the step that reaches it is the last one taken). A cancel from another thread
+    /// lands wherever the job happens to be; this one lands in the same place every run.
+    pub fn cancel_at(&self, stage: &str, steps: u64) {
+        *self.cancel_at.lock().expect("progress lock") = Some((stage.to_string(), steps));
+        self.cancel_armed.store(true, Ordering::Relaxed);
     }
 
     pub fn is_cancelled(&self) -> bool {

@@ -198,13 +198,36 @@ fn shared(folder: &str, item: &str, what: &str) -> Option<PathBuf> {
 }
 
 /// burn-flex draws every random number of the process from one source, and all tests share
-/// one process: a test that seeds the device and then initialises or trains a model holds
-/// this lock for as long as it draws, so that no other test's draws interleave with its own
-/// and its figures repeat run after run. Taken first thing in a test (never in a helper that
-/// a locked test calls: the lock is not reentrant).
-pub fn device_rng() -> std::sync::MutexGuard<'static, ()> {
+/// one process: every test that initialises, loads (a load initialises first) or trains a
+/// model in this process, itself or through the app's engine, holds this lock for as long as
+/// it draws, so that no other test's draws interleave with its own and the figures of a test
+/// that seeds the device repeat run after run. Taken first thing in a test; a helper may take
+/// it too: a thread that holds it already gets it again at once (a guard that releases
+/// nothing).
+pub fn device_rng() -> DeviceRng {
     static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner())
+    if HOLDS_DEVICE_RNG.get() {
+        return DeviceRng(None);
+    }
+    let guard = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    HOLDS_DEVICE_RNG.set(true);
+    DeviceRng(Some(guard))
+}
+
+thread_local! {
+    /// Whether this thread holds [`device_rng`]'s lock.
+    static HOLDS_DEVICE_RNG: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`device_rng`]'s guard: the lock is released when the outermost one is dropped.
+pub struct DeviceRng(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for DeviceRng {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            HOLDS_DEVICE_RNG.set(false);
+        }
+    }
 }
 
 /// Writes `image` as a JPEG whose EXIF says how to turn it (orientation 1-8).

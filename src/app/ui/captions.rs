@@ -138,6 +138,13 @@ fn strip(
                 ui.set_max_width(STRIP_THUMB);
                 let selected = state.focused == Some(i);
                 let r = image(ui, key, STRIP_THUMB, textures);
+                r.widget_info(|| {
+                    egui::WidgetInfo::labeled(
+                        egui::Role::Button,
+                        true,
+                        format!("Open frame {}", i + 1),
+                    )
+                });
                 if selected {
                     ui.painter().rect_stroke(
                         r.rect.expand(2.0),

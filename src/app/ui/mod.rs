@@ -135,27 +135,33 @@ fn guide_for(state: &AppState) -> Command {
     Command::Guide(Some(super::guide::index_of(panels::panel(state.tab).guide)))
 }
 
-/// Shortcuts fire only while no text field has the keyboard.
+/// Shortcuts fire only while no text field has the keyboard. The arrow keys and Escape also
+/// wait while any other widget has it (a focused slider steps with the arrows; Escape first
+/// lets go of the widget); Ctrl+Z, the tab keys and F1 do not (after moving the frame slider
+/// with the arrows, Ctrl+Z still undoes).
 fn keyboard(ctx: &egui::Context, state: &AppState, out: &mut Vec<Command>) {
-    if ctx.egui_wants_keyboard_input() {
+    if ctx.text_edit_focused() {
         return;
     }
+    let widget_has_keys = ctx.egui_wants_keyboard_input();
     ctx.input(|i| {
         use egui::Key;
-        if i.key_pressed(Key::ArrowDown) {
-            out.push(Command::MoveSelection(1));
-        }
-        if i.key_pressed(Key::ArrowUp) {
-            out.push(Command::MoveSelection(-1));
-        }
-        if i.key_pressed(Key::ArrowRight) {
-            out.push(Command::StepView(1));
-        }
-        if i.key_pressed(Key::ArrowLeft) {
-            out.push(Command::StepView(-1));
-        }
-        if i.key_pressed(Key::Escape) {
-            out.push(Command::Focus(None));
+        if !widget_has_keys {
+            if i.key_pressed(Key::ArrowDown) {
+                out.push(Command::MoveSelection(1));
+            }
+            if i.key_pressed(Key::ArrowUp) {
+                out.push(Command::MoveSelection(-1));
+            }
+            if i.key_pressed(Key::ArrowRight) {
+                out.push(Command::StepView(1));
+            }
+            if i.key_pressed(Key::ArrowLeft) {
+                out.push(Command::StepView(-1));
+            }
+            if i.key_pressed(Key::Escape) {
+                out.push(Command::Focus(None));
+            }
         }
         if i.key_pressed(Key::F1) {
             out.push(guide_for(state));

@@ -164,6 +164,13 @@ fn grid(
                     ui.vertical(|ui| {
                         let (rect, resp) =
                             ui.allocate_exact_size(Vec2::splat(cell), Sense::click());
+                        resp.widget_info(|| {
+                            egui::WidgetInfo::labeled(
+                                egui::Role::Button,
+                                true,
+                                format!("Open {label}"),
+                            )
+                        });
                         paint_fitted(ui, textures, key, rect, 1.0, Vec2::ZERO, &[]);
                         if resp.hovered() {
                             ui.painter().rect_stroke(
@@ -287,6 +294,8 @@ fn focused_image(
     let mut zp: ZoomPan = ui.data(|d| d.get_temp(id)).unwrap_or_default();
     let size = ui.available_size();
     let (rect, resp) = ui.allocate_exact_size(size, Sense::click_and_drag());
+    // Named for screen readers and the GUI tests (which drag boxes on it).
+    resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, "large image"));
     if resp.hovered() {
         let scroll = ui.input(|i| i.smooth_scroll_delta.y);
         if scroll != 0.0 {
