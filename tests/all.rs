@@ -29,6 +29,8 @@ mod importers;
 mod kill_resume;
 mod label_props;
 mod labels;
+mod library_copy;
+mod library_engines;
 mod losses;
 mod manifest_props;
 mod models;

@@ -3,24 +3,32 @@
 //! All SQL of the program lives under this module. Every multi-row change runs inside
 //! [`Store::write`], which is one transaction: it commits only if the closure returns `Ok`.
 
+mod audit;
 mod cases;
 mod check;
 mod connection;
+mod copy;
+mod db;
 mod labels;
 mod listing;
 mod media;
 mod merge;
 mod models;
+mod pg;
+mod pg_value;
 mod schema;
+mod schema_pg;
 mod tracklet_edits;
 mod values;
 mod videos;
 
+pub use audit::check_audit_time;
 pub use cases::*;
 pub use check::LibraryCheck;
+pub use copy::{COPIED_TABLES, CopyReport, copy_library};
 pub use labels::{
     AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LibraryAudit, MAX_REVIEWER_CHARS, TargetKind,
-    VIEW_BOX_KEY, check_audit_time, check_reviewer, format_view_box, import_label, parse_view_box,
+    VIEW_BOX_KEY, check_reviewer, format_view_box, import_label, parse_view_box,
 };
 pub use listing::{CaseFilter, CaseListing, ExamNode};
 pub use media::{
@@ -44,7 +52,10 @@ pub use values::{
 pub use videos::*;
 
 use connection::{check_sqlite_header, open_connection};
-use rusqlite::{Connection, Transaction};
+use db::Connection;
+#[cfg(test)]
+use db::params;
+pub use db::{EngineKind, Transaction};
 use std::path::{Path, PathBuf};
 
 /// File name of the SQLite database inside a library folder.
@@ -88,6 +99,12 @@ pub enum StoreError {
     },
     #[error("library database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("library database error: {0}")]
+    Postgres(#[from] postgres::Error),
+    #[error("library database error: {0}")]
+    Database(String),
+    #[error("library database error: the query returned no row")]
+    NoRow,
     #[error(
         "{path}: the library is busy: another EndoTwin has been writing to it for {waited_s} s; nothing was written, try again when it is done"
     )]
@@ -116,6 +133,18 @@ pub enum StoreError {
         "{path}: lies inside the {MEDIA_DIR}/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },
+    #[error(
+        "{url}: cannot reach the library's database server ({reason}); check the server, the URL and ~/.pgpass (nothing was changed)"
+    )]
+    Unreachable { url: String, reason: String },
+    #[error(
+        "{target} {key}: changed since you read it, by {changes}; nothing was written (look at the new value and set yours again if it still holds)"
+    )]
+    Conflict {
+        target: String,
+        key: String,
+        changes: String,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -216,6 +245,9 @@ impl Store {
                     .into(),
             });
         }
+        if let Some(url) = pg::library_url(path) {
+            return pg::open(url, mode);
+        }
         let exists = db_path.exists();
         let empty =
             !exists || std::fs::metadata(&db_path).is_ok_and(|m| m.is_file() && m.len() == 0);
@@ -263,7 +295,7 @@ impl Store {
         }
         // Permission bits, not a failed write: root ignores them, and we must not write.
         let read_only = meta.is_some_and(|m| m.permissions().readonly());
-        let conn = open_connection(&db_path, read_only)?;
+        let conn = Connection::sqlite(open_connection(&db_path, read_only)?);
         let mut store = Store {
             conn,
             db_path,
@@ -288,8 +320,9 @@ impl Store {
 
     /// Opens an in-memory library whose media folder is `root` (tests and dry runs).
     pub fn open_in_memory(root: &Path) -> Result<Store> {
-        let conn = Connection::open_in_memory()?;
+        let conn = rusqlite::Connection::open_in_memory()?;
         conn.execute_batch("PRAGMA foreign_keys = ON;")?;
+        let conn = Connection::sqlite(conn);
         let mut store = Store {
             conn,
             db_path: PathBuf::from(":memory:"),
@@ -320,9 +353,15 @@ impl Store {
     }
 
     pub fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        match self.conn.as_sqlite() {
+            Some(c) => Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?),
+            None => pg::schema_version(&self.conn),
+        }
+    }
+
+    /// Which engine holds this library.
+    pub fn engine(&self) -> EngineKind {
+        self.conn.kind()
     }
 
     /// Says `notice` once whenever a write has to wait for another process's lock.
@@ -373,22 +412,14 @@ impl Store {
         }
         self.ensure_intact().map_err(E::from)?;
         self.wait_for_lock().map_err(E::from)?;
-        let locked = |e: rusqlite::Error, db: &Path| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-                StoreError::Locked {
-                    path: db.to_path_buf(),
-                    waited_s: LOCK_WAIT.as_secs(),
-                }
-            }
-            _ => StoreError::Sqlite(e),
-        };
         let db = self.db_path.clone();
-        let mut files = MediaFiles::new(&self.root);
+        let mut files = MediaFiles::new(&self.root, &self.conn);
         let tx = self
             .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .transaction()
             .map_err(|e| E::from(locked(e, &db)))?;
-        if sweep && self.db_path != Path::new(":memory:") {
+        if sweep && self.db_path != Path::new(":memory:") && self.conn.kind() == EngineKind::Sqlite
+        {
             media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
         let value = match f(&tx, &mut files) {
@@ -412,15 +443,18 @@ impl Store {
         let Some(notice) = &self.wait_notice else {
             return Ok(());
         };
-        self.conn.busy_timeout(std::time::Duration::ZERO)?;
-        let free = self
-            .conn
-            .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
-            .is_ok();
-        if !free && !self.conn.is_autocommit() {
-            self.conn.execute_batch("ROLLBACK")?;
-        }
-        self.conn.busy_timeout(LOCK_WAIT)?;
+        let free = match self.conn.as_sqlite() {
+            Some(conn) => {
+                conn.busy_timeout(std::time::Duration::ZERO)?;
+                let free = conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").is_ok();
+                if !free && !conn.is_autocommit() {
+                    conn.execute_batch("ROLLBACK")?;
+                }
+                conn.busy_timeout(LOCK_WAIT)?;
+                free
+            }
+            None => pg::writer_lock_free(&self.conn)?,
+        };
         if !free {
             notice("waiting for the library (another EndoTwin is writing to it)");
         }
@@ -432,16 +466,16 @@ impl Store {
     }
 
     fn check_and_migrate(&mut self, mode: OpenMode) -> Result<()> {
-        let found: i64 = self
-            .conn
+        let Some(conn) = self.conn.as_sqlite() else {
+            return pg::check_and_create(self, mode);
+        };
+        let found: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| self.not_a_library(e))?;
-        let app_id: i64 = self
-            .conn
+        let app_id: i64 = conn
             .query_row("PRAGMA application_id", [], |r| r.get(0))
             .map_err(|e| self.not_a_library(e))?;
-        let tables: i64 = self
-            .conn
+        let tables: i64 = conn
             .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
             .map_err(|e| self.not_a_library(e))?;
         if tables > 0 && app_id != APPLICATION_ID {
@@ -493,7 +527,7 @@ impl Store {
         }
         if self.db_path != Path::new(":memory:") {
             // WAL lets the GUI read while the engine writes; set once, it sticks to the file.
-            self.conn
+            self.sqlite()
                 .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         }
         for (from, sql) in schema::MIGRATIONS.iter().enumerate().skip(found as usize) {
@@ -507,10 +541,15 @@ impl Store {
             tx.commit()?;
         }
         self.conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('created_by', ?1)",
+            "INSERT INTO meta(key, value) VALUES ('created_by', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [concat!("endotwin ", env!("CARGO_PKG_VERSION"))],
         )?;
         Ok(())
+    }
+
+    /// The SQLite connection of an SQLite library (its pragmas and checks).
+    fn sqlite(&self) -> &rusqlite::Connection {
+        self.conn.as_sqlite().expect("an SQLite library")
     }
 
     /// A database that cannot be read as a library: named as such unless the disk itself
@@ -530,6 +569,25 @@ impl Store {
                 reason: e.to_string(),
             },
         }
+    }
+}
+
+/// A write that could not take the library's write lock in time, named as such.
+fn locked(e: StoreError, db: &Path) -> StoreError {
+    let busy = match &e {
+        StoreError::Sqlite(e) => matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        ),
+        StoreError::Postgres(e) => pg::is_lock_timeout(e),
+        _ => false,
+    };
+    match busy {
+        true => StoreError::Locked {
+            path: db.to_path_buf(),
+            waited_s: LOCK_WAIT.as_secs(),
+        },
+        false => e,
     }
 }
 
@@ -594,7 +652,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         drop(Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap());
         let db = dir.path().join(DB_FILE);
-        Connection::open(&db)
+        rusqlite::Connection::open(&db)
             .unwrap()
             .execute_batch("PRAGMA user_version = -1")
             .unwrap();
@@ -618,7 +676,7 @@ mod tests {
                 let gone = start_run(tx, None, "r", "{}")?;
                 tx.execute(
                     "UPDATE training_runs SET pid = ?1 WHERE id = ?2",
-                    rusqlite::params![dead, gone],
+                    params![dead, gone],
                 )?;
                 Ok((live, gone))
             })
