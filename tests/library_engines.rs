@@ -133,6 +133,7 @@ on_both_engines!(
     media_come_back_as_imported_and_changed_bytes_are_refused_by_name,
     the_second_of_two_reviewers_changing_a_label_is_told_what_changed_since_it_read,
     edits_from_several_stations_at_once_each_land_once_with_their_audit_row,
+    the_library_bench_finds_nothing_lost_duplicated_or_silently_overwritten,
 );
 
 fn library_with_polyp(place: &Place) -> (Store, i64) {
@@ -538,4 +539,54 @@ fn edits_from_several_stations_at_once_each_land_once_with_their_audit_row(engin
             .unwrap(),
         audit.last().unwrap().new_value
     );
+}
+
+fn the_library_bench_finds_nothing_lost_duplicated_or_silently_overwritten(engine: Engine) {
+    let Some(place) = Place::fresh(engine) else {
+        return;
+    };
+    let (mut store, first) = library_with_polyp(&place);
+    store
+        .write(|tx| -> Result<(), StoreError> {
+            for i in 2..=3 {
+                upsert_polyp(
+                    tx,
+                    &NewPolyp {
+                        examination_id: store_exam(tx)?,
+                        code: format!("E1-P{i}"),
+                        ..Default::default()
+                    },
+                )?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    drop(store);
+    // Six clients on three polyps for a second and a half: conflicts are bound to happen.
+    let report = endotwin::bench::library::run(&place.location, 6, 1.5).unwrap();
+    assert!(report.edits > 6, "{report:?}");
+    assert_eq!(
+        (report.lost, report.duplicated, report.silent_overwrites),
+        (0, 0, 0),
+        "{report:?}"
+    );
+    let store = place.open(OpenMode::Existing).unwrap();
+    let polyps = store.polyps().unwrap();
+    assert_eq!(polyps.len(), 3);
+    assert!(polyps.iter().any(|p| p.id == first));
+    let audited: usize = polyps
+        .iter()
+        .map(|p| store.audit_history(TargetKind::Polyp, p.id).unwrap().len())
+        .sum();
+    assert_eq!(audited, report.edits, "every edit audited once: {report:?}");
+}
+
+fn store_exam(tx: &endotwin::store::Transaction<'_>) -> Result<i64, StoreError> {
+    upsert_examination(
+        tx,
+        &NewExamination {
+            code: "E1".into(),
+            ..Default::default()
+        },
+    )
 }

@@ -143,6 +143,14 @@ pub fn check_audit_time(text: &str) -> std::result::Result<(), String> {
 }
 
 impl Store {
+    /// The id of the newest audit row (0 when there is none): rows after it are newer.
+    pub fn audit_high_water(&self) -> Result<i64> {
+        self.conn()
+            .query_row("SELECT coalesce(max(id), 0) FROM label_audit", [], |r| {
+                r.get(0)
+            })
+    }
+
     /// The version of a label as a reviewer reads it: the id of its latest audit row (0 when
     /// it was never changed). Pass it to [`Store::set_label_as_read`] with the change.
     pub fn label_version(&self, target: TargetKind, target_id: i64, key: &str) -> Result<i64> {

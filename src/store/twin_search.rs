@@ -48,4 +48,17 @@ impl Store {
             .collect::<Result<_>>()
             .map(Some)
     }
+
+    /// The models with stored codes for `target` items, newest first.
+    pub fn models_with_codes(&self, target: EmbeddingTarget) -> Result<Vec<i64>> {
+        self.conn()
+            .rows(
+                "SELECT DISTINCT model_id FROM embeddings
+                 WHERE target_kind = ?1 AND code IS NOT NULL ORDER BY model_id DESC",
+                [target.as_str()],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
 }
