@@ -134,6 +134,7 @@ on_both_engines!(
     the_second_of_two_reviewers_changing_a_label_is_told_what_changed_since_it_read,
     edits_from_several_stations_at_once_each_land_once_with_their_audit_row,
     the_library_bench_finds_nothing_lost_duplicated_or_silently_overwritten,
+    two_stations_importing_the_same_folder_at_once_land_it_once,
 );
 
 fn library_with_polyp(place: &Place) -> (Store, i64) {
@@ -589,4 +590,49 @@ fn store_exam(tx: &endotwin::store::Transaction<'_>) -> Result<i64, StoreError> 
             ..Default::default()
         },
     )
+}
+
+fn two_stations_importing_the_same_folder_at_once_land_it_once(engine: Engine) {
+    use crate::common::{import, png};
+    let Some(place) = Place::fresh(engine) else {
+        return;
+    };
+    drop(place.open(OpenMode::CreateIfMissing).unwrap());
+    let src = tempfile::tempdir().unwrap();
+    for (p, polyp) in ["A", "B", "C"].iter().enumerate() {
+        for v in 0..2u8 {
+            png(
+                &src.path().join(format!("{polyp}/{v}.png")),
+                24,
+                16,
+                10 * p as u8 + v,
+            );
+        }
+    }
+    std::fs::write(
+        src.path().join("pathology.csv"),
+        "polyp,histology,vienna_class,size_mm\nA,adenoma,3,8\nB,hyperplastic,1,4\nC,adenoma,2,6\n",
+    )
+    .unwrap();
+    // The same folder imported once into a library of its own: what one import makes.
+    let alone = tempfile::tempdir().unwrap();
+    assert!(import(alone.path(), "multiview", src.path(), &[]).ok());
+    let once = Store::open(alone.path(), OpenMode::Existing)
+        .unwrap()
+        .stats()
+        .unwrap();
+    assert_eq!((once.polyps, once.media), (3, 6));
+
+    let stations: Vec<_> = (0..2)
+        .map(|_| {
+            let (library, folder) = (place.location.clone(), src.path().to_path_buf());
+            std::thread::spawn(move || import(&library, "multiview", &folder, &[]))
+        })
+        .collect();
+    for ran in stations.into_iter().map(|t| t.join().unwrap()) {
+        assert!(ran.ok(), "{}", ran.text());
+    }
+    let store = place.open(OpenMode::Existing).unwrap();
+    assert_eq!(store.stats().unwrap(), once);
+    assert!(store.library_check(&|_, _| {}).unwrap().is_healthy());
 }
