@@ -85,3 +85,71 @@ fn twin_search_in_the_database_equals_the_in_process_search() {
         None
     );
 }
+
+/// A station whose connection the server drops mid-write (a restart, a cut cable): the
+/// write is refused by name and nothing of it is in the library; a reopened store goes on.
+#[test]
+fn a_connection_lost_mid_write_leaves_nothing_half_written_and_says_so() {
+    use endotwin::store::{NewExamination, NewPolyp, upsert_examination, upsert_polyp};
+    let Some(place) = Place::fresh(Engine::Postgres) else {
+        return;
+    };
+    drop(place.open(OpenMode::CreateIfMissing).unwrap());
+    let name = format!("victim{}", std::process::id());
+    let url = format!("{}&application_name={name}", place.location.display());
+    let mut store =
+        endotwin::store::Store::open(std::path::Path::new(&url), OpenMode::Existing).unwrap();
+    let server = std::env::var("ENDOTWIN_TEST_POSTGRES").unwrap();
+    let err = store
+        .write(|tx| -> Result<(), StoreError> {
+            let exam = upsert_examination(
+                tx,
+                &NewExamination {
+                    code: "E-cut".into(),
+                    ..Default::default()
+                },
+            )?;
+            // The server ends this station's session half-way through the write.
+            let mut admin = ::postgres::Client::connect(&server, ::postgres::NoTls).unwrap();
+            admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                     WHERE application_name = $1",
+                    &[&name],
+                )
+                .unwrap();
+            upsert_polyp(
+                tx,
+                &NewPolyp {
+                    examination_id: exam,
+                    code: "E-cut-P1".into(),
+                    ..Default::default()
+                },
+            )?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, StoreError::ConnectionLost(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("connection to the library's database server was lost")
+    );
+    let mut again = place.open(OpenMode::Existing).unwrap();
+    assert_eq!(
+        again.stats().unwrap().examinations,
+        0,
+        "nothing half-written"
+    );
+    again
+        .write(|tx| {
+            upsert_examination(
+                tx,
+                &NewExamination {
+                    code: "E-after".into(),
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(again.stats().unwrap().examinations, 1);
+}

@@ -100,8 +100,12 @@ pub enum StoreError {
     },
     #[error("library database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("library database error: {0}")]
-    Postgres(#[from] postgres::Error),
+    #[error("library database error: {}", pg_message(.0))]
+    Postgres(postgres::Error),
+    #[error(
+        "the connection to the library's database server was lost ({0}); a change in flight was not confirmed: look at the library again (reopen it) before repeating it"
+    )]
+    ConnectionLost(String),
     #[error("library database error: {0}")]
     Database(String),
     #[error("library database error: the query returned no row")]
@@ -465,6 +469,45 @@ impl Store {
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+impl From<postgres::Error> for StoreError {
+    /// A server gone (restarted, network cut) is named as such, apart from refused queries.
+    fn from(e: postgres::Error) -> StoreError {
+        // SQLSTATE classes 08 (connection exception) and 57 (the server shutting down or
+        // ending the session).
+        let ended = e
+            .code()
+            .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+        match e.is_closed() || ended || e.as_db_error().is_none() && io_error(&e) {
+            true => StoreError::ConnectionLost(pg_message(&e)),
+            false => StoreError::Postgres(e),
+        }
+    }
+}
+
+/// The server's own message for a refused query (the client's `Display` says only
+/// "db error"), else the client's.
+fn pg_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether a PostgreSQL client error came from the connection (I/O), not the server.
+fn io_error(e: &postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// A write that could not take the library's write lock in time, named as such.

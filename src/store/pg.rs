@@ -36,7 +36,7 @@ pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
     let client =
         postgres::Client::connect(url, postgres::NoTls).map_err(|e| StoreError::Unreachable {
             url: shown.clone(),
-            reason: e.to_string(),
+            reason: super::pg_message(&e),
         })?;
     let conn = Connection::postgres(client);
     // A write waits for another station's write as long as on SQLite, then says so.
