@@ -31,6 +31,7 @@ mod label_props;
 mod labels;
 mod library_copy;
 mod library_engines;
+mod library_gui;
 mod library_search;
 mod losses;
 mod manifest_props;
