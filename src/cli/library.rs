@@ -75,6 +75,11 @@ fn check(library: &Path) -> Result<()> {
         bar.set_position(done as u64);
     })?;
     bar.finish_and_clear();
+    // A PostgreSQL library is named by its URL (its media are in the database).
+    let shown = match store.engine() {
+        endotwin::store::EngineKind::Sqlite => store.root().to_path_buf(),
+        endotwin::store::EngineKind::Postgres => store.db_path().to_path_buf(),
+    };
     let sections = [
         ("database", &report.integrity),
         ("changed", &report.changed),
@@ -90,7 +95,7 @@ fn check(library: &Path) -> Result<()> {
     if report.is_healthy() {
         println!(
             "library {} is whole: database intact, {} media files match their hashes",
-            store.root().display(),
+            shown.display(),
             report.media_checked
         );
         return Ok(());
@@ -98,7 +103,7 @@ fn check(library: &Path) -> Result<()> {
     let count = sections.iter().map(|(_, l)| l.len()).sum::<usize>();
     anyhow::bail!(
         "library {}: {count} problem{} (named above); nothing was changed",
-        store.root().display(),
+        shown.display(),
         if count == 1 { "" } else { "s" }
     )
 }
