@@ -403,12 +403,18 @@ impl Connection {
             return Ok(s.clone());
         }
         let stmt = client.borrow_mut().prepare(&dollar_placeholders(sql))?;
-        self.statements
-            .borrow_mut()
-            .insert(sql.to_string(), stmt.clone());
+        let mut statements = self.statements.borrow_mut();
+        // Some SQL is built per call (ids inlined): the cache starts over rather than grow.
+        if statements.len() >= MAX_STATEMENTS {
+            statements.clear();
+        }
+        statements.insert(sql.to_string(), stmt.clone());
         Ok(stmt)
     }
 }
+
+/// PostgreSQL statements kept prepared per connection.
+const MAX_STATEMENTS: usize = 256;
 
 /// The advisory lock every PostgreSQL write transaction holds ("ETWN").
 pub const WRITER_LOCK: i64 = 0x4554_574E;
