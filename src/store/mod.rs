@@ -139,7 +139,7 @@ pub enum StoreError {
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },
     #[error(
-        "{url}: cannot reach the library's database server ({reason}); check the server, the URL and ~/.pgpass (nothing was changed)"
+        "{url}: cannot reach the library's database server ({reason}); check the server, the URL and $PGPASSWORD (nothing was changed)"
     )]
     Unreachable { url: String, reason: String },
     #[error(

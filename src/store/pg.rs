@@ -33,11 +33,22 @@ pub fn redacted(url: &str) -> String {
 /// Opens (and, with [`OpenMode::CreateIfMissing`], makes) the library in the database at `url`.
 pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
     let shown = redacted(url);
-    let client =
-        postgres::Client::connect(url, postgres::NoTls).map_err(|e| StoreError::Unreachable {
-            url: shown.clone(),
-            reason: super::pg_message(&e),
-        })?;
+    let unreachable = |reason: String| StoreError::Unreachable {
+        url: shown.clone(),
+        reason,
+    };
+    let mut config: postgres::Config = url
+        .parse()
+        .map_err(|e: postgres::Error| unreachable(super::pg_message(&e)))?;
+    // The password stays out of the URL (and so out of shell history and messages).
+    if config.get_password().is_none()
+        && let Ok(password) = std::env::var("PGPASSWORD")
+    {
+        config.password(password);
+    }
+    let client = config
+        .connect(postgres::NoTls)
+        .map_err(|e| unreachable(super::pg_message(&e)))?;
     let conn = Connection::postgres(client);
     // A write waits for another station's write as long as on SQLite, then says so.
     conn.execute_batch(&format!(
