@@ -135,6 +135,7 @@ on_both_engines!(
     edits_from_several_stations_at_once_each_land_once_with_their_audit_row,
     the_library_bench_finds_nothing_lost_duplicated_or_silently_overwritten,
     two_stations_importing_the_same_folder_at_once_land_it_once,
+    a_station_sees_what_another_changed_since_it_last_looked,
 );
 
 fn library_with_polyp(place: &Place) -> (Store, i64) {
@@ -635,4 +636,48 @@ fn two_stations_importing_the_same_folder_at_once_land_it_once(engine: Engine) {
     let store = place.open(OpenMode::Existing).unwrap();
     assert_eq!(store.stats().unwrap(), once);
     assert!(store.library_check(&|_, _| {}).unwrap().is_healthy());
+}
+
+fn a_station_sees_what_another_changed_since_it_last_looked(engine: Engine) {
+    let Some(place) = Place::fresh(engine) else {
+        return;
+    };
+    let (mut other, polyp) = library_with_polyp(&place);
+    let mine = place.open(OpenMode::Existing).unwrap();
+    let seen = mine.audit_high_water().unwrap();
+    assert!(mine.changes_after(seen).unwrap().is_empty());
+    other
+        .set_label(
+            "dr. b",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("carcinoma"),
+        )
+        .unwrap();
+    other
+        .set_label("dr. b", TargetKind::Polyp, polyp, "paris", Some("0-Is"))
+        .unwrap();
+    let changes = mine.changes_after(seen).unwrap();
+    let shown: Vec<(&str, &str, Option<&str>, &str)> = changes
+        .iter()
+        .map(|c| {
+            (
+                c.entry.who.as_str(),
+                c.entry.key.as_str(),
+                c.entry.new_value.as_deref(),
+                c.target_name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("dr. b", "histology", Some("carcinoma"), "E1-P1"),
+            ("dr. b", "paris", Some("0-Is"), "E1-P1")
+        ]
+    );
+    let last = changes.last().unwrap().entry.id;
+    assert!(mine.changes_after(last).unwrap().is_empty());
+    assert_eq!(last, mine.audit_high_water().unwrap());
 }

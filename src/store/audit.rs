@@ -2,7 +2,7 @@
 //! label edits checked against what the reviewer read: two people changing the same label
 //! never overwrite each other silently.
 
-use super::db::{Connection, params};
+use super::db::{Connection, Row, params};
 use super::labels::{AuditEntry, AuditFilter, LibraryAudit, TargetKind};
 use super::{Result, Store, StoreError};
 
@@ -41,51 +41,69 @@ impl Store {
                 u.clone()
             }
         });
-        let mut stmt = self.conn().prepare(
-            "SELECT a.id, a.key, a.who, a.at, a.old_value, a.new_value, a.target_kind,
-                    a.target_id,
-                    CASE a.target_kind
-                        WHEN 'polyp' THEN (SELECT code FROM polyps WHERE id = a.target_id)
-                        WHEN 'video' THEN (SELECT code FROM videos WHERE id = a.target_id)
-                        WHEN 'media' THEN (SELECT rel_path FROM media WHERE id = a.target_id)
-                        ELSE NULL END
-             FROM label_audit a
+        let mut stmt = self.conn().prepare(&format!(
+            "{AUDIT_SELECT}
              WHERE (CAST(?1 AS TEXT) IS NULL OR a.who = ?1)
                AND (CAST(?2 AS TEXT) IS NULL OR a.at >= ?2)
                AND (CAST(?3 AS TEXT) IS NULL OR a.at < ?3)
-             ORDER BY a.id DESC LIMIT ?4",
-        )?;
+             ORDER BY a.id DESC LIMIT ?4"
+        ))?;
         let limit = if filter.limit == 0 {
             i64::MAX
         } else {
             filter.limit as i64
         };
-        let rows = stmt.query_map(params![filter.who, filter.since, until, limit], |r| {
-            let kind: String = r.get(6)?;
-            let target_id: i64 = r.get(7)?;
-            let target = match kind.as_str() {
-                "polyp" => TargetKind::Polyp,
-                "media" => TargetKind::Media,
-                "video" => TargetKind::Video,
-                _ => TargetKind::Tracklet,
-            };
-            let name: Option<String> = r.get(8)?;
-            Ok(LibraryAudit {
-                entry: AuditEntry {
-                    id: r.get(0)?,
-                    key: r.get(1)?,
-                    who: r.get(2)?,
-                    at: r.get(3)?,
-                    old_value: r.get(4)?,
-                    new_value: r.get(5)?,
-                },
-                target,
-                target_id,
-                target_name: name.unwrap_or_else(|| format!("{kind} {target_id}")),
-            })
-        })?;
+        let rows = stmt.query_map(
+            params![filter.who, filter.since, until, limit],
+            library_audit_from_row,
+        )?;
         rows.collect::<Result<_>>()
     }
+
+    /// Every audited change after audit row `after`, oldest first: what other stations
+    /// changed since this one last looked. Poll it with the id of the last row seen,
+    /// starting from [`Store::audit_high_water`].
+    pub fn changes_after(&self, after: i64) -> Result<Vec<LibraryAudit>> {
+        self.conn()
+            .prepare(&format!("{AUDIT_SELECT} WHERE a.id > ?1 ORDER BY a.id"))?
+            .query_map([after], library_audit_from_row)?
+            .collect()
+    }
+}
+
+/// An audit row with what it changed, for [`library_audit_from_row`].
+const AUDIT_SELECT: &str = "SELECT a.id, a.key, a.who, a.at, a.old_value, a.new_value,
+        a.target_kind, a.target_id,
+        CASE a.target_kind
+            WHEN 'polyp' THEN (SELECT code FROM polyps WHERE id = a.target_id)
+            WHEN 'video' THEN (SELECT code FROM videos WHERE id = a.target_id)
+            WHEN 'media' THEN (SELECT rel_path FROM media WHERE id = a.target_id)
+            ELSE NULL END
+    FROM label_audit a";
+
+fn library_audit_from_row(r: &Row) -> Result<LibraryAudit> {
+    let kind: String = r.get(6)?;
+    let target_id: i64 = r.get(7)?;
+    let target = match kind.as_str() {
+        "polyp" => TargetKind::Polyp,
+        "media" => TargetKind::Media,
+        "video" => TargetKind::Video,
+        _ => TargetKind::Tracklet,
+    };
+    let name: Option<String> = r.get(8)?;
+    Ok(LibraryAudit {
+        entry: AuditEntry {
+            id: r.get(0)?,
+            key: r.get(1)?,
+            who: r.get(2)?,
+            at: r.get(3)?,
+            old_value: r.get(4)?,
+            new_value: r.get(5)?,
+        },
+        target,
+        target_id,
+        target_name: name.unwrap_or_else(|| format!("{kind} {target_id}")),
+    })
 }
 
 /// Checks a date or time filter of the audit log: a UTC date `2026-11-25` or a UTC time
