@@ -29,6 +29,7 @@ mod importers;
 mod kill_resume;
 mod label_props;
 mod labels;
+mod library_concurrency;
 mod library_copy;
 mod library_engines;
 mod library_gui;
