@@ -4,6 +4,7 @@
 //! optimizer step), `bench parity` (the shipped models on the GPU against the CPU) and `bench
 //! retrieve` (twin search) live beside it. Figures, not tests.
 
+pub mod library;
 pub mod parity;
 pub mod retrieve;
 pub mod train;

@@ -75,6 +75,18 @@ pub enum BenchWhat {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Several clients at once on the library (--library: a folder or a postgres:// URL):
+    /// label edits against the version each read and twin queries, then the audit trail
+    /// checked against every client's log (lost, duplicated, silent overwrites). It writes
+    /// label edits: run it on a copy.
+    Library {
+        #[arg(long, default_value_t = 8, value_parser = count(1, 256))]
+        clients: usize,
+        #[arg(long, default_value_t = 10.0, value_parser = seconds_of(false))]
+        seconds: f64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -206,6 +218,19 @@ fn opt(x: Option<f64>) -> Value {
 
 pub fn run(library: &Path, what: BenchWhat) -> Result<()> {
     match what {
+        BenchWhat::Library {
+            clients,
+            seconds,
+            json,
+        } => {
+            let report = bench::library::run(library, clients, seconds)?;
+            let text = serde_json::to_string_pretty(&report)?;
+            println!("{text}");
+            match json {
+                Some(path) => super::write_output(&path, text.as_bytes()),
+                None => Ok(()),
+            }
+        }
         BenchWhat::Parity {
             models,
             views,

@@ -1,9 +1,9 @@
 //! Examinations, polyps and their views, reports and captions: rows, writes and the
 //! queries the case browser needs.
 
+use super::db::{OptionalExtension, Row, Transaction, params};
 use super::media::{media_columns_of, media_from_row};
 use super::{MediaRow, Result, Store};
-use rusqlite::{OptionalExtension, Transaction, params};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExaminationRow {
@@ -123,7 +123,10 @@ pub fn upsert_examination(tx: &Transaction<'_>, e: &NewExamination) -> Result<i6
     }
     let patient_id: Option<i64> = match &e.patient_code {
         Some(code) => {
-            tx.execute("INSERT OR IGNORE INTO patients(code) VALUES (?1)", [code])?;
+            tx.execute(
+                "INSERT INTO patients(code) VALUES (?1) ON CONFLICT DO NOTHING",
+                [code],
+            )?;
             Some(
                 tx.query_row("SELECT id FROM patients WHERE code = ?1", [code], |r| {
                     r.get(0)
@@ -143,7 +146,7 @@ pub fn upsert_examination(tx: &Transaction<'_>, e: &NewExamination) -> Result<i6
     .execute(
         params![patient_id, e.code, kind, e.date, e.source],
     )?;
-    Ok(tx.last_insert_rowid())
+    tx.last_insert_rowid()
 }
 
 /// Finds or creates the polyp with this code; pathology and attributes are written when given.
@@ -162,12 +165,12 @@ pub fn upsert_polyp(tx: &Transaction<'_>, p: &NewPolyp) -> Result<i64> {
             .execute(
                 params![p.examination_id, p.code, p.location, p.size_mm, p.paris],
             )?;
-            tx.last_insert_rowid()
+            tx.last_insert_rowid()?
         }
     };
     if let Some(h) = &p.histology {
         tx.prepare_cached(
-            "INSERT OR REPLACE INTO pathology(polyp_id, histology, vienna_class, size_mm) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO pathology(polyp_id, histology, vienna_class, size_mm) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (polyp_id) DO UPDATE SET histology = excluded.histology, vienna_class = excluded.vienna_class, size_mm = excluded.size_mm",
         )?
         .execute(
             params![id, h, p.vienna_class, p.size_mm],
@@ -175,7 +178,7 @@ pub fn upsert_polyp(tx: &Transaction<'_>, p: &NewPolyp) -> Result<i64> {
     }
     for (k, v) in &p.attributes {
         tx.prepare_cached(
-            "INSERT OR REPLACE INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3)",
+            "INSERT INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT (polyp_id, key) DO UPDATE SET value = excluded.value",
         )?
         .execute(params![id, k, v])?;
     }
@@ -189,7 +192,7 @@ pub fn add_polyp_view(
     view_index: i64,
 ) -> Result<()> {
     tx.prepare_cached(
-        "INSERT OR IGNORE INTO polyp_views(polyp_id, media_id, view_index) VALUES (?1, ?2, ?3)",
+        "INSERT INTO polyp_views(polyp_id, media_id, view_index) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
     )?
     .execute(params![polyp_id, media_id, view_index])?;
     Ok(())
@@ -220,7 +223,7 @@ pub fn insert_report(
         "INSERT INTO reports(examination_id, text) VALUES (?1, ?2)",
         params![examination_id, text],
     )?;
-    let report_id = tx.last_insert_rowid();
+    let report_id = tx.last_insert_rowid()?;
     for (i, s) in sentences.iter().enumerate() {
         tx.execute(
             "INSERT INTO report_sentences(report_id, idx, text, polyp_id) VALUES (?1, ?2, ?3, ?4)",
@@ -262,7 +265,7 @@ pub fn set_caption(
     refined: Option<(&str, &str)>,
 ) -> Result<()> {
     tx.execute(
-        "INSERT OR REPLACE INTO captions(media_id, text, refined, category) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO captions(media_id, text, refined, category) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (media_id) DO UPDATE SET text = excluded.text, refined = excluded.refined, category = excluded.category",
         params![media_id, text, refined.map(|r| r.0), refined.map(|r| r.1)],
     )?;
     Ok(())
@@ -272,23 +275,23 @@ pub fn set_caption(
 
 /// [`POLYP_QUERY`] for every polyp at once: the views counted in one pass over `polyp_views`
 /// instead of two lookups a polyp (a 100k-polyp library lists in a fraction of the time). The
-/// first view is the one with the lowest index: SQLite gives a bare column the values of the
-/// row that `min()` picked.
+/// first view is the one with the lowest index (a window function: both engines have them).
 const ALL_POLYPS_QUERY: &str =
     "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
         pa.histology, pa.vienna_class, coalesce(v.n, 0), v.first
     FROM polyps p LEFT JOIN pathology pa ON pa.polyp_id = p.id
-    LEFT JOIN (SELECT polyp_id, count(*) AS n, media_id AS first, min(view_index)
-               FROM polyp_views GROUP BY polyp_id) v ON v.polyp_id = p.id";
+    LEFT JOIN (SELECT polyp_id, count(*) OVER (PARTITION BY polyp_id) AS n, media_id AS first,
+                      row_number() OVER (PARTITION BY polyp_id ORDER BY view_index, media_id) AS k
+               FROM polyp_views) v ON v.polyp_id = p.id AND v.k = 1";
 
 const POLYP_QUERY: &str =
     "SELECT p.id, p.examination_id, p.code, p.location, coalesce(p.size_mm, pa.size_mm), p.paris,
         pa.histology, pa.vienna_class,
         (SELECT count(*) FROM polyp_views v WHERE v.polyp_id = p.id),
-        (SELECT v.media_id FROM polyp_views v WHERE v.polyp_id = p.id ORDER BY v.view_index LIMIT 1)
+        (SELECT v.media_id FROM polyp_views v WHERE v.polyp_id = p.id ORDER BY v.view_index, v.media_id LIMIT 1)
     FROM polyps p LEFT JOIN pathology pa ON pa.polyp_id = p.id";
 
-fn polyp_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PolypRow> {
+fn polyp_from_row(r: &Row) -> Result<PolypRow> {
     Ok(PolypRow {
         id: r.get(0)?,
         examination_id: r.get(1)?,
@@ -305,10 +308,10 @@ fn polyp_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PolypRow> {
 
 impl Store {
     pub fn stats(&self) -> Result<LibraryStats> {
-        Ok(self.conn().query_row(
+        self.conn().query_row(
             "SELECT (SELECT count(*) FROM examinations), (SELECT count(*) FROM polyps),
                     (SELECT count(*) FROM media), (SELECT count(*) FROM videos),
-                    (SELECT coalesce(sum(bytes), 0) FROM media),
+                    (SELECT CAST(coalesce(sum(bytes), 0) AS BIGINT) FROM media),
                     (SELECT count(*) FROM media WHERE kind = 'capsule'),
                     (SELECT count(*) FROM media m JOIN captions c ON c.media_id = m.id
                        WHERE m.kind = 'capsule')",
@@ -324,7 +327,7 @@ impl Store {
                     captioned: r.get(6)?,
                 })
             },
-        )?)
+        )
     }
 
     pub fn examinations(&self) -> Result<Vec<ExaminationRow>> {
@@ -342,7 +345,7 @@ impl Store {
                 source: r.get(5)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn polyps(&self) -> Result<Vec<PolypRow>> {
@@ -350,18 +353,17 @@ impl Store {
             .conn()
             .prepare(&format!("{ALL_POLYPS_QUERY} ORDER BY p.code"))?;
         let rows = stmt.query_map([], polyp_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn polyp(&self, id: i64) -> Result<Option<PolypRow>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 &format!("{POLYP_QUERY} WHERE p.id = ?1"),
                 [id],
                 polyp_from_row,
             )
-            .optional()?)
+            .optional()
     }
 
     /// The view media ids of every polyp, in view order, in one query.
@@ -384,7 +386,7 @@ impl Store {
              WHERE v.polyp_id = ?1 ORDER BY v.view_index"
         ))?;
         let rows = stmt.query_map([polyp_id], media_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Every value the library's polyps have for attribute `key`, sorted.
@@ -393,7 +395,7 @@ impl Store {
             .conn()
             .prepare("SELECT DISTINCT value FROM attributes WHERE key = ?1 ORDER BY value")?;
         let rows = stmt.query_map([key], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn attributes(&self, polyp_id: i64) -> Result<Vec<(String, String)>> {
@@ -401,7 +403,7 @@ impl Store {
             .conn()
             .prepare("SELECT key, value FROM attributes WHERE polyp_id = ?1 ORDER BY key")?;
         let rows = stmt.query_map([polyp_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Report sentences of an examination, in order.
@@ -416,7 +418,7 @@ impl Store {
                 polyp_id: r.get(1)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn examination(&self, id: i64) -> Result<Option<ExaminationRow>> {
@@ -424,34 +426,32 @@ impl Store {
     }
 
     pub fn caption(&self, media_id: i64) -> Result<Option<String>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 "SELECT text FROM captions WHERE media_id = ?1",
                 [media_id],
                 |r| r.get(0),
             )
-            .optional()?)
+            .optional()
     }
 
     /// A media item's stored refinement (caption label, category), when it has one.
     pub fn caption_refinement(&self, media_id: i64) -> Result<Option<(String, String)>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 "SELECT refined, category FROM captions WHERE media_id = ?1
                    AND refined IS NOT NULL AND category IS NOT NULL",
                 [media_id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .optional()?)
+            .optional()
     }
 
     /// Every caption of the library (raw findings), by media id.
     pub fn all_captions(&self) -> Result<std::collections::HashMap<i64, String>> {
         let mut stmt = self.conn().prepare("SELECT media_id, text FROM captions")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// The captions of these media items (those that have one), by media id.
@@ -485,7 +485,7 @@ impl Store {
     fn distinct(&self, sql: &str) -> Result<Vec<String>> {
         let mut stmt = self.conn().prepare(sql)?;
         let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 }
 

@@ -78,6 +78,9 @@ impl Store {
     /// What SQLite's integrity check finds wrong (empty when the database is intact).
     /// `full`: the whole check (`None`: full below [`super::FULL_CHECK_BYTES`], quick above).
     pub fn integrity_problems(&self, full: Option<bool>) -> Result<Vec<String>> {
+        let Some(conn) = self.conn().as_sqlite() else {
+            return super::pg::integrity_problems(self.conn());
+        };
         let size = std::fs::metadata(&self.db_path).map_or(0, |m| m.len());
         let full = full.unwrap_or(size <= super::FULL_CHECK_BYTES);
         let pragma = if full {
@@ -85,8 +88,7 @@ impl Store {
         } else {
             "PRAGMA quick_check(20)"
         };
-        let rows: rusqlite::Result<Vec<String>> = self
-            .conn
+        let rows: rusqlite::Result<Vec<String>> = conn
             .prepare(pragma)
             .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect());
         Ok(match rows {
@@ -110,14 +112,25 @@ impl Store {
         let mut stmt = self
             .conn()
             .prepare(&format!("SELECT {MEDIA_COLUMNS} FROM media ORDER BY id"))?;
-        let rows: Vec<super::MediaRow> = stmt
-            .query_map([], media_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+        let rows: Vec<super::MediaRow> =
+            stmt.query_map([], media_from_row)?.collect::<Result<_>>()?;
         let mut named = std::collections::HashSet::new();
         for (i, m) in rows.iter().enumerate() {
             named.insert(m.rel_path.clone());
             if !super::media::is_media_rel_path(&m.rel_path) {
                 // Named by `invalid_rows` below; never read.
+                progress(i + 1, rows.len());
+                continue;
+            }
+            if self.engine() == super::EngineKind::Postgres {
+                match self.read_media(m) {
+                    Ok(_) => out.media_checked += 1,
+                    Err(super::StoreError::MediaChanged { .. }) => out.changed.push(format!(
+                        "media {} ({}): its bytes in the database no longer match the image imported as it (from {})",
+                        m.id, m.hash, m.source_path
+                    )),
+                    Err(e) => return Err(e),
+                }
                 progress(i + 1, rows.len());
                 continue;
             }
@@ -151,7 +164,11 @@ impl Store {
             progress(i + 1, rows.len());
         }
         let mut files = Vec::new();
-        list_files(&self.media_dir(), &mut files);
+        if self.engine() == super::EngineKind::Sqlite {
+            list_files(&self.media_dir(), &mut files);
+        } else {
+            out.unnamed = super::pg::unnamed_media(self.conn())?;
+        }
         files.sort();
         for f in files {
             let rel = f
@@ -184,9 +201,8 @@ impl Store {
             .map(|t| format!("(SELECT count(*) FROM {t})"))
             .collect::<Vec<_>>()
             .join(" + ");
-        Ok(self
-            .conn()
-            .query_row(&format!("SELECT {sql}"), [], |r| r.get(0))?)
+        self.conn()
+            .query_row(&format!("SELECT {sql}"), [], |r| r.get(0))
     }
 
     /// Every row of every clinical table as text, table by table in rowid order.
@@ -197,15 +213,8 @@ impl Store {
             let mut stmt = self
                 .conn()
                 .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
-            let columns = stmt.column_count();
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let cells: Vec<String> = (0..columns)
-                    .map(|i| match row.get_ref(i) {
-                        Ok(v) => format!("{v:?}"),
-                        Err(e) => format!("<{e}>"),
-                    })
-                    .collect();
+            for row in stmt.query([])? {
+                let cells: Vec<String> = row.values().iter().map(|v| format!("{v:?}")).collect();
                 out.push_str(&cells.join("|"));
                 out.push('\n');
             }
@@ -294,7 +303,9 @@ impl Store {
                 bad.push(format!(
                     "media {id}: its file name '{rel}' is not a file in media/; not read"
                 ));
-            } else if !self.root().join(&rel).is_file() {
+            } else if self.engine() == super::EngineKind::Sqlite
+                && !self.root().join(&rel).is_file()
+            {
                 bad.push(format!("media {id}: its file {rel} is missing"));
             }
         }
@@ -382,7 +393,10 @@ impl Store {
     /// an empty `media/` and, when `remove_folder`, the library folder if it is empty. A
     /// library holding anything is kept. Says whether it was removed.
     pub fn discard_if_empty(self, remove_folder: bool) -> Result<bool> {
-        if self.read_only || !self.holds_nothing()? {
+        if self.read_only
+            || self.engine() == super::EngineKind::Postgres
+            || !self.holds_nothing()?
+        {
             return Ok(false);
         }
         let db = self.db_path.clone();

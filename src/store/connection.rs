@@ -19,6 +19,14 @@ impl Store {
     /// Opens an existing library read-only: nothing is written at open or after (writes fail
     /// with [`StoreError::ReadOnly`]), and no journal file is left beside it.
     pub fn open_read_only(path: &Path) -> Result<Store> {
+        if let Some(url) = super::pg::library_url(path) {
+            let mut store = super::pg::open(url, OpenMode::Existing)?;
+            store
+                .conn
+                .execute_batch("SET default_transaction_read_only = on")?;
+            store.read_only = true;
+            return Ok(store);
+        }
         let db_path = resolve_db_path(path);
         let meta = std::fs::metadata(&db_path).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => StoreError::Missing {
@@ -40,7 +48,7 @@ impl Store {
         crate::plumbing::output::protect_database(&db_path);
         let conn = open_read_only_connection(&db_path)?;
         let mut store = Store {
-            conn,
+            conn: super::db::Connection::sqlite(conn),
             db_path,
             root,
             read_only: true,

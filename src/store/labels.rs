@@ -1,8 +1,8 @@
 //! Labels with an append-only audit log: each change is one transaction writing the new value
 //! and one audit row (who, when, old value, new value).
 
+use super::db::{Connection, OptionalExtension, Transaction, Value, params};
 use super::{Result, Store, StoreError, now_utc};
-use rusqlite::{OptionalExtension, params};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TargetKind {
@@ -112,12 +112,28 @@ impl Store {
         key: &str,
         value: Option<&str>,
     ) -> Result<Option<String>> {
+        self.set_label_as_read(who, target, target_id, key, value, None)
+    }
+
+    /// [`Store::set_label`] by a reviewer who read the label at version `read`
+    /// ([`Store::label_version`]): when someone else changed it since, nothing is written and
+    /// [`StoreError::Conflict`] says who changed it, when, and from what to what. `None`
+    /// changes it whatever happened since.
+    pub fn set_label_as_read(
+        &mut self,
+        who: &str,
+        target: TargetKind,
+        target_id: i64,
+        key: &str,
+        value: Option<&str>,
+        read: Option<i64>,
+    ) -> Result<Option<String>> {
         check_reviewer(who)?;
         // A vocabulary term in any case is stored as the vocabulary spells it.
         let canonical = value.map(|v| super::values::canonical_label_value(key, v));
         let value = canonical.as_deref();
         let old = self.current_label(target, target_id, key)?;
-        if old.as_deref() == value {
+        if old.as_deref() == value && read.is_none() {
             return Ok(old);
         }
         if let Some(v) = value
@@ -149,10 +165,18 @@ impl Store {
                 }
             }
         }
-        self.write(|tx| -> Result<()> {
+        self.write(|tx| -> Result<Option<String>> {
+            // Read again under the write lock: the audit row's old value is the one replaced.
+            if let Some(read) = read {
+                super::audit::check_unchanged(tx, target, target_id, key, read)?;
+            }
+            let old = label_value(tx, target, target_id, key)?;
+            if old.as_deref() == value {
+                return Ok(old);
+            }
             match value {
                 Some(v) => tx.execute(
-                    "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_kind, target_id, key) DO UPDATE SET value = excluded.value",
                     params![target.as_str(), target_id, key, v],
                 )?,
                 None => tx.execute(
@@ -163,7 +187,7 @@ impl Store {
             if target == TargetKind::Polyp && PATHOLOGY_KEYS.contains(&key) {
                 let histology = if key == "histology" { value } else { None };
                 tx.execute(
-                    "INSERT OR IGNORE INTO pathology(polyp_id, histology) VALUES (?1, ?2)",
+                    "INSERT INTO pathology(polyp_id, histology) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                     params![target_id, histology.unwrap_or("unknown")],
                 )?;
                 match key {
@@ -194,7 +218,7 @@ impl Store {
             if target == TargetKind::Polyp && ATTRIBUTE_KEYS.contains(&key) {
                 match value {
                     Some(v) => tx.execute(
-                        "INSERT OR REPLACE INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3)",
+                        "INSERT INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT (polyp_id, key) DO UPDATE SET value = excluded.value",
                         params![target_id, key, v],
                     )?,
                     None => tx.execute(
@@ -204,9 +228,8 @@ impl Store {
                 };
             }
             audit(tx, target, target_id, key, who, old.as_deref(), value)?;
-            Ok(())
-        })?;
-        Ok(old)
+            Ok(old)
+        })
     }
 
     /// The label's current value; for pathology keys of a polyp without a label, the imported
@@ -217,54 +240,7 @@ impl Store {
         target_id: i64,
         key: &str,
     ) -> Result<Option<String>> {
-        let label: Option<String> = self
-            .conn()
-            .query_row(
-                "SELECT value FROM labels WHERE target_kind = ?1 AND target_id = ?2 AND key = ?3",
-                params![target.as_str(), target_id, key],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if label.is_some() || target != TargetKind::Polyp {
-            return Ok(label);
-        }
-        if POLYP_COLUMN_KEYS.contains(&key) {
-            let sql = format!("SELECT CAST({key} AS TEXT) FROM polyps WHERE id = ?1");
-            let column: Option<Option<String>> = self
-                .conn()
-                .query_row(&sql, [target_id], |r| r.get(0))
-                .optional()?;
-            return Ok(column.flatten());
-        }
-        if ATTRIBUTE_KEYS.contains(&key) {
-            let attribute: Option<String> = self
-                .conn()
-                .query_row(
-                    "SELECT value FROM attributes WHERE polyp_id = ?1 AND key = ?2",
-                    params![target_id, key],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            return Ok(attribute);
-        }
-        if !PATHOLOGY_KEYS.contains(&key) {
-            return Ok(label);
-        }
-        let imported: Option<Option<String>> = self
-            .conn()
-            .query_row(
-                "SELECT histology, CAST(vienna_class AS TEXT) FROM pathology WHERE polyp_id = ?1",
-                [target_id],
-                |r| {
-                    Ok(if key == "histology" {
-                        r.get(0)?
-                    } else {
-                        r.get(1)?
-                    })
-                },
-            )
-            .optional()?;
-        Ok(imported.flatten())
+        label_value(self.conn(), target, target_id, key)
     }
 
     pub fn labels(&self, target: TargetKind, target_id: i64) -> Result<Vec<Label>> {
@@ -277,7 +253,7 @@ impl Store {
                 value: r.get(1)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Every target of `target` kind with label `key`: (target id, value), by id.
@@ -289,7 +265,7 @@ impl Store {
         let rows = stmt.query_map(params![target.as_str(), key], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Corrects (or, with `None`, removes) the caption of image `media_id`: the raw finding
@@ -349,139 +325,6 @@ impl Store {
             .current_label(TargetKind::Media, media_id, VIEW_BOX_KEY)?
             .and_then(|v| parse_view_box(&v)))
     }
-
-    /// The audit history of one target, newest first.
-    pub fn audit_history(&self, target: TargetKind, target_id: i64) -> Result<Vec<AuditEntry>> {
-        let mut stmt = self.conn().prepare(
-            "SELECT id, key, who, at, old_value, new_value FROM label_audit
-             WHERE target_kind = ?1 AND target_id = ?2 ORDER BY id DESC",
-        )?;
-        let rows = stmt.query_map(params![target.as_str(), target_id], |r| {
-            Ok(AuditEntry {
-                id: r.get(0)?,
-                key: r.get(1)?,
-                who: r.get(2)?,
-                at: r.get(3)?,
-                old_value: r.get(4)?,
-                new_value: r.get(5)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-}
-
-impl Store {
-    /// Every audited change of the library that `filter` lets through, newest first.
-    pub fn audit_log(&self, filter: &AuditFilter) -> Result<Vec<LibraryAudit>> {
-        for when in [&filter.since, &filter.until].into_iter().flatten() {
-            check_audit_time(when).map_err(StoreError::Invalid)?;
-        }
-        // A bare date as `until` means up to the end of that day.
-        let until = filter.until.as_ref().map(|u| {
-            if u.len() == 10 {
-                format!("{u}T99")
-            } else {
-                u.clone()
-            }
-        });
-        let mut stmt = self.conn().prepare(
-            "SELECT a.id, a.key, a.who, a.at, a.old_value, a.new_value, a.target_kind,
-                    a.target_id,
-                    CASE a.target_kind
-                        WHEN 'polyp' THEN (SELECT code FROM polyps WHERE id = a.target_id)
-                        WHEN 'video' THEN (SELECT code FROM videos WHERE id = a.target_id)
-                        WHEN 'media' THEN (SELECT rel_path FROM media WHERE id = a.target_id)
-                        ELSE NULL END
-             FROM label_audit a
-             WHERE (?1 IS NULL OR a.who = ?1) AND (?2 IS NULL OR a.at >= ?2)
-               AND (?3 IS NULL OR a.at < ?3)
-             ORDER BY a.id DESC LIMIT ?4",
-        )?;
-        let limit = if filter.limit == 0 {
-            -1
-        } else {
-            filter.limit as i64
-        };
-        let rows = stmt.query_map(params![filter.who, filter.since, until, limit], |r| {
-            let kind: String = r.get(6)?;
-            let target_id: i64 = r.get(7)?;
-            let target = match kind.as_str() {
-                "polyp" => TargetKind::Polyp,
-                "media" => TargetKind::Media,
-                "video" => TargetKind::Video,
-                _ => TargetKind::Tracklet,
-            };
-            let name: Option<String> = r.get(8)?;
-            Ok(LibraryAudit {
-                entry: AuditEntry {
-                    id: r.get(0)?,
-                    key: r.get(1)?,
-                    who: r.get(2)?,
-                    at: r.get(3)?,
-                    old_value: r.get(4)?,
-                    new_value: r.get(5)?,
-                },
-                target,
-                target_id,
-                target_name: name.unwrap_or_else(|| format!("{kind} {target_id}")),
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-}
-
-/// Checks a date or time filter of the audit log: a UTC date `2026-11-25` or a UTC time
-/// `2026-11-25T10:00:00Z` (minutes or seconds may be left off); anything else (`yesterday`,
-/// `25/11/2026`) is refused rather than compared as text and silently matching nothing.
-pub fn check_audit_time(text: &str) -> std::result::Result<(), String> {
-    let refuse = || {
-        Err(format!(
-            "'{text}' is not a UTC date or time (write 2026-11-25 or 2026-11-25T10:00:00Z)"
-        ))
-    };
-    let b = text.as_bytes();
-    let digits =
-        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
-    let num = |r: std::ops::Range<usize>| text[r].parse::<u32>().unwrap_or(99);
-    if b.len() < 10
-        || !digits(0..4)
-        || b[4] != b'-'
-        || !digits(5..7)
-        || b[7] != b'-'
-        || !digits(8..10)
-    {
-        return refuse();
-    }
-    let (year, month, day) = (num(0..4), num(5..7), num(8..10));
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let days = match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    };
-    // A day the month does not have (2026-02-30) is no date either (W16).
-    if !(1..=12).contains(&month) || !(1..=days).contains(&day) {
-        return refuse();
-    }
-    let rest = &text[10..];
-    if rest.is_empty() {
-        return Ok(());
-    }
-    let time = rest
-        .strip_prefix('T')
-        .map(|t| t.strip_suffix('Z').unwrap_or(t));
-    let ok = time.is_some_and(|t| {
-        let parts: Vec<&str> = t.split(':').collect();
-        let limits = [23, 59, 59];
-        (1..=3).contains(&parts.len())
-            && parts.iter().zip(limits).all(|(p, max)| {
-                p.len() == 2
-                    && p.bytes().all(|c| c.is_ascii_digit())
-                    && p.parse::<u32>().is_ok_and(|v| v <= max)
-            })
-    });
-    if ok { Ok(()) } else { refuse() }
 }
 
 /// The most characters a reviewer's name may have.
@@ -577,7 +420,7 @@ fn mixed_script(word: &str) -> bool {
 /// Writes a label that arrives with imported data, and its audit row (old value none), inside
 /// the import's transaction.
 pub fn import_label(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Transaction<'_>,
     target: TargetKind,
     target_id: i64,
     key: &str,
@@ -585,7 +428,7 @@ pub fn import_label(
     who: &str,
 ) -> Result<()> {
     tx.execute(
-        "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO labels(target_kind, target_id, key, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_kind, target_id, key) DO UPDATE SET value = excluded.value",
         params![target.as_str(), target_id, key, value],
     )?;
     audit(tx, target, target_id, key, who, None, Some(value))
@@ -593,7 +436,7 @@ pub fn import_label(
 
 /// Appends one audit row: who changed which label of what, when, from what to what.
 pub(super) fn audit(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Transaction<'_>,
     target: TargetKind,
     target_id: i64,
     key: &str,
@@ -607,4 +450,68 @@ pub(super) fn audit(
         params![target.as_str(), target_id, key, who, now_utc(), old, new],
     )?;
     Ok(())
+}
+
+/// A column's value as label text: numbers as SQLite writes them back (`4.0`, `12`).
+fn value_text(v: Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::Int(i) => Some(i.to_string()),
+        Value::Real(f) => Some(format!("{f:?}")),
+        Value::Text(t) => Some(t),
+        Value::Blob(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+    }
+}
+
+/// A label's current value read through `conn` (the store's connection, or a write's
+/// transaction); for a polyp without the label, the imported column, attribute or pathology.
+pub(super) fn label_value(
+    conn: &Connection,
+    target: TargetKind,
+    target_id: i64,
+    key: &str,
+) -> Result<Option<String>> {
+    let label: Option<String> = conn
+        .query_row(
+            "SELECT value FROM labels WHERE target_kind = ?1 AND target_id = ?2 AND key = ?3",
+            params![target.as_str(), target_id, key],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if label.is_some() || target != TargetKind::Polyp {
+        return Ok(label);
+    }
+    if POLYP_COLUMN_KEYS.contains(&key) {
+        // Read as stored and written as text here: the engines cast numbers differently.
+        let sql = format!("SELECT {key} FROM polyps WHERE id = ?1");
+        let column: Option<Value> = conn.query_row(&sql, [target_id], |r| r.get(0)).optional()?;
+        return Ok(column.and_then(value_text));
+    }
+    if ATTRIBUTE_KEYS.contains(&key) {
+        let attribute: Option<String> = conn
+            .query_row(
+                "SELECT value FROM attributes WHERE polyp_id = ?1 AND key = ?2",
+                params![target_id, key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        return Ok(attribute);
+    }
+    if !PATHOLOGY_KEYS.contains(&key) {
+        return Ok(label);
+    }
+    let imported: Option<Option<String>> = conn
+        .query_row(
+            "SELECT histology, vienna_class FROM pathology WHERE polyp_id = ?1",
+            [target_id],
+            |r| {
+                Ok(if key == "histology" {
+                    r.get(0)?
+                } else {
+                    r.get::<_, Option<i64>>(1)?.map(|v| v.to_string())
+                })
+            },
+        )
+        .optional()?;
+    Ok(imported.flatten())
 }

@@ -1,7 +1,7 @@
 //! Media rows and the content-addressed media folder.
 
+use super::db::{Connection, EngineKind, OptionalExtension, Row, Transaction, params};
 use super::{Result, Store, StoreError};
-use rusqlite::{OptionalExtension, Transaction, params};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -92,20 +92,32 @@ pub fn media_rel_path(hash: &str, extension: &str) -> String {
 pub const PENDING_JOURNAL: &str = "media-pending.journal";
 
 /// Media files written during one write transaction ([`Store::write_media`]): the ones it
-/// created are removed again when the transaction does not commit.
-#[derive(Debug)]
-pub struct MediaFiles {
+/// created are removed again when the transaction does not commit. On PostgreSQL the bytes
+/// go into the database, in the write's own transaction.
+pub struct MediaFiles<'a> {
     root: PathBuf,
     created: Vec<PathBuf>,
     journal: Option<std::fs::File>,
+    /// The PostgreSQL library's connection (in the write's transaction); `None` on SQLite.
+    database: Option<&'a Connection>,
 }
 
-impl MediaFiles {
-    pub(super) fn new(root: &Path) -> MediaFiles {
+impl std::fmt::Debug for MediaFiles<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaFiles")
+            .field("root", &self.root)
+            .field("created", &self.created)
+            .finish()
+    }
+}
+
+impl<'a> MediaFiles<'a> {
+    pub(super) fn new(root: &Path, conn: &'a Connection) -> MediaFiles<'a> {
         MediaFiles {
             root: root.to_path_buf(),
             created: Vec::new(),
             journal: None,
+            database: (conn.kind() == EngineKind::Postgres).then_some(conn),
         }
     }
 
@@ -115,6 +127,10 @@ impl MediaFiles {
     pub fn put(&mut self, bytes: &[u8], extension: &str) -> Result<(String, String)> {
         let hash = content_hash(bytes);
         let rel = media_rel_path(&hash, extension);
+        if let Some(conn) = self.database {
+            super::pg::put_media_bytes(conn, &hash, bytes)?;
+            return Ok((hash, rel));
+        }
         let full = self.root.join(&rel);
         if !full.exists() {
             self.journal_line(&rel)?;
@@ -266,7 +282,6 @@ impl Store {
     /// row records, and returned only when they still hash to the row's content hash: a file
     /// swapped or damaged on disk is refused by name, never encoded or shown as the polyp.
     pub fn read_media(&self, media: &MediaRow) -> Result<Vec<u8>> {
-        let path = self.media_path(media);
         let changed = || StoreError::MediaChanged {
             path: self.root().to_path_buf(),
             id: media.id,
@@ -276,6 +291,14 @@ impl Store {
             // A tampered row (`../../etc/passwd`) names no file of the library: never read.
             return Err(changed());
         }
+        if self.engine() == EngineKind::Postgres {
+            let bytes = super::pg::media_bytes(self.conn(), &media.hash)?.ok_or_else(changed)?;
+            if bytes.len() as u64 != media.bytes || content_hash(&bytes) != media.hash {
+                return Err(changed());
+            }
+            return Ok(bytes);
+        }
+        let path = self.media_path(media);
         let meta = std::fs::metadata(&path).map_err(|source| StoreError::Io {
             path: path.clone(),
             source,
@@ -293,31 +316,39 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Absolute path of a media row's file.
+    /// Absolute path of a media row's file. For a PostgreSQL library, a file in this user's
+    /// cache folder, written from the database's bytes once they hash to the row (when they
+    /// do not, the path names no file and reading it fails).
     pub fn media_path(&self, media: &MediaRow) -> PathBuf {
-        self.root().join(&media.rel_path)
+        let path = self.root().join(&media.rel_path);
+        if self.engine() == EngineKind::Postgres
+            && is_media_rel_path(&media.rel_path)
+            && !path.is_file()
+            && let Ok(bytes) = self.read_media(media)
+        {
+            let _ = super::pg::write_cache_file(&path, &bytes);
+        }
+        path
     }
 
     pub fn media(&self, id: i64) -> Result<Option<MediaRow>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 &format!("SELECT {MEDIA_COLUMNS} FROM media WHERE id = ?1"),
                 [id],
                 media_from_row,
             )
-            .optional()?)
+            .optional()
     }
 
     pub fn media_by_hash(&self, hash: &str) -> Result<Option<MediaRow>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 &format!("SELECT {MEDIA_COLUMNS} FROM media WHERE hash = ?1"),
                 [hash],
                 media_from_row,
             )
-            .optional()?)
+            .optional()
     }
 
     pub fn thumbnail(&self, media_id: i64) -> Result<Option<Vec<u8>>> {
@@ -333,9 +364,8 @@ impl Store {
     }
 
     pub fn media_count(&self) -> Result<i64> {
-        Ok(self
-            .conn()
-            .query_row("SELECT count(*) FROM media", [], |r| r.get(0))?)
+        self.conn()
+            .query_row("SELECT count(*) FROM media", [], |r| r.get(0))
     }
 
     /// Media with no thumbnail yet (for the thumbnail job).
@@ -344,7 +374,7 @@ impl Store {
             "SELECT {MEDIA_COLUMNS} FROM media WHERE thumbnail IS NULL AND kind != 'mask' ORDER BY id"
         ))?;
         let rows = stmt.query_map([], media_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Frames of an examination that belong to no polyp view set and no video.
@@ -354,13 +384,13 @@ impl Store {
              AND m.id NOT IN (SELECT media_id FROM polyp_views) ORDER BY id"
         ))?;
         let rows = stmt.query_map([examination_id], media_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 }
 
 pub(crate) const MEDIA_COLUMNS: &str = "id, hash, kind, rel_path, source_path, width, height, bytes, examination_id, mask_media_id, captured_at";
 
-pub(crate) fn media_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MediaRow> {
+pub(crate) fn media_from_row(r: &Row) -> Result<MediaRow> {
     media_from_row_at(r, 0)
 }
 
@@ -374,7 +404,7 @@ pub(crate) fn media_columns_of(alias: &str) -> String {
 }
 
 /// Reads [`MEDIA_COLUMNS`] starting at column `at` (joins put other columns first).
-pub(crate) fn media_from_row_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<MediaRow> {
+pub(crate) fn media_from_row_at(r: &Row, at: usize) -> Result<MediaRow> {
     let kind: String = r.get(at + 2)?;
     Ok(MediaRow {
         id: r.get(at)?,
@@ -424,7 +454,7 @@ pub fn insert_media(
             media.captured_at,
         ],
     )?;
-    Ok((tx.last_insert_rowid(), true))
+    Ok((tx.last_insert_rowid()?, true))
 }
 
 pub fn set_mask(tx: &Transaction<'_>, media_id: i64, mask_media_id: i64) -> Result<()> {

@@ -9,9 +9,9 @@
 //! the library does not have yet is filled in, with an audit row when its target already
 //! existed. Equal values write nothing, so importing the same source twice is a no-op.
 
+use super::db::{OptionalExtension, Transaction, params};
 use super::labels::{TargetKind, audit};
 use super::{NewPolyp, Result};
-use rusqlite::{OptionalExtension, Transaction, params};
 
 /// What an import does with a label that differs from the library's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,13 +155,12 @@ pub fn merge_polyp(tx: &Transaction<'_>, p: &NewPolyp, merge: &mut Merge) -> Res
         name: &name,
     };
     let label = |key: &str| -> Result<Option<String>> {
-        Ok(tx
-            .query_row(
-                "SELECT value FROM labels WHERE target_kind = 'polyp' AND target_id = ?1 AND key = ?2",
-                params![id, key],
-                |r| r.get(0),
-            )
-            .optional()?)
+        tx.query_row(
+            "SELECT value FROM labels WHERE target_kind = 'polyp' AND target_id = ?1 AND key = ?2",
+            params![id, key],
+            |r| r.get(0),
+        )
+        .optional()
     };
     type Current = (
         Option<String>,
@@ -195,7 +194,7 @@ pub fn merge_polyp(tx: &Transaction<'_>, p: &NewPolyp, merge: &mut Merge) -> Res
     if merge.label(tx, &target, "vienna_class", vienna, incoming_vienna.clone())? {
         if !has_pathology && p.histology.is_none() {
             tx.execute(
-                "INSERT OR IGNORE INTO pathology(polyp_id, histology) VALUES (?1, 'unknown')",
+                "INSERT INTO pathology(polyp_id, histology) VALUES (?1, 'unknown') ON CONFLICT DO NOTHING",
                 [id],
             )?;
         }
@@ -246,7 +245,7 @@ pub fn merge_polyp(tx: &Transaction<'_>, p: &NewPolyp, merge: &mut Merge) -> Res
             .optional()?;
         if merge.label(tx, &target, k, old, Some(v.clone()))? {
             tx.execute(
-                "INSERT OR REPLACE INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3)",
+                "INSERT INTO attributes(polyp_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT (polyp_id, key) DO UPDATE SET value = excluded.value",
                 params![id, k, v],
             )?;
         }
@@ -308,7 +307,7 @@ pub fn merge_media_label(
     };
     if merge.label(tx, &target, key, old, Some(value.to_string()))? {
         tx.execute(
-            "INSERT OR REPLACE INTO labels(target_kind, target_id, key, value) VALUES ('media', ?1, ?2, ?3)",
+            "INSERT INTO labels(target_kind, target_id, key, value) VALUES ('media', ?1, ?2, ?3) ON CONFLICT (target_kind, target_id, key) DO UPDATE SET value = excluded.value",
             params![media_id, key, value],
         )?;
     }
@@ -364,7 +363,7 @@ pub fn merge_video_boxes(
         .query_map([video.0], |r| {
             Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?]))
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<Result<_>>()?;
     if old.is_empty() {
         return Ok(!incoming.is_empty());
     }

@@ -3,24 +3,33 @@
 //! All SQL of the program lives under this module. Every multi-row change runs inside
 //! [`Store::write`], which is one transaction: it commits only if the closure returns `Ok`.
 
+mod audit;
 mod cases;
 mod check;
 mod connection;
+mod copy;
+mod db;
 mod labels;
 mod listing;
 mod media;
 mod merge;
 mod models;
+mod pg;
+mod pg_value;
 mod schema;
+mod schema_pg;
 mod tracklet_edits;
+mod twin_search;
 mod values;
 mod videos;
 
+pub use audit::check_audit_time;
 pub use cases::*;
 pub use check::LibraryCheck;
+pub use copy::{COPIED_TABLES, CopyReport, copy_library};
 pub use labels::{
     AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LibraryAudit, MAX_REVIEWER_CHARS, TargetKind,
-    VIEW_BOX_KEY, check_audit_time, check_reviewer, format_view_box, import_label, parse_view_box,
+    VIEW_BOX_KEY, check_reviewer, format_view_box, import_label, parse_view_box,
 };
 pub use listing::{CaseFilter, CaseListing, ExamNode};
 pub use media::{
@@ -44,7 +53,10 @@ pub use values::{
 pub use videos::*;
 
 use connection::{check_sqlite_header, open_connection};
-use rusqlite::{Connection, Transaction};
+use db::Connection;
+#[cfg(test)]
+use db::params;
+pub use db::{EngineKind, Transaction};
 use std::path::{Path, PathBuf};
 
 /// File name of the SQLite database inside a library folder.
@@ -88,6 +100,16 @@ pub enum StoreError {
     },
     #[error("library database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("library database error: {}", pg_message(.0))]
+    Postgres(postgres::Error),
+    #[error(
+        "the connection to the library's database server was lost ({0}); a change in flight was not confirmed: look at the library again (reopen it) before repeating it"
+    )]
+    ConnectionLost(String),
+    #[error("library database error: {0}")]
+    Database(String),
+    #[error("library database error: the query returned no row")]
+    NoRow,
     #[error(
         "{path}: the library is busy: another EndoTwin has been writing to it for {waited_s} s; nothing was written, try again when it is done"
     )]
@@ -116,6 +138,18 @@ pub enum StoreError {
         "{path}: lies inside the {MEDIA_DIR}/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },
+    #[error(
+        "{url}: cannot reach the library's database server ({reason}); check the server, the URL and $PGPASSWORD (nothing was changed)"
+    )]
+    Unreachable { url: String, reason: String },
+    #[error(
+        "{target} {key}: changed since you read it, by {changes}; nothing was written (look at the new value and set yours again if it still holds)"
+    )]
+    Conflict {
+        target: String,
+        key: String,
+        changes: String,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -216,6 +250,9 @@ impl Store {
                     .into(),
             });
         }
+        if let Some(url) = pg::library_url(path) {
+            return pg::open(url, mode);
+        }
         let exists = db_path.exists();
         let empty =
             !exists || std::fs::metadata(&db_path).is_ok_and(|m| m.is_file() && m.len() == 0);
@@ -263,7 +300,7 @@ impl Store {
         }
         // Permission bits, not a failed write: root ignores them, and we must not write.
         let read_only = meta.is_some_and(|m| m.permissions().readonly());
-        let conn = open_connection(&db_path, read_only)?;
+        let conn = Connection::sqlite(open_connection(&db_path, read_only)?);
         let mut store = Store {
             conn,
             db_path,
@@ -288,8 +325,9 @@ impl Store {
 
     /// Opens an in-memory library whose media folder is `root` (tests and dry runs).
     pub fn open_in_memory(root: &Path) -> Result<Store> {
-        let conn = Connection::open_in_memory()?;
+        let conn = rusqlite::Connection::open_in_memory()?;
         conn.execute_batch("PRAGMA foreign_keys = ON;")?;
+        let conn = Connection::sqlite(conn);
         let mut store = Store {
             conn,
             db_path: PathBuf::from(":memory:"),
@@ -320,9 +358,15 @@ impl Store {
     }
 
     pub fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        match self.conn.as_sqlite() {
+            Some(c) => Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?),
+            None => pg::schema_version(&self.conn),
+        }
+    }
+
+    /// Which engine holds this library.
+    pub fn engine(&self) -> EngineKind {
+        self.conn.kind()
     }
 
     /// Says `notice` once whenever a write has to wait for another process's lock.
@@ -373,22 +417,14 @@ impl Store {
         }
         self.ensure_intact().map_err(E::from)?;
         self.wait_for_lock().map_err(E::from)?;
-        let locked = |e: rusqlite::Error, db: &Path| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-                StoreError::Locked {
-                    path: db.to_path_buf(),
-                    waited_s: LOCK_WAIT.as_secs(),
-                }
-            }
-            _ => StoreError::Sqlite(e),
-        };
         let db = self.db_path.clone();
-        let mut files = MediaFiles::new(&self.root);
+        let mut files = MediaFiles::new(&self.root, &self.conn);
         let tx = self
             .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .transaction()
             .map_err(|e| E::from(locked(e, &db)))?;
-        if sweep && self.db_path != Path::new(":memory:") {
+        if sweep && self.db_path != Path::new(":memory:") && self.conn.kind() == EngineKind::Sqlite
+        {
             media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
         let value = match f(&tx, &mut files) {
@@ -412,15 +448,18 @@ impl Store {
         let Some(notice) = &self.wait_notice else {
             return Ok(());
         };
-        self.conn.busy_timeout(std::time::Duration::ZERO)?;
-        let free = self
-            .conn
-            .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
-            .is_ok();
-        if !free && !self.conn.is_autocommit() {
-            self.conn.execute_batch("ROLLBACK")?;
-        }
-        self.conn.busy_timeout(LOCK_WAIT)?;
+        let free = match self.conn.as_sqlite() {
+            Some(conn) => {
+                conn.busy_timeout(std::time::Duration::ZERO)?;
+                let free = conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").is_ok();
+                if !free && !conn.is_autocommit() {
+                    conn.execute_batch("ROLLBACK")?;
+                }
+                conn.busy_timeout(LOCK_WAIT)?;
+                free
+            }
+            None => pg::writer_lock_free(&self.conn)?,
+        };
         if !free {
             notice("waiting for the library (another EndoTwin is writing to it)");
         }
@@ -430,106 +469,63 @@ impl Store {
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
+}
 
-    fn check_and_migrate(&mut self, mode: OpenMode) -> Result<()> {
-        let found: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.not_a_library(e))?;
-        let app_id: i64 = self
-            .conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(|e| self.not_a_library(e))?;
-        let tables: i64 = self
-            .conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(|e| self.not_a_library(e))?;
-        if tables > 0 && app_id != APPLICATION_ID {
-            return Err(StoreError::NotALibrary {
-                path: self.db_path.clone(),
-                reason: "an SQLite database of another application".into(),
-            });
+impl From<postgres::Error> for StoreError {
+    /// A server gone (restarted, network cut) is named as such, apart from refused queries.
+    fn from(e: postgres::Error) -> StoreError {
+        // SQLSTATE classes 08 (connection exception) and 57 (the server shutting down or
+        // ending the session).
+        let ended = e
+            .code()
+            .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+        match e.is_closed() || ended || e.as_db_error().is_none() && io_error(&e) {
+            true => StoreError::ConnectionLost(pg_message(&e)),
+            false => StoreError::Postgres(e),
         }
-        if found < 0 {
-            return Err(StoreError::UnknownSchema {
-                path: self.db_path.clone(),
-                found,
-            });
-        }
-        if found > CURRENT_VERSION {
-            return Err(StoreError::NewerSchema {
-                path: self.db_path.clone(),
-                found,
-                supported: CURRENT_VERSION,
-            });
-        }
-        if found == CURRENT_VERSION {
-            return Ok(());
-        }
-        if found == 0 && mode == OpenMode::Existing {
-            return Err(StoreError::NotALibrary {
-                path: self.db_path.clone(),
-                reason: "an empty file or database".into(),
-            });
-        }
-        if found == 0
-            && self.db_path != Path::new(":memory:")
-            && media::media_dir_has_files(&self.root)
-        {
-            return Err(StoreError::MediaWithoutDatabase {
-                path: self.root.clone(),
-            });
-        }
-        if self.read_only {
-            return Err(StoreError::ReadOnlyNeedsMigration {
-                path: self.db_path.clone(),
-                found,
-                supported: CURRENT_VERSION,
-            });
-        }
-        if found > 0 {
-            // A migration writes: a damaged database is refused before it.
-            self.ensure_intact()?;
-        }
-        if self.db_path != Path::new(":memory:") {
-            // WAL lets the GUI read while the engine writes; set once, it sticks to the file.
-            self.conn
-                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
-        }
-        for (from, sql) in schema::MIGRATIONS.iter().enumerate().skip(found as usize) {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(sql)?;
-            tx.execute_batch(&format!(
-                "PRAGMA user_version = {}; PRAGMA application_id = {};",
-                from + 1,
-                APPLICATION_ID
-            ))?;
-            tx.commit()?;
-        }
-        self.conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('created_by', ?1)",
-            [concat!("endotwin ", env!("CARGO_PKG_VERSION"))],
-        )?;
-        Ok(())
     }
+}
 
-    /// A database that cannot be read as a library: named as such unless the disk itself
-    /// failed (full, or an I/O error), which says nothing about the library (W11).
-    fn not_a_library(&self, e: rusqlite::Error) -> StoreError {
-        let disk = matches!(
-            e.sqlite_error_code(),
-            Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure)
-        );
-        match disk {
-            true => StoreError::Disk {
-                path: self.db_path.clone(),
-                reason: e.to_string(),
-            },
-            false => StoreError::NotALibrary {
-                path: self.db_path.clone(),
-                reason: e.to_string(),
-            },
+/// The server's own message for a refused query (the client's `Display` says only
+/// "db error"), else the client's.
+fn pg_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether a PostgreSQL client error came from the connection (I/O), not the server.
+fn io_error(e: &postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
         }
+        source = s.source();
+    }
+    false
+}
+
+/// A write that could not take the library's write lock in time, named as such.
+fn locked(e: StoreError, db: &Path) -> StoreError {
+    let busy = match &e {
+        StoreError::Sqlite(e) => matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        ),
+        StoreError::Postgres(e) => pg::is_lock_timeout(e),
+        _ => false,
+    };
+    match busy {
+        true => StoreError::Locked {
+            path: db.to_path_buf(),
+            waited_s: LOCK_WAIT.as_secs(),
+        },
+        false => e,
     }
 }
 
@@ -565,85 +561,4 @@ pub(crate) fn format_utc(secs: i64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// W11: a full disk is said to be a full disk, not a library that is not one.
-    #[test]
-    fn a_disk_failure_is_named_as_the_disk_not_the_library() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_in_memory(dir.path()).unwrap();
-        let failure = |code: i32| {
-            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("x".into()))
-        };
-        let full = store.not_a_library(failure(rusqlite::ffi::SQLITE_FULL));
-        assert!(matches!(full, StoreError::Disk { .. }), "{full}");
-        assert!(full.to_string().contains("free some space"), "{full}");
-        assert!(!full.to_string().contains("not an EndoTwin library"));
-        let io = store.not_a_library(failure(rusqlite::ffi::SQLITE_IOERR));
-        assert!(matches!(io, StoreError::Disk { .. }), "{io}");
-        let corrupt = store.not_a_library(failure(rusqlite::ffi::SQLITE_NOTADB));
-        assert!(
-            matches!(corrupt, StoreError::NotALibrary { .. }),
-            "{corrupt}"
-        );
-    }
-
-    #[test]
-    fn a_library_with_an_unknown_schema_version_is_refused_untouched() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap());
-        let db = dir.path().join(DB_FILE);
-        Connection::open(&db)
-            .unwrap()
-            .execute_batch("PRAGMA user_version = -1")
-            .unwrap();
-        let before = std::fs::read(&db).unwrap();
-        let err = Store::open(dir.path(), OpenMode::Existing).unwrap_err();
-        assert!(err.to_string().contains("schema version -1"), "{err}");
-        assert_eq!(std::fs::read(&db).unwrap(), before, "refused untouched");
-    }
-
-    #[test]
-    fn a_run_whose_process_died_is_marked_interrupted_on_open_a_live_one_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
-        // A process that has exited: its pid is free (or reused, rarely; then left alone).
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let (live, gone) = store
-            .write(|tx| -> Result<(i64, i64)> {
-                let live = start_run(tx, None, "r", "{}")?;
-                let gone = start_run(tx, None, "r", "{}")?;
-                tx.execute(
-                    "UPDATE training_runs SET pid = ?1 WHERE id = ?2",
-                    rusqlite::params![dead, gone],
-                )?;
-                Ok((live, gone))
-            })
-            .unwrap();
-        drop(store);
-        let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
-        let status = |id: i64| {
-            store
-                .runs()
-                .unwrap()
-                .into_iter()
-                .find(|r| r.0 == id)
-                .unwrap()
-                .2
-        };
-        assert_eq!(status(live), "running");
-        if !Path::new(&format!("/proc/{dead}")).exists() && Path::new("/proc/self").exists() {
-            assert_eq!(status(gone), "interrupted");
-        }
-    }
-
-    #[test]
-    fn utc_formatting_matches_known_dates() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_795_305_600), "2026-11-22T00:00:00Z");
-    }
-}
+mod tests;

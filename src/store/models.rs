@@ -2,8 +2,8 @@
 //! training runs with their per-epoch metrics. Embeddings are keyed by model version and
 //! remember the content hash they were computed from, so re-indexing skips what is current.
 
+use super::db::{Connection, OptionalExtension, Row, Transaction, params};
 use super::{Result, Store, now_utc};
-use rusqlite::{OptionalExtension, Transaction, params};
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,11 +54,11 @@ pub fn ensure_model(
          ON CONFLICT (name, version) DO NOTHING",
         params![name, version, kind, config_json, weights_path, now_utc()],
     )?;
-    Ok(tx.query_row(
+    tx.query_row(
         "SELECT id FROM models WHERE name = ?1 AND version = ?2",
         params![name, version],
         |r| r.get(0),
-    )?)
+    )
 }
 
 pub fn put_embedding(
@@ -73,8 +73,8 @@ pub fn put_embedding(
         .as_ref()
         .map(|c| c.iter().flat_map(|w| w.to_le_bytes()).collect());
     tx.prepare_cached(
-        "INSERT OR REPLACE INTO embeddings (model_id, target_kind, target_id, source_hash, dim, vector, code)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO embeddings(model_id, target_kind, target_id, source_hash, dim, vector, code)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (model_id, target_kind, target_id) DO UPDATE SET source_hash = excluded.source_hash, dim = excluded.dim, vector = excluded.vector, code = excluded.code",
     )?
     .execute(
         params![
@@ -101,16 +101,16 @@ pub fn start_run(
          VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
         params![model_id, recipe, config_json, now_utc(), std::process::id()],
     )?;
-    Ok(tx.last_insert_rowid())
+    tx.last_insert_rowid()
 }
 
 /// The `running` runs whose process is gone (a `kill -9` leaves no chance to say so). A run
 /// of a live process, or one this machine cannot check, is not among them.
-pub(super) fn stale_runs(conn: &rusqlite::Connection) -> Result<Vec<i64>> {
+pub(super) fn stale_runs(conn: &Connection) -> Result<Vec<i64>> {
     let mut stmt = conn.prepare("SELECT id, pid FROM training_runs WHERE status = 'running'")?;
     let running: Vec<(i64, Option<i64>)> = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<Result<_>>()?;
     let proc_fs = Path::new("/proc/self").exists();
     Ok(running
         .into_iter()
@@ -125,7 +125,7 @@ pub(super) fn stale_runs(conn: &rusqlite::Connection) -> Result<Vec<i64>> {
 }
 
 /// Marks the runs `ids` (from [`stale_runs`]) as `interrupted`.
-pub(super) fn mark_stale_runs(conn: &rusqlite::Connection, ids: &[i64]) -> Result<usize> {
+pub(super) fn mark_stale_runs(conn: &Connection, ids: &[i64]) -> Result<usize> {
     let mut marked = 0;
     for id in ids {
         marked += conn.execute(
@@ -178,8 +178,7 @@ pub fn finish_run(tx: &Transaction<'_>, run_id: i64, status: &str) -> Result<()>
 
 impl Store {
     pub fn model(&self, name: &str, version: &str) -> Result<Option<ModelRow>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 "SELECT id, name, version, kind FROM models WHERE name = ?1 AND version = ?2",
                 params![name, version],
@@ -192,7 +191,7 @@ impl Store {
                     })
                 },
             )
-            .optional()?)
+            .optional()
     }
 
     /// Versions of `name` that have embeddings, newest first.
@@ -202,7 +201,7 @@ impl Store {
              AND EXISTS (SELECT 1 FROM embeddings e WHERE e.model_id = m.id) ORDER BY m.id DESC",
         )?;
         let rows = stmt.query_map(params![name], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn embeddings(&self, model_id: i64, target: EmbeddingTarget) -> Result<Vec<EmbeddingRow>> {
@@ -211,7 +210,7 @@ impl Store {
              WHERE model_id = ?1 AND target_kind = ?2 ORDER BY target_id",
         )?;
         let rows = stmt.query_map(params![model_id, target.as_str()], embedding_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// The stored embedding of one item, if it has one.
@@ -221,8 +220,7 @@ impl Store {
         target: EmbeddingTarget,
         target_id: i64,
     ) -> Result<Option<EmbeddingRow>> {
-        Ok(self
-            .conn()
+        self.conn()
             .prepare_cached(
                 "SELECT target_id, source_hash, vector, code FROM embeddings
                  WHERE model_id = ?1 AND target_kind = ?2 AND target_id = ?3",
@@ -231,7 +229,7 @@ impl Store {
                 params![model_id, target.as_str(), target_id],
                 embedding_from_row,
             )
-            .optional()?)
+            .optional()
     }
 
     /// (run id, recipe, status) of every training run, newest first.
@@ -240,7 +238,7 @@ impl Store {
             .conn()
             .prepare("SELECT id, recipe, status FROM training_runs ORDER BY id DESC")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Every training run with its settings and times, newest first.
@@ -259,20 +257,19 @@ impl Store {
                 config_json: r.get(5)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// The model card a run saved, when it saved one.
     pub fn run_card(&self, run_id: i64) -> Result<Option<String>> {
-        Ok(self
-            .conn()
+        self.conn()
             .query_row(
                 "SELECT m.weights_path FROM training_runs r JOIN models m ON m.id = r.model_id
                  WHERE r.id = ?1",
                 params![run_id],
                 |r| r.get(0),
             )
-            .optional()?)
+            .optional()
     }
 
     /// (epoch, name, value) of one run, in the order logged.
@@ -283,7 +280,7 @@ impl Store {
         let rows = stmt.query_map(params![run_id], |r| {
             Ok((r.get::<_, i64>(0)? as usize, r.get(1)?, r.get(2)?))
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 }
 
@@ -299,7 +296,7 @@ pub struct RunRow {
     pub config_json: String,
 }
 
-fn embedding_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EmbeddingRow> {
+fn embedding_from_row(r: &Row) -> Result<EmbeddingRow> {
     let vector: Vec<u8> = r.get(2)?;
     let code: Option<Vec<u8>> = r.get(3)?;
     Ok(EmbeddingRow {

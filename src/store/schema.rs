@@ -4,6 +4,9 @@
 //! its own transaction together with the version bump, so a library is always at a whole
 //! version. A library whose version is newer than [`CURRENT_VERSION`] is refused untouched.
 
+use super::{OpenMode, Result, Store, StoreError, media};
+use std::path::Path;
+
 /// Schema version this build writes.
 pub const CURRENT_VERSION: i64 = 3;
 
@@ -210,3 +213,111 @@ CREATE TABLE run_metrics (
 );
 CREATE INDEX run_metrics_run ON run_metrics(run_id);
 "#;
+
+impl Store {
+    pub(super) fn check_and_migrate(&mut self, mode: OpenMode) -> Result<()> {
+        let Some(conn) = self.conn.as_sqlite() else {
+            return super::pg::check_and_create(self, mode);
+        };
+        let found: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.not_a_library(e))?;
+        let app_id: i64 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| self.not_a_library(e))?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| self.not_a_library(e))?;
+        if tables > 0 && app_id != APPLICATION_ID {
+            return Err(StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: "an SQLite database of another application".into(),
+            });
+        }
+        if found < 0 {
+            return Err(StoreError::UnknownSchema {
+                path: self.db_path.clone(),
+                found,
+            });
+        }
+        if found > CURRENT_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.db_path.clone(),
+                found,
+                supported: CURRENT_VERSION,
+            });
+        }
+        if found == CURRENT_VERSION {
+            return Ok(());
+        }
+        if found == 0 && mode == OpenMode::Existing {
+            return Err(StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: "an empty file or database".into(),
+            });
+        }
+        if found == 0
+            && self.db_path != Path::new(":memory:")
+            && media::media_dir_has_files(&self.root)
+        {
+            return Err(StoreError::MediaWithoutDatabase {
+                path: self.root.clone(),
+            });
+        }
+        if self.read_only {
+            return Err(StoreError::ReadOnlyNeedsMigration {
+                path: self.db_path.clone(),
+                found,
+                supported: CURRENT_VERSION,
+            });
+        }
+        if found > 0 {
+            // A migration writes: a damaged database is refused before it.
+            self.ensure_intact()?;
+        }
+        if self.db_path != Path::new(":memory:") {
+            // WAL lets the GUI read while the engine writes; set once, it sticks to the file.
+            self.sqlite()
+                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        }
+        for (from, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.execute_batch(&format!(
+                "PRAGMA user_version = {}; PRAGMA application_id = {};",
+                from + 1,
+                APPLICATION_ID
+            ))?;
+            tx.commit()?;
+        }
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('created_by', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [concat!("endotwin ", env!("CARGO_PKG_VERSION"))],
+        )?;
+        Ok(())
+    }
+
+    /// The SQLite connection of an SQLite library (its pragmas and checks).
+    pub(super) fn sqlite(&self) -> &rusqlite::Connection {
+        self.conn.as_sqlite().expect("an SQLite library")
+    }
+
+    /// A database that cannot be read as a library: named as such unless the disk itself
+    /// failed (full, or an I/O error), which says nothing about the library (W11).
+    pub(super) fn not_a_library(&self, e: rusqlite::Error) -> StoreError {
+        let disk = matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure)
+        );
+        match disk {
+            true => StoreError::Disk {
+                path: self.db_path.clone(),
+                reason: e.to_string(),
+            },
+            false => StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: e.to_string(),
+            },
+        }
+    }
+}

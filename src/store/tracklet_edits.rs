@@ -3,9 +3,9 @@
 //! which polyp a tracklet shows, a tracklet split at a frame (and joined back, for undo), a
 //! new polyp for a tracklet no existing one fits, and link decisions between two tracklets.
 
+use super::db::{OptionalExtension, Transaction, params};
 use super::labels::{TargetKind, audit};
 use super::{Result, Store, StoreError};
-use rusqlite::{OptionalExtension, Transaction, params};
 
 /// One tracklet of a video with its extent and the polyp it is labelled with.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,7 +81,7 @@ impl Store {
              LEFT JOIN polyps p ON p.id = t.polyp_id
              LEFT JOIN boxes b ON b.tracklet_id = t.id
              WHERE t.video_id = ?1
-             GROUP BY t.id
+             GROUP BY t.id, t.video_id, t.polyp_id, p.code
              HAVING count(b.id) > 0
              ORDER BY min(b.frame_index), t.id",
         )?;
@@ -96,7 +96,7 @@ impl Store {
                 boxes: r.get(6)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// The polyps of the examination a video belongs to: (id, code).
@@ -106,7 +106,7 @@ impl Store {
              WHERE v.id = ?1 ORDER BY p.code",
         )?;
         let rows = stmt.query_map([video_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     /// Labels a tracklet (and its boxes) with a polyp, or with none. Returns the previous
@@ -194,7 +194,7 @@ impl Store {
                 "INSERT INTO polyps(examination_id, code) VALUES (?1, ?2)",
                 params![exam, code],
             )?;
-            let id = tx.last_insert_rowid();
+            let id = tx.last_insert_rowid()?;
             let note = format!("{code}, from tracklet review of video {video_id}");
             audit(tx, TargetKind::Polyp, id, "created", who, None, Some(&note))?;
             Ok(id)
@@ -228,7 +228,7 @@ impl Store {
                  SELECT video_id, polyp_id, identity FROM tracklets WHERE id = ?1",
                 [tracklet],
             )?;
-            let new = tx.last_insert_rowid();
+            let new = tx.last_insert_rowid()?;
             tx.execute(
                 "UPDATE boxes SET tracklet_id = ?2 WHERE tracklet_id = ?1 AND frame_index >= ?3",
                 params![tracklet, new, frame],
@@ -329,7 +329,7 @@ impl Store {
                 "INSERT INTO tracklets(video_id, polyp_id, identity) VALUES (?1, ?2, NULL)",
                 params![video_id, polyp],
             )?;
-            let id = tx.last_insert_rowid();
+            let id = tx.last_insert_rowid()?;
             for (frame, [x, y, w, h]) in boxes {
                 tx.execute(
                     "INSERT INTO boxes(video_id, frame_index, x, y, w, h, polyp_id, tracklet_id)

@@ -1,8 +1,8 @@
 //! Procedure videos: their frames, per-frame boxes and tracklets.
 
+use super::db::{OptionalExtension, Transaction, params};
 use super::media::{media_columns_of, media_from_row_at};
 use super::{MediaRow, Result, Store};
-use rusqlite::{OptionalExtension, Transaction, params};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct VideoRow {
@@ -42,7 +42,7 @@ pub fn upsert_video(
     }
     tx.prepare_cached("INSERT INTO videos(examination_id, code, fps) VALUES (?1, ?2, ?3)")?
         .execute(params![examination_id, code, fps])?;
-    Ok(tx.last_insert_rowid())
+    tx.last_insert_rowid()
 }
 
 pub fn add_video_frame(
@@ -52,7 +52,7 @@ pub fn add_video_frame(
     media_id: i64,
 ) -> Result<()> {
     tx.prepare_cached(
-        "INSERT OR REPLACE INTO video_frames(video_id, frame_index, media_id) VALUES (?1, ?2, ?3)",
+        "INSERT INTO video_frames(video_id, frame_index, media_id) VALUES (?1, ?2, ?3) ON CONFLICT (video_id, frame_index) DO UPDATE SET media_id = excluded.media_id",
     )?
     .execute(params![video_id, frame_index, media_id])?;
     Ok(())
@@ -68,7 +68,7 @@ pub fn insert_tracklet(
         "INSERT INTO tracklets(video_id, polyp_id, identity) VALUES (?1, ?2, ?3)",
         params![video_id, polyp_id, identity],
     )?;
-    Ok(tx.last_insert_rowid())
+    tx.last_insert_rowid()
 }
 
 pub fn insert_box(tx: &Transaction<'_>, video_id: i64, b: &BoxRow) -> Result<()> {
@@ -99,7 +99,7 @@ impl Store {
                 first_media_id: r.get(6)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn video_frames(&self, video_id: i64) -> Result<Vec<(i64, MediaRow)>> {
@@ -109,7 +109,7 @@ impl Store {
              WHERE f.video_id = ?1 ORDER BY f.frame_index"
         ))?;
         let rows = stmt.query_map([video_id], |r| Ok((r.get(0)?, media_from_row_at(r, 1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 
     pub fn video_boxes(&self, video_id: i64) -> Result<Vec<BoxRow>> {
@@ -139,6 +139,6 @@ impl Store {
                 },
             ))
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        rows.collect::<Result<_>>()
     }
 }

@@ -664,7 +664,7 @@ pub fn write(
 
 /// A video's boxes and the tracklets the METHODS §3 rule makes of them, per polyp identity.
 fn write_boxes(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &store::Transaction<'_>,
     vid: i64,
     v: &PlanVideo,
     polyp_ids: &HashMap<String, i64>,
