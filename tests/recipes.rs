@@ -52,7 +52,7 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
         &endotwin::data::phantom::PhantomConfig {
             seed: 5,
             polyps: 6,
-            views_per_polyp: 2,
+            views_per_polyp: 4,
             videos: 0,
             background_frames: 0,
             capsule_images: 0,

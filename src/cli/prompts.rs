@@ -112,6 +112,8 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                 }
             }
             let mut answers = Vec::new();
+            let mut unread: Vec<String> = Vec::new();
+            let sets_asked = groups.iter().map(|(_, s)| s.len()).sum::<usize>();
             for (card, sets) in groups {
                 let loaded = load(Some(card), &device)?;
                 let emb =
@@ -120,8 +122,23 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                 println!("model {}", loaded.named());
                 let mut scored = Vec::new();
                 for set in sets {
-                    let scores = query::scores(&loaded, emb.clone(), &set.prompts, &device)
-                        .with_context(|| format!("prompt set `{}`", set.name))?;
+                    // A set in words this model never learned (the detector reads only its two
+                    // sentences) is named and skipped; nothing scored at all is an error.
+                    let scores = match query::scores(&loaded, emb.clone(), &set.prompts, &device) {
+                        Ok(scores) => scores,
+                        Err(e @ query::PromptError::NoKnownWord { .. }) => {
+                            println!(
+                                "note: set `{}` not scored with {}: {e}",
+                                set.name,
+                                loaded.named()
+                            );
+                            unread.push(format!("prompt set `{}`: {e}", set.name));
+                            continue;
+                        }
+                        Err(e) => {
+                            return Err(e).with_context(|| format!("prompt set `{}`", set.name));
+                        }
+                    };
                     println!("set {}", set.name);
                     for s in &scores[0] {
                         println!("  {:.3}  cos {:+.3}  {}", s.probability, s.cosine, s.prompt);
@@ -148,6 +165,9 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                     "polyp_probability_calibrated": calibrated,
                     "familiarity": familiarity,
                 }));
+            }
+            if unread.len() == sets_asked {
+                anyhow::bail!("{}", unread.join("; "));
             }
             if let Some(path) = &json {
                 super::write_output(

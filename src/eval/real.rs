@@ -591,13 +591,23 @@ fn score_detection(
     Ok(figures)
 }
 
-/// The folder of `roots` whose name the card's training data names, if any.
+/// The folder of `roots` that a path in the card's training data passes through (by its
+/// name: `kvasir-seg-700` is not `kvasir-seg`), if any.
 fn learned_from(card: &crate::model::weights::ModelCard, roots: &[PathBuf]) -> Option<String> {
     let data = &card.training.as_ref()?.data;
+    let names: Vec<String> = data
+        .split([',', ' ', '(', ')', ';'])
+        .flat_map(|token| {
+            Path::new(token)
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
     roots
         .iter()
         .filter_map(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .find(|name| data.contains(name.as_str()))
+        .find(|name| names.contains(name))
 }
 
 fn capsule(
@@ -728,5 +738,33 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::weights::{ModelCard, ModelKind, Training};
+
+    #[test]
+    fn a_card_marks_the_folder_it_learned_from_by_its_whole_name() {
+        let mut card = ModelCard::new("d", ModelKind::PromptModel, "v", "", &0);
+        card.training = Some(Training {
+            command: String::new(),
+            seed: 0,
+            data: "1900 views of lib; views imported from: /data/kvasir-seg-700/images, phantom (the backbone)".into(),
+            epochs: 1,
+            wall: String::new(),
+            metrics: Vec::new(),
+        });
+        let roots = |names: &[&str]| -> Vec<PathBuf> {
+            names.iter().map(|n| Path::new("/x").join(n)).collect()
+        };
+        assert_eq!(
+            learned_from(&card, &roots(&["kvasir-seg", "kvasir-seg-700"])),
+            Some("kvasir-seg-700".into())
+        );
+        assert_eq!(learned_from(&card, &roots(&["kvasir-seg"])), None);
+        assert_eq!(learned_from(&card, &roots(&["cvc-clinicdb-21-29"])), None);
     }
 }

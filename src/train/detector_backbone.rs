@@ -138,7 +138,7 @@ pub fn encode_crops(
     let size = config.vision().image_size as u32;
     let resize = Preprocess::imagenet(size);
     let augment = mild_colour(size, config.jitter);
-    let mut rng = Rng::new(config.seed).fork(0xde7e_c7);
+    let mut rng = Rng::new(config.seed).fork(0x00de_7ec7);
     let mut out = CropFeatures {
         rows: Vec::new(),
         polyp: Vec::new(),
