@@ -144,7 +144,7 @@ fn a_promoted_backbone_detector_takes_the_detectors_place_not_the_prompt_models(
     }
 }
 
-/// The shipped detector on real crops (the polyp square of CVC-ClinicDB frames, which it never
+/// The shipped ImageNet detector on real crops (the polyp square of CVC-ClinicDB frames, which it never
 /// learned from, against a polyp-free window of the same frame) beside the same architecture
 /// untrained: the floor is one the untrained detector fails.
 #[test]
@@ -154,12 +154,14 @@ fn the_shipped_detector_tells_real_polyps_from_background_where_its_untrained_se
     };
     let _rng = crate::common::device_rng();
     let device = Device::flex();
-    let card = endotwin::default_models_dir().join("prompts-detect.json");
+    // Shipped beside the default detector (not yet the default: its own decisions on whole
+    // phantom frames are at chance, docs/real.md).
+    let card = endotwin::default_models_dir().join("prompts-detect-real.json");
     let shipped = pm::load(&card, &device).unwrap();
-    if shipped.model.clip.backbone.is_none() {
-        eprintln!("skipped: the shipped prompts-detect is not the backbone detector");
-        return;
-    }
+    assert!(
+        shipped.model.clip.backbone.is_some(),
+        "the ImageNet detector"
+    );
     // Every 6th frame of the folder (about 30), each a polyp square and a free window.
     let mut frames: Vec<std::path::PathBuf> = std::fs::read_dir(cvc.join("Original"))
         .unwrap()

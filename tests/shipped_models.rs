@@ -103,9 +103,11 @@ fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
     let shipped_score = |e: usize| {
         let which: Vec<(usize, usize)> =
             (0..records.exams[e].frames.len()).map(|f| (e, f)).collect();
-        let v = detector
-            .model
-            .encode_images(records.batch(&which, &[], &device));
+        let v = detector.model.encode_images(records.batch_for(
+            &which,
+            &detector.config.input(),
+            &device,
+        ));
         polyp_probability(&detector.model, v, texts.clone())
     };
     let (model, pairs) = within_exam_auroc(&records, &truth, shipped_score);
@@ -120,7 +122,8 @@ fn the_shipped_detector_finds_polyp_frames_on_held_out_examinations() {
     let untrained_decided = balanced_accuracy(&records, &truth, |e: usize| {
         let which: Vec<(usize, usize)> =
             (0..records.exams[e].frames.len()).map(|f| (e, f)).collect();
-        let v = untrained.encode_images(records.batch(&which, &[], &device));
+        let v =
+            untrained.encode_images(records.batch_for(&which, &detector.config.input(), &device));
         polyp_probability(&untrained, v, untrained_texts.clone())
     });
     eprintln!(
