@@ -91,8 +91,10 @@ mod tests {
     #[test]
     fn the_square_holds_the_polyp_and_the_window_holds_none_of_it() {
         let mask = mask_with_box(200, 100, 20, 30, 40);
+        // The box's side, centred on the box's integer centre (eval real's crops since #34:
+        // a 40 px box at 20..59 gives 19..58).
         let (x, y, side) = polyp_square(&mask, 1.0).unwrap();
-        assert_eq!((x, y, side), (20, 30, 40));
+        assert_eq!((x, y, side), (19, 29, 40));
         let (x2, _, side2) = polyp_square(&mask, 2.0).unwrap();
         assert_eq!(
             (x2, side2),
@@ -106,8 +108,13 @@ mod tests {
                 (by..by + 40).all(|yy| (bx..bx + 40).all(|xx| mask.get_pixel(xx, yy)[0] == 0));
             assert!(clear, "window at {bx},{by} touches the polyp");
         }
+        assert!(
+            free_window(&mask, 100, &mut rng).is_some_and(|(x, y)| x >= 60 && y == 0),
+            "right of the polyp: the only room for a window that large"
+        );
+        let narrow = mask_with_box(120, 100, 20, 30, 40);
         assert_eq!(
-            free_window(&mask, 100, &mut rng),
+            free_window(&narrow, 80, &mut rng),
             None,
             "no free window that large"
         );
