@@ -268,7 +268,8 @@ fn train_list_names_every_recipe_one_a_line() {
             "tracklets",
             "captions",
             "prompts",
-            "twin-backbone"
+            "twin-backbone",
+            "detector-backbone"
         ],
         "{text}"
     );
