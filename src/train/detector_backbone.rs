@@ -18,12 +18,12 @@ use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
     checkpoint_dir, recorded, resume_from,
 };
-use super::twin_backbone::mild_colour;
+use super::twin_backbone::{backbone_option, backbone_path, frozen_backbone, mild_colour};
 use super::{Checkpoint, TrainError, TrainEvents};
 use crate::data::crops::{free_window, polyp_square};
 use crate::model::block::l2_normalize;
 use crate::model::clip::{Clip, ClipConfig};
-use crate::model::mobilenet::{MobileNetV2Config, load_mobilenet_v2};
+use crate::model::mobilenet::MobileNetV2Config;
 use crate::model::preprocess::{Preprocess, imagenet_tensor};
 use crate::model::text::{TextEncoder, TextEncoderConfig};
 use crate::model::tokenizer::WordTokenizer;
@@ -363,13 +363,7 @@ impl Recipe for DetectorBackboneRecipe {
     fn options(&self) -> Vec<RecipeOption> {
         use OptionKind::*;
         vec![
-            RecipeOption::new(
-                "backbone",
-                Path,
-                None,
-                "torchvision's ImageNet MobileNetV2 feature layers as safetensors \
-                 (mobilenetv2_imagenet_features.safetensors)",
-            ),
+            backbone_option(),
             RecipeOption::new(
                 "out",
                 Path,
@@ -430,13 +424,7 @@ impl Recipe for DetectorBackboneRecipe {
             (MobileNetV2Config::new().pooled_dim() + 2 * dim) as f64,
             super::memory::budget(settings, &o, ctx.memory)?,
         )?;
-        let backbone_path = settings.path(&o, "backbone").ok_or_else(|| {
-            RecipeError::Setting(
-                "--backbone is required: torchvision's ImageNet MobileNetV2 feature layers as \
-                 safetensors (mobilenetv2_imagenet_features.safetensors)"
-                    .into(),
-            )
-        })?;
+        let backbone_path = backbone_path(settings, &o)?;
         let context = settings.number(&o, "context")? as f32;
         if !(1.0..=16.0).contains(&context) {
             return Err(RecipeError::Setting(format!(
@@ -453,13 +441,7 @@ impl Recipe for DetectorBackboneRecipe {
             .with_seed(seed);
         let plain = ctx.device.clone();
         let vision = config.vision().clone();
-        let backbone = load_mobilenet_v2(&backbone_path, &vision.backbone, &plain)
-            .map_err(|e| RecipeError::Setting(format!("--backbone: {e}")))?;
-        let frozen = BackboneTwin {
-            backbone,
-            projection: None,
-            taps: vision.backbone.taps.len(),
-        };
+        let frozen = frozen_backbone(&backbone_path, &vision, &plain)?;
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer.message(&format!(
             "cutting {} crops of each masked polyp view of {} (polyp square and free window) \

@@ -256,6 +256,46 @@ pub fn train(
     fit(&plan, start, &mut steps, events)
 }
 
+/// The `backbone` option of the recipes on the ImageNet backbone.
+pub fn backbone_option() -> RecipeOption {
+    RecipeOption::new(
+        "backbone",
+        OptionKind::Path,
+        None,
+        "torchvision's ImageNet MobileNetV2 feature layers as safetensors \
+         (mobilenetv2_imagenet_features.safetensors)",
+    )
+}
+
+/// The `--backbone` path, which these recipes require.
+pub fn backbone_path(
+    settings: &Settings,
+    options: &[RecipeOption],
+) -> Result<std::path::PathBuf, RecipeError> {
+    settings.path(options, "backbone").ok_or_else(|| {
+        RecipeError::Setting(
+            "--backbone is required: torchvision's ImageNet MobileNetV2 feature layers as \
+             safetensors (mobilenetv2_imagenet_features.safetensors)"
+                .into(),
+        )
+    })
+}
+
+/// The backbone of `twin` loaded from `path`, frozen and without a projection.
+pub fn frozen_backbone(
+    path: &std::path::Path,
+    twin: &BackboneTwinConfig,
+    device: &Device,
+) -> Result<BackboneTwin, RecipeError> {
+    let backbone = load_mobilenet_v2(path, &twin.backbone, device)
+        .map_err(|e| RecipeError::Setting(format!("--backbone: {e}")))?;
+    Ok(BackboneTwin {
+        backbone,
+        projection: None,
+        taps: twin.backbone.taps.len(),
+    })
+}
+
 /// `endotwin train twin-backbone`.
 pub struct TwinBackboneRecipe;
 
@@ -272,13 +312,7 @@ impl Recipe for TwinBackboneRecipe {
     fn options(&self) -> Vec<RecipeOption> {
         use OptionKind::*;
         vec![
-            RecipeOption::new(
-                "backbone",
-                Path,
-                None,
-                "torchvision's ImageNet MobileNetV2 feature layers as safetensors \
-                 (mobilenetv2_imagenet_features.safetensors)",
-            ),
+            backbone_option(),
             RecipeOption::new(
                 "out",
                 Path,
@@ -348,13 +382,7 @@ impl Recipe for TwinBackboneRecipe {
             (MobileNetV2Config::new().pooled_dim() + 2 * dim) as f64,
             super::memory::budget(settings, &o, ctx.memory)?,
         )?;
-        let backbone_path = settings.path(&o, "backbone").ok_or_else(|| {
-            RecipeError::Setting(
-                "--backbone is required: torchvision's ImageNet MobileNetV2 feature layers as \
-                 safetensors (mobilenetv2_imagenet_features.safetensors)"
-                    .into(),
-            )
-        })?;
+        let backbone_path = backbone_path(settings, &o)?;
         let context = settings.number(&o, "context")? as f32;
         if !TwinInput::valid_context(context) {
             return Err(RecipeError::Setting(format!(
@@ -373,13 +401,7 @@ impl Recipe for TwinBackboneRecipe {
             .with_entropy(settings.number(&o, "entropy")?)
             .with_seed(seed);
         let plain = ctx.device.clone();
-        let backbone = load_mobilenet_v2(&backbone_path, &config.twin.backbone, &plain)
-            .map_err(|e| RecipeError::Setting(format!("--backbone: {e}")))?;
-        let mut frozen = BackboneTwin {
-            backbone,
-            projection: None,
-            taps: config.twin.backbone.taps.len(),
-        };
+        let mut frozen = frozen_backbone(&backbone_path, &config.twin, &plain)?;
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         let (samples, polyps) = super::data::polyp_view_samples(&store, &config.input())?;
         ctx.observer.message(&format!(
