@@ -37,3 +37,56 @@ impl From<LinkCall> for crate::store::LinkDecision {
         }
     }
 }
+
+/// A polyp label the Labelling panel sets with the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LabelField {
+    #[default]
+    Histology,
+    Paris,
+    Surface,
+    Location,
+    Size,
+}
+
+impl LabelField {
+    pub const ALL: [LabelField; 5] = [
+        LabelField::Histology,
+        LabelField::Paris,
+        LabelField::Surface,
+        LabelField::Location,
+        LabelField::Size,
+    ];
+
+    /// The label key it writes.
+    pub fn key(self) -> &'static str {
+        match self {
+            LabelField::Histology => "histology",
+            LabelField::Paris => "paris",
+            LabelField::Surface => "surface",
+            LabelField::Location => "location",
+            LabelField::Size => "size_mm",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            LabelField::Histology => "Histology",
+            LabelField::Paris => "Paris class",
+            LabelField::Surface => "Surface pattern",
+            LabelField::Location => "Location",
+            LabelField::Size => "Size (mm)",
+        }
+    }
+
+    /// The key that focuses it.
+    pub fn shortcut(self) -> egui::Key {
+        match self {
+            LabelField::Histology => egui::Key::H,
+            LabelField::Paris => egui::Key::P,
+            LabelField::Surface => egui::Key::S,
+            LabelField::Location => egui::Key::L,
+            LabelField::Size => egui::Key::Z,
+        }
+    }
+}

@@ -38,25 +38,43 @@ impl App {
         match edit {
             Edit::PolypLabel {
                 polyp_id,
-                ref key,
-                ref old,
-                ref new,
+                key,
+                old,
+                new,
+                version,
             } => {
-                let value = if forward { new } else { old };
-                self.set_label(polyp_id, key, value.clone())
-                    .ok_or("the label could not be set")?;
-                Ok(edit)
+                // Checked against the version this edit left: a later change made elsewhere
+                // is not undone silently.
+                let value = if forward { &new } else { &old };
+                let written = self
+                    .set_label(polyp_id, &key, value.clone(), Some(version))
+                    .ok_or("the label was not set (said above)")?;
+                Ok(Edit::PolypLabel {
+                    polyp_id,
+                    key,
+                    old,
+                    new,
+                    version: written.version,
+                })
             }
             Edit::MediaLabel {
                 media_id,
                 key,
-                ref old,
-                ref new,
+                old,
+                new,
+                version,
             } => {
-                let value = if forward { new } else { old };
-                self.set_media_label(media_id, key, value.clone())
-                    .ok_or("the image's label could not be set")?;
-                Ok(edit)
+                let value = if forward { &new } else { &old };
+                let written = self
+                    .set_media_label(media_id, key, value.clone(), Some(version))
+                    .ok_or("the image's label was not set (said above)")?;
+                Ok(Edit::MediaLabel {
+                    media_id,
+                    key,
+                    old,
+                    new,
+                    version: written.version,
+                })
             }
             Edit::Several(edits) => {
                 let mut done = Vec::with_capacity(edits.len());

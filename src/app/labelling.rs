@@ -215,49 +215,40 @@ impl App {
 
     /// Sets label `key` of image `media_id` through the audited path, undoable.
     pub(super) fn label_media(&mut self, media_id: i64, key: &'static str, value: Option<String>) {
-        if let Some(old) = self.set_media_label(media_id, key, value.clone())
-            && old != value
+        let read = self
+            .state
+            .details
+            .read_version(TargetKind::Media, media_id, key);
+        if let Some(written) = self.set_media_label(media_id, key, value.clone(), read)
+            && written.old != value
         {
             self.record_edit(super::state::Edit::MediaLabel {
                 media_id,
                 key,
-                old,
+                old: written.old,
                 new: value,
+                version: written.version,
             });
         }
     }
 
-    /// Writes an image's label; returns the previous value (`None` after an error, said).
-    /// A polyp box drawn on a library view re-indexes the twins (only that view is encoded
-    /// again).
+    /// Writes an image's label, checked against version `read`; returns the previous value and
+    /// the version now (`None` when nothing was written, said). A polyp box drawn on a library
+    /// view re-indexes the twins (only that view is encoded again).
     pub(super) fn set_media_label(
         &mut self,
         media_id: i64,
         key: &'static str,
         value: Option<String>,
-    ) -> Option<Option<String>> {
-        let reviewer = self.state.reviewer.clone();
-        let lib = self.state.library.as_mut()?;
-        match lib.store.set_label(
-            &reviewer,
-            TargetKind::Media,
-            media_id,
-            key,
-            value.as_deref(),
-        ) {
-            Ok(old) => {
-                self.refresh_labelling();
-                if key == crate::store::VIEW_BOX_KEY && old != value {
-                    self.load_details();
-                    self.index_twins();
-                }
-                Some(old)
-            }
-            Err(e) => {
-                self.state.toast(ToastLevel::Error, e.to_string());
-                None
-            }
+        read: Option<i64>,
+    ) -> Option<crate::store::LabelWritten> {
+        let written = self.write_label(TargetKind::Media, media_id, key, value.clone(), read)?;
+        self.refresh_labelling();
+        if key == crate::store::VIEW_BOX_KEY && written.old != value {
+            self.load_details();
+            self.index_twins();
         }
+        Some(written)
     }
 
     /// Sets `key` to `value` on every picked polyp that does not have it already: one audited
@@ -295,22 +286,28 @@ impl App {
         let picked: Vec<i64> = self.state.picked.iter().copied().collect();
         let mut edits = Vec::new();
         for polyp_id in picked {
-            let now = self.state.library.as_ref().and_then(|lib| {
-                lib.store
-                    .current_label(TargetKind::Polyp, polyp_id, key)
-                    .ok()
-                    .flatten()
+            // The version before the value: the new value is made from this one, and a change
+            // made elsewhere in between is a conflict, not lost.
+            let read = self.state.library.as_ref().and_then(|lib| {
+                let store = &lib.store;
+                let version = store.label_version(TargetKind::Polyp, polyp_id, key).ok()?;
+                let now = store.current_label(TargetKind::Polyp, polyp_id, key).ok()?;
+                Some((version, now))
             });
+            let Some((version, now)) = read else {
+                continue;
+            };
             let value = new(now.as_deref());
             if now == value {
                 continue;
             }
-            match self.set_label(polyp_id, key, value.clone()) {
-                Some(old) => edits.push(super::state::Edit::PolypLabel {
+            match self.set_label(polyp_id, key, value.clone(), Some(version)) {
+                Some(written) => edits.push(super::state::Edit::PolypLabel {
                     polyp_id,
                     key: key.to_string(),
-                    old,
+                    old: written.old,
                     new: value,
+                    version: written.version,
                 }),
                 None => break,
             }

@@ -23,6 +23,13 @@ pub(super) fn load_library(store: Store, path: &Path) -> store::Result<Library> 
 /// Everything the viewer and details panel show for a selection, read in one go.
 pub(super) fn details_for(store: &Store, selection: Selection) -> store::Result<Details> {
     let mut d = Details::default();
+    // Versions before values: a change landing in between makes an edit a conflict to look
+    // at again, never a silent overwrite.
+    if let Selection::Polyp(id) = selection {
+        let mut versions = store.label_versions(TargetKind::Polyp, &[id])?;
+        let labels = versions.remove(&id).unwrap_or_default();
+        d.versions.insert((TargetKind::Polyp, id), labels);
+    }
     match selection {
         Selection::Examination(id) => {
             let Some(exam) = store.examination(id)? else {
@@ -114,6 +121,11 @@ pub(super) fn details_for(store: &Store, selection: Selection) -> store::Result<
         Selection::Nothing | Selection::OpenedFiles => {}
     }
     let ids: Vec<i64> = d.media.iter().map(|m| m.id).collect();
+    let mut versions = store.label_versions(TargetKind::Media, &ids)?;
+    for &id in &ids {
+        let labels = versions.remove(&id).unwrap_or_default();
+        d.versions.insert((TargetKind::Media, id), labels);
+    }
     if !matches!(selection, Selection::Video(_)) {
         d.view_boxes = ids
             .iter()

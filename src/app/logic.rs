@@ -58,6 +58,7 @@ impl App {
             }
         }
         self.poll_training();
+        self.poll_library(ctx);
         let now = std::time::Instant::now();
         self.state.toasts.retain(|t| !t.expired(now));
     }
@@ -185,12 +186,18 @@ impl App {
                 key,
                 value,
             } => {
-                if let Some(old) = self.set_label(polyp_id, &key, value.clone()) {
+                // Checked against the version the window read with the value it showed.
+                let read = self
+                    .state
+                    .details
+                    .read_version(TargetKind::Polyp, polyp_id, &key);
+                if let Some(written) = self.set_label(polyp_id, &key, value.clone(), read) {
                     self.record_edit(Edit::PolypLabel {
                         polyp_id,
                         key,
-                        old,
+                        old: written.old,
                         new: value,
+                        version: written.version,
                     });
                 }
             }
@@ -254,10 +261,15 @@ impl App {
     }
 
     pub(super) fn open_library(&mut self, path: &Path) {
-        match Store::open(path, OpenMode::Existing)
-            .and_then(|store| super::loading::load_library(store, path))
-        {
-            Ok(mut lib) => {
+        // Where the library stands is read before what it holds: a change in between is
+        // read again at the next look.
+        let opened = Store::open(path, OpenMode::Existing).and_then(|store| {
+            let mark = store.change_mark()?;
+            super::loading::load_library(store, path).map(|lib| (lib, mark))
+        });
+        match opened {
+            Ok((mut lib, mark)) => {
+                self.state.sync.opened(mark);
                 lib.apply_filter(&self.state.filter);
                 if lib.store.is_read_only() {
                     self.state.toast(
@@ -325,33 +337,20 @@ impl App {
         }
     }
 
-    /// Sets a polyp label through the store (one transaction plus an audit row). Returns the
-    /// previous value, or `None` when the change failed (the toast says why).
+    /// Sets a polyp label through the store (one transaction plus an audit row), checked
+    /// against version `read` ([`App::write_label`]). Returns the previous value and the
+    /// label's version now, or `None` when nothing was written (a toast says why).
     pub(super) fn set_label(
         &mut self,
         polyp_id: i64,
         key: &str,
         value: Option<String>,
-    ) -> Option<Option<String>> {
-        let reviewer = self.state.reviewer.clone();
-        let lib = self.state.library.as_mut()?;
-        match lib.store.set_label(
-            &reviewer,
-            TargetKind::Polyp,
-            polyp_id,
-            key,
-            value.as_deref(),
-        ) {
-            Ok(old) => {
-                self.refresh_tree();
-                self.load_details();
-                Some(old)
-            }
-            Err(e) => {
-                self.state.toast(ToastLevel::Error, e.to_string());
-                None
-            }
-        }
+        read: Option<i64>,
+    ) -> Option<crate::store::LabelWritten> {
+        let written = self.write_label(TargetKind::Polyp, polyp_id, key, value, read)?;
+        self.refresh_tree();
+        self.load_details();
+        Some(written)
     }
 
     pub(super) fn select(&mut self, selection: Selection) {
@@ -478,7 +477,7 @@ impl App {
         }
     }
 
-    fn refresh_histology_options(&mut self) {
+    pub(super) fn refresh_histology_options(&mut self) {
         if let Some(lib) = &mut self.state.library {
             lib.histologies = lib.store.histologies().unwrap_or_default();
             lib.locations = lib.store.locations().unwrap_or_default();

@@ -16,6 +16,7 @@ mod logic;
 mod prompts;
 pub mod scale_bench;
 mod state;
+mod sync;
 mod textures;
 mod tracklets;
 mod training;
@@ -28,6 +29,7 @@ pub use captions::CaptionCommand;
 pub use command::Command;
 pub use prompts::PromptCommand;
 pub use state::{AppState, Edit, LabelField, Selection, Tab, ToastLevel};
+pub use sync::{LibrarySync, SYNC_EVERY};
 pub use training::TrainingCommand;
 pub use ui::panels::{PanelSpec, registry as panels, tab_by_id, tab_ids};
 

@@ -1,7 +1,7 @@
 //! Everything the UI draws from. The UI reads it and emits [`Command`](super::Command)s; only
 //! [`logic`](super::logic) changes it.
 
-use crate::store::{LinkDecision, Store};
+use crate::store::{LinkDecision, Store, TargetKind};
 // The library's rows as logic loaded them: what the panels draw (they never query the store).
 pub use crate::store::{
     AuditEntry, BoxRow, CaseFilter, ExamNode, LibraryStats, MediaRow, PolypRow, SentenceRow,
@@ -97,6 +97,17 @@ pub struct Details {
     pub view_boxes: Vec<Option<[f32; 4]>>,
     /// For each media item, its raw caption (finding) and that caption refined, when it has one.
     pub captions: Vec<Option<(String, crate::captions::Refined)>>,
+    /// The versions of the shown labels, read before their values: a label edit is checked
+    /// against them, so a change made elsewhere since is never overwritten silently.
+    pub versions: HashMap<(TargetKind, i64), HashMap<String, i64>>,
+}
+
+impl Details {
+    /// The version of label `key` of a shown target as it was read (`None`: not shown).
+    pub fn read_version(&self, target: TargetKind, id: i64, key: &str) -> Option<i64> {
+        let labels = self.versions.get(&(target, id))?;
+        Some(labels.get(key).copied().unwrap_or(0))
+    }
 }
 
 /// A reviewer's change that can be undone and redone: each one went through the store's
@@ -109,6 +120,8 @@ pub enum Edit {
         key: String,
         old: Option<String>,
         new: Option<String>,
+        /// The label's version once this edit (or its undo or redo) was written.
+        version: i64,
     },
     /// Which polyp a tracklet shows.
     TrackletPolyp {
@@ -143,6 +156,7 @@ pub enum Edit {
         key: &'static str,
         old: Option<String>,
         new: Option<String>,
+        version: i64,
     },
     /// Several edits made by one action (undone last first).
     Several(Vec<Edit>),
@@ -153,58 +167,7 @@ pub const FRAME_KEY: &str = crate::labels::coco::FRAME_KEY;
 /// The values a frame can take, in the order the number keys pick them.
 pub const FRAME_VALUES: [&str; 2] = crate::labels::coco::FRAME_VALUES;
 
-/// A polyp label the Labelling panel sets with the keyboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LabelField {
-    #[default]
-    Histology,
-    Paris,
-    Surface,
-    Location,
-    Size,
-}
-
-impl LabelField {
-    pub const ALL: [LabelField; 5] = [
-        LabelField::Histology,
-        LabelField::Paris,
-        LabelField::Surface,
-        LabelField::Location,
-        LabelField::Size,
-    ];
-
-    /// The label key it writes.
-    pub fn key(self) -> &'static str {
-        match self {
-            LabelField::Histology => "histology",
-            LabelField::Paris => "paris",
-            LabelField::Surface => "surface",
-            LabelField::Location => "location",
-            LabelField::Size => "size_mm",
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            LabelField::Histology => "Histology",
-            LabelField::Paris => "Paris class",
-            LabelField::Surface => "Surface pattern",
-            LabelField::Location => "Location",
-            LabelField::Size => "Size (mm)",
-        }
-    }
-
-    /// The key that focuses it.
-    pub fn shortcut(self) -> egui::Key {
-        match self {
-            LabelField::Histology => egui::Key::H,
-            LabelField::Paris => egui::Key::P,
-            LabelField::Surface => egui::Key::S,
-            LabelField::Location => egui::Key::L,
-            LabelField::Size => egui::Key::Z,
-        }
-    }
-}
+pub use super::choices::LabelField;
 
 /// The Labelling panel: which field the number keys set, the choices of each field, and the
 /// selected polyp's current values (filled by the logic from the library).
@@ -523,6 +486,8 @@ pub struct AppState {
     pub prompts: PromptPanel,
     /// The user guide's page on screen (an index into the bundled pages), if it is open.
     pub guide: Option<usize>,
+    /// Watching the library for other stations' changes.
+    pub sync: super::sync::LibrarySync,
 }
 
 impl AppState {
@@ -550,6 +515,7 @@ impl AppState {
             captions: Default::default(),
             prompts: Default::default(),
             guide: None,
+            sync: Default::default(),
         }
     }
 

@@ -5,6 +5,7 @@
 use super::db::{Connection, Row, params};
 use super::labels::{AuditEntry, AuditFilter, LibraryAudit, TargetKind};
 use super::{Result, Store, StoreError};
+use std::collections::HashMap;
 
 impl Store {
     /// The audit history of one target, newest first.
@@ -160,7 +161,64 @@ pub fn check_audit_time(text: &str) -> std::result::Result<(), String> {
     if ok { Ok(()) } else { refuse() }
 }
 
+/// Where a library stands, in one cheap query: the newest audit row (every label, caption and
+/// tracklet edit writes one) and the newest examination, polyp and image (an import adds
+/// them). A station that sees it move looks again ([`Store::changes_after`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangeMark {
+    pub audit: i64,
+    pub examinations: i64,
+    pub polyps: i64,
+    pub media: i64,
+}
+
 impl Store {
+    /// The library's [`ChangeMark`] now.
+    pub fn change_mark(&self) -> Result<ChangeMark> {
+        self.conn().query_row(
+            "SELECT (SELECT coalesce(max(id), 0) FROM label_audit),
+                    (SELECT coalesce(max(id), 0) FROM examinations),
+                    (SELECT coalesce(max(id), 0) FROM polyps),
+                    (SELECT coalesce(max(id), 0) FROM media)",
+            [],
+            |r| {
+                Ok(ChangeMark {
+                    audit: r.get(0)?,
+                    examinations: r.get(1)?,
+                    polyps: r.get(2)?,
+                    media: r.get(3)?,
+                })
+            },
+        )
+    }
+
+    /// The versions ([`Store::label_version`]) of every label of the `target` kind with one of
+    /// `ids`, by id then key; a label never changed is absent (version 0).
+    pub fn label_versions(
+        &self,
+        target: TargetKind,
+        ids: &[i64],
+    ) -> Result<HashMap<i64, HashMap<String, i64>>> {
+        let mut out: HashMap<i64, HashMap<String, i64>> = HashMap::new();
+        let (Some(&low), Some(&high)) = (ids.iter().min(), ids.iter().max()) else {
+            return Ok(out);
+        };
+        let rows = self.conn().rows(
+            "SELECT target_id, key, max(id) FROM label_audit
+             WHERE target_kind = ?1 AND target_id >= ?2 AND target_id <= ?3
+             GROUP BY target_id, key",
+            params![target.as_str(), low, high],
+        )?;
+        let wanted: std::collections::HashSet<i64> = ids.iter().copied().collect();
+        for r in rows {
+            let id: i64 = r.get(0)?;
+            if wanted.contains(&id) {
+                out.entry(id).or_default().insert(r.get(1)?, r.get(2)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// The id of the newest audit row (0 when there is none): rows after it are newer.
     pub fn audit_high_water(&self) -> Result<i64> {
         self.conn()
@@ -176,7 +234,12 @@ impl Store {
     }
 }
 
-fn label_version(conn: &Connection, target: TargetKind, target_id: i64, key: &str) -> Result<i64> {
+pub(super) fn label_version(
+    conn: &Connection,
+    target: TargetKind,
+    target_id: i64,
+    key: &str,
+) -> Result<i64> {
     conn.query_row(
         "SELECT coalesce(max(id), 0) FROM label_audit
          WHERE target_kind = ?1 AND target_id = ?2 AND key = ?3",

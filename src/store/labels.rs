@@ -52,6 +52,14 @@ pub struct AuditFilter {
     pub limit: usize,
 }
 
+/// A label change as written: the value it replaced and the label's version now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelWritten {
+    pub old: Option<String>,
+    /// The id of the label's latest audit row ([`Store::label_version`]).
+    pub version: i64,
+}
+
 /// One change anywhere in the library, with what it changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LibraryAudit {
@@ -128,13 +136,30 @@ impl Store {
         value: Option<&str>,
         read: Option<i64>,
     ) -> Result<Option<String>> {
+        self.change_label(who, target, target_id, key, value, read)
+            .map(|w| w.old)
+    }
+
+    /// [`Store::set_label_as_read`], also saying the label's version once it is written (the
+    /// id of this change's audit row, or the version it had when nothing changed): the version
+    /// a station holds after its own edit, e.g. to undo it without overwriting a later one.
+    pub fn change_label(
+        &mut self,
+        who: &str,
+        target: TargetKind,
+        target_id: i64,
+        key: &str,
+        value: Option<&str>,
+        read: Option<i64>,
+    ) -> Result<LabelWritten> {
         check_reviewer(who)?;
         // A vocabulary term in any case is stored as the vocabulary spells it.
         let canonical = value.map(|v| super::values::canonical_label_value(key, v));
         let value = canonical.as_deref();
         let old = self.current_label(target, target_id, key)?;
         if old.as_deref() == value && read.is_none() {
-            return Ok(old);
+            let version = self.label_version(target, target_id, key)?;
+            return Ok(LabelWritten { old, version });
         }
         if let Some(v) = value
             && key != VIEW_BOX_KEY
@@ -165,14 +190,15 @@ impl Store {
                 }
             }
         }
-        self.write(|tx| -> Result<Option<String>> {
+        self.write(|tx| -> Result<LabelWritten> {
             // Read again under the write lock: the audit row's old value is the one replaced.
             if let Some(read) = read {
                 super::audit::check_unchanged(tx, target, target_id, key, read)?;
             }
             let old = label_value(tx, target, target_id, key)?;
             if old.as_deref() == value {
-                return Ok(old);
+                let version = super::audit::label_version(tx, target, target_id, key)?;
+                return Ok(LabelWritten { old, version });
             }
             match value {
                 Some(v) => tx.execute(
@@ -228,7 +254,8 @@ impl Store {
                 };
             }
             audit(tx, target, target_id, key, who, old.as_deref(), value)?;
-            Ok(old)
+            let version = super::audit::label_version(tx, target, target_id, key)?;
+            Ok(LabelWritten { old, version })
         })
     }
 

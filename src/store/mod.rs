@@ -23,13 +23,14 @@ mod twin_search;
 mod values;
 mod videos;
 
-pub use audit::check_audit_time;
+pub use audit::{ChangeMark, check_audit_time};
 pub use cases::*;
 pub use check::LibraryCheck;
 pub use copy::{COPIED_TABLES, CopyReport, copy_library};
 pub use labels::{
-    AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LibraryAudit, MAX_REVIEWER_CHARS, TargetKind,
-    VIEW_BOX_KEY, check_reviewer, format_view_box, import_label, parse_view_box,
+    AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LabelWritten, LibraryAudit,
+    MAX_REVIEWER_CHARS, TargetKind, VIEW_BOX_KEY, check_reviewer, format_view_box, import_label,
+    parse_view_box,
 };
 pub use listing::{CaseFilter, CaseListing, ExamNode};
 pub use media::{
@@ -152,6 +153,15 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// How messages name the library at `path`: its folder, or its server's URL without the
+/// password.
+pub fn library_name(path: &Path) -> String {
+    match pg::library_url(path) {
+        Some(url) => pg::redacted(url),
+        None => path.display().to_string(),
+    }
 }
 
 /// The library whose `media/` folder holds `folder` (at any depth), if any: the folder of
