@@ -168,15 +168,15 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let library = parsed.library.unwrap_or_else(endotwin::default_library);
     cli::set_output_rules(&library, parsed.force);
     cli::check_named_outputs(matches)?;
-    match command {
-        Command::Gui(args) => cli::gui::run(library, pref, args),
+    let ran = match command {
+        Command::Gui(args) => cli::gui::run(library.clone(), pref, args),
         Command::Info => cli::info::run(&library, pref),
         Command::Import(args) => cli::import::run(&library, pref, args),
         Command::Demo(args) => cli::demo::run(args),
         Command::ContactSheet(args) => cli::demo::contact_sheet(&library, args),
         Command::Eval { what } => cli::eval::run(pref, what),
         Command::Bench { what } => cli::bench::run(&library, what),
-        Command::Train(args) => cli::train::run(library, pref, parsed.force, args),
+        Command::Train(args) => cli::train::run(library.clone(), pref, parsed.force, args),
         Command::Index(args) => cli::twins::index(&library, pref, args),
         Command::Twins(args) => cli::twins::query(&library, pref, args),
         Command::Model { what } => cli::model::run(&library, pref, what),
@@ -184,5 +184,25 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Captions { what } => cli::captions::run(&library, pref, what),
         Command::Prompts { what } => cli::prompts::run(&library, pref, what),
         Command::Library { what } => cli::library::run(&library, what),
+    };
+    ran.map_err(|e| name_the_server(e, &library))
+}
+
+/// A lost connection to a library's server names the server (the store's error says what
+/// happened and what to do, not where).
+fn name_the_server(e: anyhow::Error, library: &std::path::Path) -> anyhow::Error {
+    use endotwin::store::StoreError;
+    let lost = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<StoreError>(),
+            Some(StoreError::ConnectionLost(_))
+        )
+    });
+    match lost {
+        true => e.context(format!(
+            "library {}",
+            endotwin::store::library_name(library)
+        )),
+        false => e,
     }
 }

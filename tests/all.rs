@@ -36,6 +36,7 @@ mod library_concurrency;
 mod library_copy;
 mod library_engines;
 mod library_gui;
+mod library_kill;
 mod library_live;
 mod library_search;
 mod losses;

@@ -182,7 +182,7 @@ impl Store {
         }
         if self.root().join(PENDING_JOURNAL).exists() {
             out.unnamed.push(format!(
-                "{PENDING_JOURNAL}: a write did not finish; the next import removes the files it names that no row names"
+                "{PENDING_JOURNAL}: a write did not finish; the next write (an import, a label change) removes the files it names that no row names"
             ));
         }
         out.invalid = self

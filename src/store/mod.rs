@@ -386,7 +386,8 @@ impl Store {
 
     /// Runs `f` in one transaction: all of its changes land, or none do. The write lock is
     /// taken first (waiting up to [`LOCK_WAIT`] for another process), so `f` never fails
-    /// half-way for want of it.
+    /// half-way for want of it. Media files staged by a process killed mid-import are swept
+    /// first, as by [`Store::write_media`]: any write leaves the library whole.
     pub fn write<T, E>(
         &mut self,
         f: impl FnOnce(&Transaction<'_>) -> std::result::Result<T, E>,
@@ -394,7 +395,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        self.write_inner(false, |tx, _| f(tx))
+        self.write_inner(|tx, _| f(tx))
     }
 
     /// [`Store::write`] for changes that bring media files: `f` puts them through the
@@ -408,12 +409,11 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        self.write_inner(true, f)
+        self.write_inner(f)
     }
 
     fn write_inner<T, E>(
         &mut self,
-        sweep: bool,
         f: impl FnOnce(&Transaction<'_>, &mut MediaFiles) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E>
     where
@@ -433,8 +433,7 @@ impl Store {
             .conn
             .transaction()
             .map_err(|e| E::from(locked(e, &db)))?;
-        if sweep && self.db_path != Path::new(":memory:") && self.conn.kind() == EngineKind::Sqlite
-        {
+        if self.db_path != Path::new(":memory:") && self.conn.kind() == EngineKind::Sqlite {
             media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
         let value = match f(&tx, &mut files) {
