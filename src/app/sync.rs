@@ -74,6 +74,12 @@ impl App {
                 if let Some(labels) = self.state.details.versions.get_mut(&(target, id)) {
                     labels.insert(key.to_string(), written.version);
                 }
+                // The window's own change, right after what it last saw: not news at the next
+                // look (the caller reads again what it shows).
+                let mark = &mut self.state.sync.mark;
+                if written.version == mark.audit + 1 {
+                    mark.audit = written.version;
+                }
                 Some(written)
             }
             Err(StoreError::Conflict { changes, .. }) => {
