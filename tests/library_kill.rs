@@ -392,10 +392,15 @@ fn the_window_connects_again_after_a_server_restart_and_says_so() {
 struct Cluster {
     dir: PathBuf,
     url: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// One private cluster at a time: two starting at once could both pick the same free port.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cluster {
     fn start(dir: &Path) -> Cluster {
+        let turn = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let out = std::process::Command::new(script())
             .arg("start")
             .arg(dir)
@@ -409,6 +414,7 @@ impl Cluster {
         Cluster {
             dir: dir.to_path_buf(),
             url: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            _turn: turn,
         }
     }
 
