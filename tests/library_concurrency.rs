@@ -14,6 +14,7 @@ on_both_engines!(
     the_library_bench_finds_nothing_lost_duplicated_or_silently_overwritten,
     two_stations_importing_the_same_folder_at_once_land_it_once,
     a_station_sees_what_another_changed_since_it_last_looked,
+    the_change_mark_moves_with_edits_and_new_cases_and_versions_read_back,
 );
 
 fn the_second_of_two_reviewers_changing_a_label_is_told_what_changed_since_it_read(engine: Engine) {
@@ -265,4 +266,76 @@ fn a_station_sees_what_another_changed_since_it_last_looked(engine: Engine) {
     let last = changes.last().unwrap().entry.id;
     assert!(mine.changes_after(last).unwrap().is_empty());
     assert_eq!(last, mine.audit_high_water().unwrap());
+}
+
+fn the_change_mark_moves_with_edits_and_new_cases_and_versions_read_back(engine: Engine) {
+    let Some(place) = Place::fresh(engine) else {
+        return;
+    };
+    let (mut other, polyp) = library_with_polyp(&place);
+    let mine = place.open(OpenMode::Existing).unwrap();
+    let start = mine.change_mark().unwrap();
+    assert_eq!(mine.change_mark().unwrap(), start, "nothing changed");
+    // A label edit moves the audit part, and its version is the one the store reads back.
+    let written = other
+        .change_label(
+            "dr. b",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("carcinoma"),
+            Some(0),
+        )
+        .unwrap();
+    assert_eq!(written.old.as_deref(), Some("hyperplastic"));
+    let after_edit = mine.change_mark().unwrap();
+    assert_eq!(after_edit.audit, written.version);
+    assert_eq!(
+        (after_edit.polyps, after_edit.media),
+        (start.polyps, start.media)
+    );
+    let versions = mine.label_versions(TargetKind::Polyp, &[polyp]).unwrap();
+    assert_eq!(versions[&polyp]["histology"], written.version);
+    assert!(!versions[&polyp].contains_key("paris"), "{versions:?}");
+    assert!(
+        mine.label_versions(TargetKind::Polyp, &[polyp + 1000])
+            .unwrap()
+            .is_empty()
+    );
+    // Setting the value it already has writes nothing and says the version it has.
+    let again = other
+        .change_label(
+            "dr. b",
+            TargetKind::Polyp,
+            polyp,
+            "histology",
+            Some("carcinoma"),
+            None,
+        )
+        .unwrap();
+    assert_eq!(again.version, written.version);
+    assert_eq!(mine.change_mark().unwrap(), after_edit);
+    // A new case moves the polyp part.
+    other
+        .write(|tx| -> Result<i64, StoreError> {
+            let exam = upsert_examination(
+                tx,
+                &NewExamination {
+                    code: "E2".into(),
+                    ..Default::default()
+                },
+            )?;
+            upsert_polyp(
+                tx,
+                &NewPolyp {
+                    examination_id: exam,
+                    code: "E2-P1".into(),
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    let after_import = mine.change_mark().unwrap();
+    assert!(after_import.polyps > after_edit.polyps);
+    assert!(after_import.examinations > after_edit.examinations);
 }
