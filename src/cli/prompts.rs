@@ -126,7 +126,10 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                     // sentences) is named and skipped; nothing scored at all is an error.
                     let scores = match query::scores(&loaded, emb.clone(), &set.prompts, &device) {
                         Ok(scores) => scores,
-                        Err(e @ query::PromptError::NoKnownWord { .. }) => {
+                        Err(
+                            e @ (query::PromptError::NoKnownWord { .. }
+                            | query::PromptError::NotADetectorSentence { .. }),
+                        ) => {
                             println!(
                                 "note: set `{}` not scored with {}: {e}",
                                 set.name,
@@ -332,6 +335,24 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         model: &untrained,
         config: &untrained_config,
     };
+    // Pathology's untrained row is stage 3's architecture at random init (the detector's
+    // text tower knows no pathology word, so its row would be no architecture's at all).
+    let untrained_pathology_model;
+    let untrained_pathology = match &stage3 {
+        Some(s3) => {
+            untrained_pathology_model = s3.config.init(&device);
+            Named {
+                label: "untrained".into(),
+                model: &untrained_pathology_model,
+                config: &s3.config,
+            }
+        }
+        None => Named {
+            label: "untrained".into(),
+            model: untrained.model,
+            config: untrained.config,
+        },
+    };
     let (frames, polyp_frames) = items.frame_count();
     let (polyps, benign) = items.polyp_count();
     println!(
@@ -361,7 +382,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         let s3 = Named::of("stage 3", stage3);
         pathology.extend([
             ("zero_shot", items.pathology(&s3, &device)),
-            ("untrained", items.pathology(&untrained, &device)),
+            ("untrained", items.pathology(&untrained_pathology, &device)),
             ("colour_histogram_lr", items.histogram(false, a.seed)),
             (
                 "few_shot_10",

@@ -563,12 +563,7 @@ fn score_detection(
             ci: interval(all),
         }
     };
-    for name in [
-        "prompts-detect",
-        "prompts-detect-real",
-        "prompts-plain",
-        "prompts",
-    ] {
+    for name in ["prompts-detect", "prompts-plain", "prompts"] {
         let card = models.join(format!("{name}.json"));
         if !card.is_file() {
             continue;

@@ -22,6 +22,12 @@ pub enum PromptError {
         "the model knows none of the words of '{prompt}' (it reads only the words of its training reports); every such prompt scores the same, so none is scored"
     )]
     NoKnownWord { prompt: String },
+    #[error(
+        "'{prompt}' is not one of the detector's two sentences (\"{}\" and \"{}\"); it learned those alone, so it scores nothing else (choose a prompt model for other prompts)",
+        super::model::POLYP_SENTENCE,
+        super::model::BACKGROUND_SENTENCE
+    )]
+    NotADetectorSentence { prompt: String },
     #[error("a prompt set needs at least one prompt")]
     NoPrompts,
     #[error(
@@ -58,6 +64,26 @@ pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), Promp
     let pieces = model.config.tokenizer.pieces(prompt);
     if pieces > max {
         return Err(PromptError::TooLong { words: pieces, max });
+    }
+    // A detector learned its two sentences alone: another sentence of their words (`a polyp
+    // with a normal background`) would get a number that means nothing.
+    if super::model::is_detector_only(&model.config) {
+        let plain = |t: &str| {
+            t.to_lowercase()
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let known = [
+            super::model::POLYP_SENTENCE,
+            super::model::BACKGROUND_SENTENCE,
+        ];
+        if !known.iter().any(|k| plain(k) == plain(prompt)) {
+            return Err(PromptError::NotADetectorSentence {
+                prompt: prompt.to_string(),
+            });
+        }
     }
     // A word-level model reads a word it never saw as "unknown": a prompt of only such words
     // is the same prompt as any other of them (W10: `qwertyuiop` outscored real sentences).

@@ -12,6 +12,7 @@
 //! two repeated sentences are not each other's negatives. The frozen backbone runs once per
 //! crop before training; an epoch costs only the head's steps.
 
+use super::augment::Augment;
 use super::dual_losses::kl_multi_positive;
 use super::fit::{At, Plan, StepLoss, Steps, fit};
 use super::recipe::{
@@ -69,6 +70,11 @@ pub struct DetectorBackboneTrainingConfig {
     /// Largest brightness/contrast/saturation change of an augmented copy (fraction).
     #[config(default = 0.1)]
     pub jitter: f32,
+    /// Copies of each whole frame of an examination that also has frames without a polyp
+    /// (its polyp views with the polyp sentence, its other frames with the background
+    /// sentence, repeated to balance the two); 0: crops only.
+    #[config(default = 2)]
+    pub whole_frames: usize,
     #[config(default = 20)]
     pub epochs: usize,
     /// Crops per step.
@@ -122,6 +128,9 @@ pub struct CropFeatures {
     pub polyp: Vec<bool>,
     /// Views with a mask, and how many of them had no polyp-free window of any copy's side.
     pub views: usize,
+    /// Whole frames learned from (`whole_frames` > 0): with a polyp, and without.
+    pub whole_polyp: usize,
+    pub whole_background: usize,
     pub without_window: usize,
     /// The folders the views were imported from (their files' folders), for the card.
     pub sources: std::collections::BTreeSet<String>,
@@ -144,7 +153,17 @@ pub fn encode_crops(
         polyp: Vec::new(),
         views: 0,
         without_window: 0,
+        whole_polyp: 0,
+        whole_background: 0,
         sources: Default::default(),
+    };
+    // Whole frames come only from examinations that also hold frames without a polyp, so a
+    // whole frame is learned against whole frames of its own kind (the phantom's withdrawal
+    // frames; a real frame library without normal frames gives none).
+    let whole = whole_frames(store, config.whole_frames)?;
+    let whole_augment = Augment {
+        crop_scale: (1.0, 1.0),
+        ..augment.clone()
     };
     let mut pending: Vec<(RgbImage, bool)> = Vec::new();
     let flush = |pending: &mut Vec<(RgbImage, bool)>, out: &mut CropFeatures| {
@@ -209,15 +228,96 @@ pub fn encode_crops(
             if windows == 0 {
                 out.without_window += 1;
             }
+            if whole.examinations.contains(&polyp.examination_id) {
+                out.whole_polyp += 1;
+                for c in 0..config.whole_frames {
+                    pending.push((
+                        whole_copy(&image, c, &resize, &whole_augment, &mut rng),
+                        true,
+                    ));
+                }
+            }
             if pending.len() >= 16 {
                 flush(&mut pending, &mut out);
                 progress(out.rows.len());
             }
         }
     }
+    let copies = if whole.frames.is_empty() {
+        0
+    } else {
+        // About as many background rows as polyp ones, 1 to 4 times `whole_frames` copies.
+        let ratio = out.whole_polyp as f64 / whole.frames.len() as f64;
+        ((config.whole_frames as f64 * ratio).round() as usize).clamp(1, 4 * config.whole_frames)
+    };
+    for m in &whole.frames {
+        let image = crate::data::images::decode_media(store, m)
+            .map_err(|e| RecipeError::Setting(format!("{}: {e}", store.media_path(m).display())))?
+            .image;
+        out.whole_background += 1;
+        for c in 0..copies {
+            pending.push((
+                whole_copy(&image, c, &resize, &whole_augment, &mut rng),
+                false,
+            ));
+        }
+        if pending.len() >= 16 {
+            flush(&mut pending, &mut out);
+            progress(out.rows.len());
+        }
+    }
     flush(&mut pending, &mut out);
     progress(out.rows.len());
     Ok(out)
+}
+
+/// The whole frames without a polyp of every examination that has some (capsule ones aside),
+/// and those examinations; nothing when `copies` is 0.
+struct WholeFrames {
+    examinations: std::collections::HashSet<i64>,
+    frames: Vec<crate::store::MediaRow>,
+}
+
+fn whole_frames(store: &Store, copies: usize) -> Result<WholeFrames, RecipeError> {
+    let mut out = WholeFrames {
+        examinations: Default::default(),
+        frames: Vec::new(),
+    };
+    if copies == 0 {
+        return Ok(out);
+    }
+    for exam in store.examinations()? {
+        if exam.kind == "capsule" {
+            continue;
+        }
+        let loose: Vec<_> = store
+            .loose_frames(exam.id)?
+            .into_iter()
+            .filter(|m| m.kind == crate::store::MediaKind::Frame)
+            .collect();
+        if !loose.is_empty() {
+            out.examinations.insert(exam.id);
+            out.frames.extend(loose);
+        }
+    }
+    Ok(out)
+}
+
+/// Copy `c` of a whole frame: the first as the prompt models read a frame (squashed to the
+/// square), the others augmented without cropping (so a polyp near the edge stays in).
+fn whole_copy(
+    image: &image::DynamicImage,
+    c: usize,
+    resize: &Preprocess,
+    augment: &Augment,
+    rng: &mut Rng,
+) -> RgbImage {
+    let square = resize.resize(image);
+    if c == 0 {
+        square
+    } else {
+        augment.apply(&square, None, rng).0
+    }
 }
 
 struct HeadSteps<'a> {
@@ -395,6 +495,13 @@ impl Recipe for DetectorBackboneRecipe {
                 "Largest brightness/contrast/saturation change of a copy",
             ),
             RecipeOption::new(
+                "whole-frames",
+                Count,
+                Some("2"),
+                "Copies of each whole frame of an examination that also has frames without a \
+                 polyp (0: crops only)",
+            ),
+            RecipeOption::new(
                 "resume",
                 Flag,
                 None,
@@ -435,6 +542,7 @@ impl Recipe for DetectorBackboneRecipe {
             .with_copies(settings.count(&o, "copies")?.max(1))
             .with_context(context)
             .with_jitter(settings.number(&o, "jitter")? as f32)
+            .with_whole_frames(settings.count(&o, "whole-frames")?)
             .with_epochs(settings.count(&o, "epochs")?)
             .with_batch(settings.count(&o, "batch")?)
             .with_lr(settings.number(&o, "lr")?)
@@ -469,6 +577,12 @@ impl Recipe for DetectorBackboneRecipe {
             features.rows.len() - polyp_rows,
             features.without_window
         ));
+        if config.whole_frames > 0 {
+            ctx.observer.message(&format!(
+                "whole frames: {} with a polyp, {} without (examinations that hold both)",
+                features.whole_polyp, features.whole_background
+            ));
+        }
         let device = ctx.device.clone().autodiff();
         let checkpoints = checkpoint_dir(&out, &name)?;
         let start = resume_from(
@@ -504,19 +618,25 @@ impl Recipe for DetectorBackboneRecipe {
              crop resized to 224 px, RGB, ImageNet-normalised. Read it with \"This is a colon \
              with polyps.\" against \"This is a normal background.\"; other prompts are not \
              what it learned. Weakly supervised by masks: a crop around a masked polyp is \
-             \"polyp\", a polyp-free window of the same frame \"background\" (not Endo-CLIP's \
-             report-only stage 1).",
+             \"polyp\", a polyp-free window of the same frame \"background\", and with \
+             --whole-frames a whole frame showing a polyp \"polyp\" and one without \
+             \"background\" (not Endo-CLIP's report-only stage 1).",
             &config.model,
         );
         card.training = Some(Training {
             command: ctx.command_line.clone(),
             seed,
             data: format!(
-                "{} masked polyp views of {} x {} crops: {polyp_rows} polyp squares, {} \
-                 polyp-free windows; views imported from: {} (the backbone: ImageNet, {})",
+                "{} masked polyp views of {} x {} crops, and {} copies of whole frames ({} \
+                 with a polyp, {} without, from examinations that hold both): {polyp_rows} \
+                 polyp rows, {} background rows; views imported from: {} (the backbone: \
+                 ImageNet, {})",
                 features.views,
                 ctx.library.display(),
                 config.copies,
+                config.whole_frames,
+                features.whole_polyp,
+                features.whole_background,
                 features.rows.len() - polyp_rows,
                 folders(&features.sources),
                 backbone_path.display()
