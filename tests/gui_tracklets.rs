@@ -66,9 +66,11 @@ fn tracklets(lib: &Path) -> Vec<TrackletRow> {
     store.video_tracklets(video.id).unwrap()
 }
 
-/// Steps the app until the timeline shows `text` (the engine builds it in the background).
+/// Steps the app until the timeline shows `text` (the engine builds it in the background,
+/// after the video's polyp strip: the detector reads every frame first, about a minute for
+/// these 120 frames in a debug build since the detector is ImageNet's MobileNetV2 at 224 px).
 fn wait_for(h: &mut Harness<'static, App>, text: &str) {
-    for _ in 0..200 {
+    for _ in 0..2400 {
         settle(h);
         if h.query_all_by_label_contains(text).next().is_some() {
             return;

@@ -47,11 +47,11 @@ fn scene(engine: Engine) -> Option<Scene> {
     h.state_mut().state.sync.every = Duration::from_secs(24 * 3600);
     settle(&mut h);
     h.get_by_label("Reviewer:").focus();
-    h.run();
+    settle(&mut h); // not run(): a background job under load may still repaint
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
     h.key_press(egui::Key::Backspace);
     h.get_by_label("Reviewer:").type_text("dr. window");
-    h.run();
+    settle(&mut h); // not run(): a background job under load may still repaint
     let other = place.open(OpenMode::Existing).unwrap();
     let polyp = other.polyps().unwrap().remove(0);
     click_line(&mut h, &format!("{}  ", polyp.code));
@@ -74,7 +74,7 @@ fn scene(engine: Engine) -> Option<Scene> {
 fn pick_histology(h: &mut Harness<'static, App>, value: &str) {
     h.get_by_role_and_label(Role::ComboBox, "Pathology label")
         .click();
-    h.run();
+    settle(h); // not run(): a background job under load may still repaint
     h.get_by_label(value).click();
     settle(h);
 }
