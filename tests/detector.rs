@@ -20,6 +20,19 @@ fn small_config() -> pm::PromptModelConfig {
     config
 }
 
+/// The detector of `config` at random init (seed the device first).
+fn untrained_detector(config: &pm::PromptModelConfig, device: &Device) -> pm::PromptModel {
+    let TwinEncoderConfig::Backbone(vision) = &config.clip.vision else {
+        panic!("a backbone tower")
+    };
+    assemble(
+        config,
+        vision.init(device),
+        DetectorBackboneTrainingConfig::new(config.clone()).head(device),
+        device,
+    )
+}
+
 fn frames() -> Vec<image::DynamicImage> {
     (0..3u8)
         .map(|k| {
@@ -103,15 +116,7 @@ fn a_promoted_backbone_detector_takes_the_detectors_place_not_the_prompt_models(
     let device = Device::flex();
     device.seed(4);
     let config = small_config();
-    let TwinEncoderConfig::Backbone(vision) = &config.clip.vision else {
-        panic!("a backbone tower")
-    };
-    let model = assemble(
-        &config,
-        vision.init(&device),
-        DetectorBackboneTrainingConfig::new(config.clone()).head(&device),
-        &device,
-    );
+    let model = untrained_detector(&config, &device);
     let runs = tempfile::tempdir().unwrap();
     let card = ModelCard::new(
         "my-detector",
@@ -283,15 +288,7 @@ fn a_detector_refuses_a_prompt_that_is_not_one_of_its_two_sentences() {
     let device = Device::flex();
     device.seed(6);
     let config = small_config();
-    let TwinEncoderConfig::Backbone(vision) = &config.clip.vision else {
-        panic!("a backbone tower")
-    };
-    let model = assemble(
-        &config,
-        vision.init(&device),
-        DetectorBackboneTrainingConfig::new(config.clone()).head(&device),
-        &device,
-    );
+    let model = untrained_detector(&config, &device);
     let loaded = pm::LoadedPromptModel {
         model,
         config: config.clone(),
