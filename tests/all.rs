@@ -38,6 +38,7 @@ mod library_engines;
 mod library_gui;
 mod library_kill;
 mod library_live;
+mod library_prune;
 mod library_search;
 mod losses;
 mod manifest_props;

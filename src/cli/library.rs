@@ -2,6 +2,8 @@
 //! file against its content hash, files missing and files no row names, rows that break the
 //! library's rules. Reads only; each problem one line; exit status 1 when there is one.
 //! `endotwin library copy FROM TO`: a library moved between SQLite and PostgreSQL.
+//! `endotwin library prune --models DIR`: the embeddings of model versions no card in DIR
+//! names any more (each re-train or `model half` leaves the old set behind), dropped.
 
 use anyhow::Result;
 use endotwin::store::{OpenMode, Store, StoreError};
@@ -19,13 +21,99 @@ pub enum LibraryWhat {
         /// The new library (a new folder, or an empty PostgreSQL database).
         to: PathBuf,
     },
+    /// Drop the embeddings of model versions that no card in the given models folders names
+    /// (left behind by every re-train or re-index). Lists them; deletes only with --apply.
+    Prune {
+        /// Models folders whose cards' versions are kept (repeatable).
+        #[arg(long = "models", required = true)]
+        models: Vec<PathBuf>,
+        /// Delete them (without it, only the list is printed and nothing changes).
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 pub fn run(library: &Path, what: LibraryWhat) -> Result<()> {
     match what {
         LibraryWhat::Check => check(library),
         LibraryWhat::Copy { from, to } => copy(&from, &to),
+        LibraryWhat::Prune { models, apply } => prune(library, &models, apply),
     }
+}
+
+/// The versions the cards in `folders` are, and the sets made from them (`<version>+...`:
+/// a polyp's mean of views, a familiarity score) count as current.
+fn kept_versions(folders: &[PathBuf]) -> Result<Vec<String>> {
+    let mut versions = Vec::new();
+    for folder in folders {
+        let entries = std::fs::read_dir(folder)
+            .map_err(|e| anyhow::anyhow!("cannot read models folder {}: {e}", folder.display()))?;
+        let mut cards = 0;
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "json") && path.with_extension("bpk").is_file()
+            {
+                let card = endotwin::model::weights::read_card(&path)?;
+                versions.push(card.version);
+                cards += 1;
+            }
+        }
+        if cards == 0 {
+            anyhow::bail!(
+                "{} holds no model card (a <name>.json beside its <name>.bpk); nothing was changed",
+                folder.display()
+            );
+        }
+    }
+    Ok(versions)
+}
+
+fn prune(library: &Path, folders: &[PathBuf], apply: bool) -> Result<()> {
+    let kept = kept_versions(folders)?;
+    let current = |version: &str| {
+        kept.iter().any(|k| {
+            version == k
+                || version
+                    .strip_prefix(k.as_str())
+                    .is_some_and(|rest| rest.starts_with('+'))
+        })
+    };
+    let mut store = if apply {
+        Store::open(library, OpenMode::Existing)?
+    } else {
+        Store::open_read_only(library)?
+    };
+    let stale: Vec<_> = store
+        .embedding_sets()?
+        .into_iter()
+        .filter(|set| set.rows > 0 && !current(&set.version))
+        .collect();
+    if stale.is_empty() {
+        println!("every embedding set is of a version the models folders name: nothing to prune");
+        return Ok(());
+    }
+    let rows: usize = stale.iter().map(|s| s.rows).sum();
+    for set in &stale {
+        println!(
+            "stale: {} {} ({} embeddings)",
+            set.name, set.version, set.rows
+        );
+    }
+    if !apply {
+        println!(
+            "{} stale sets, {rows} embeddings; nothing was changed (--apply deletes them)",
+            stale.len()
+        );
+        return Ok(());
+    }
+    let ids: Vec<i64> = stale.iter().map(|s| s.model_id).collect();
+    let deleted = store.drop_embeddings(&ids)?;
+    println!(
+        "deleted {deleted} embeddings of {} stale sets from {}",
+        stale.len(),
+        store.db_path().display()
+    );
+    Ok(())
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {

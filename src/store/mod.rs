@@ -42,8 +42,8 @@ pub use merge::{
     merge_video_boxes, merge_video_frame,
 };
 pub use models::{
-    EmbeddingRow, EmbeddingTarget, ModelRow, RunRow, ensure_model, finish_run, link_run_model,
-    log_metric, put_embedding, start_run,
+    EmbeddingRow, EmbeddingSet, EmbeddingTarget, ModelRow, RunRow, ensure_model, finish_run,
+    link_run_model, log_metric, put_embedding, start_run,
 };
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;

@@ -272,6 +272,44 @@ impl Store {
             .optional()
     }
 
+    /// Every model version the library knows, with how many embeddings it holds, oldest
+    /// first. Embeddings of versions no longer shipped stay until [`Store::drop_embeddings`].
+    pub fn embedding_sets(&self) -> Result<Vec<EmbeddingSet>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT m.id, m.name, m.version,
+                    (SELECT COUNT(*) FROM embeddings e WHERE e.model_id = m.id)
+             FROM models m ORDER BY m.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(EmbeddingSet {
+                model_id: r.get(0)?,
+                name: r.get(1)?,
+                version: r.get(2)?,
+                rows: r.get::<_, i64>(3)? as usize,
+            })
+        })?;
+        rows.collect::<Result<_>>()
+    }
+
+    /// Deletes every embedding of the model versions `model_ids`, in one transaction; the
+    /// version rows stay (training runs name them). Returns the embeddings deleted. On SQLite
+    /// the file is then compacted (`VACUUM`), so the space goes back to the disk.
+    pub fn drop_embeddings(&mut self, model_ids: &[i64]) -> Result<usize> {
+        let deleted = self.write(|tx| {
+            let mut n = 0;
+            for id in model_ids {
+                n += tx.execute("DELETE FROM embeddings WHERE model_id = ?1", params![id])?;
+            }
+            Ok::<_, super::StoreError>(n)
+        })?;
+        if deleted > 0
+            && let Some(conn) = self.conn().as_sqlite()
+        {
+            conn.execute_batch("VACUUM")?;
+        }
+        Ok(deleted)
+    }
+
     /// (epoch, name, value) of one run, in the order logged.
     pub fn run_metrics(&self, run_id: i64) -> Result<Vec<(usize, String, f64)>> {
         let mut stmt = self.conn().prepare(
@@ -282,6 +320,15 @@ impl Store {
         })?;
         rows.collect::<Result<_>>()
     }
+}
+
+/// One model version of the library and the number of embeddings stored under it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingSet {
+    pub model_id: i64,
+    pub name: String,
+    pub version: String,
+    pub rows: usize,
 }
 
 /// One training run as recorded in the library.
