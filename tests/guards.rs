@@ -355,6 +355,51 @@ fn a_wrapper_scripts_child_holding_the_pipe_is_stopped_with_it() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn a_process_the_wrapper_left_in_another_session_does_not_hold_the_import() {
+    let (lib, src) = library_with_cases();
+    let before = files(lib.path());
+    let tools = tempfile::tempdir().unwrap();
+    let pid_file = tools.path().join("detached.pid");
+    // Both tools leave a process in a session of its own (out of reach of the group kill)
+    // holding their stdout and stderr, and end at once.
+    let detach = format!("setsid sleep 600 &\necho $! >> '{}'\n", pid_file.display());
+    script(
+        &tools.path().join("ffprobe"),
+        &format!(
+            "#!/bin/sh\n{detach}echo '{{\"streams\":[{{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}}],\"format\":{{\"duration\":\"0.12\"}}}}'\n"
+        ),
+    );
+    script(
+        &tools.path().join("ffmpeg"),
+        &format!("#!/bin/sh\n{detach}exit 0\n"),
+    );
+    let video = src.path().join("rec.mp4");
+    std::fs::write(&video, b"\0\0\0\x18ftypmp42 not really").unwrap();
+    let mut c = endotwin_cmd(lib.path(), &["import", "video"]);
+    c.arg(&video)
+        .env("ENDOTWIN_FFMPEG", tools.path().join("ffmpeg"))
+        .env("ENDOTWIN_TOOL_TIMEOUT_S", "30");
+    let started = std::time::Instant::now();
+    let r = run_within(c, 60);
+    let took = started.elapsed();
+    for pid in std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .lines()
+    {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(
+        !r.ok() && r.says("holds no frames") && r.says("rec.mp4"),
+        "{}",
+        r.text()
+    );
+    // Ended when the tools did, not when the left-behind process let go of the pipes.
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+    assert_eq!(files(lib.path()), before);
+}
+
 /// A CVC-ClinicDB folder of three 24 x 16 frames (TIFF, as released) with their masks and
 /// `table` as its README.txt.
 fn small_cvc(root: &Path, readme: &str) {
@@ -426,4 +471,27 @@ fn a_cvc_readme_row_past_every_frame_or_overlapping_another_is_refused_by_line()
         "{}",
         r.text()
     );
+}
+
+#[test]
+fn a_database_server_that_accepts_and_never_answers_is_named_not_waited_on() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn); // accepted, never answered
+        }
+    });
+    let url = format!("postgres://someone@127.0.0.1:{port}/cases?connect_timeout=2");
+    let mut c = common::endotwin(Path::new(&url));
+    c.arg("info");
+    let started = std::time::Instant::now();
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("did not answer within 2 s") && r.says(&format!("127.0.0.1:{port}")),
+        "{}",
+        r.text()
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }

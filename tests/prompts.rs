@@ -809,3 +809,35 @@ fn each_shipped_prompt_set_is_scored_by_the_model_it_is_for() {
         1
     );
 }
+
+#[test]
+fn eval_strip_scores_the_shipped_detector_on_generated_videos_beside_redness() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("strip.json");
+    let ran = crate::common::run({
+        let mut c = crate::common::endotwin(&dir.path().join("unused"));
+        c.args(["eval", "strip", "--seed", "5", "--videos", "2"])
+            .args(["--frames-per-video", "12", "--json"])
+            .arg(&json);
+        c
+    });
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("2 videos, 24 frames"), "{}", ran.text());
+    assert!(
+        ran.says("prompts-detect (") && ran.says("redness (baseline)"),
+        "{}",
+        ran.text()
+    );
+    let e: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = e["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    // The detector's row has shares of frames called (probabilities); redness has none.
+    let share = rows[0]["called_on_background"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&share), "{e}");
+    assert!(rows[1]["called_on_background"].is_null(), "{e}");
+    let polyp = e["polyp_frames"].as_u64().unwrap();
+    assert!(
+        polyp > 0 && polyp < 24,
+        "a video of only polyp or only background frames: {e}"
+    );
+}

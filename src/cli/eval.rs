@@ -77,6 +77,10 @@ pub enum EvalWhat {
     /// and the expected calibration error before and after calibration, with intervals;
     /// whether a grey card, noise and a page of text are marked by every model.
     Trust(super::eval_trust::TrustArgs),
+    /// The video polyp strip (the detector's per-frame polyp probability) against the frames
+    /// where a polyp is in view, on held-out phantom videos: AUROC over all frames and within
+    /// each video, the share of frames called a polyp, redness beside it.
+    Strip(super::eval_strip::StripArgs),
 }
 
 /// A whole-number option between `min` and `max`: anything else is refused by name with
@@ -129,6 +133,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
         EvalWhat::Captions(args) => super::captions::eval(pref, args),
         EvalWhat::Prompts(args) => super::prompts::eval(pref, args),
         EvalWhat::Trust(args) => super::eval_trust::run(pref, args),
+        EvalWhat::Strip(args) => super::eval_strip::run(pref, args),
         EvalWhat::Twins {
             held_out,
             seed,

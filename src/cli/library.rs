@@ -42,7 +42,8 @@ pub fn run(library: &Path, what: LibraryWhat) -> Result<()> {
 }
 
 /// The versions the cards in `folders` are, and the sets made from them (`<version>+...`:
-/// a polyp's mean of views, a familiarity score) count as current.
+/// a polyp's mean of views, a familiarity score) count as current. A card beside its record
+/// must read; a JSON file without a record is kept when it is a card (said), else passed over.
 fn kept_versions(folders: &[PathBuf]) -> Result<Vec<String>> {
     let mut versions = Vec::new();
     for folder in folders {
@@ -51,12 +52,32 @@ fn kept_versions(folders: &[PathBuf]) -> Result<Vec<String>> {
         let mut cards = 0;
         for entry in entries {
             let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "json") && path.with_extension("bpk").is_file()
-            {
-                let card = endotwin::model::weights::read_card(&path)?;
-                versions.push(card.version);
-                cards += 1;
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
             }
+            let card = if path.with_extension("bpk").is_file() {
+                endotwin::model::weights::read_card(&path)?
+            } else {
+                match endotwin::model::weights::read_card(&path) {
+                    Ok(card) => {
+                        println!(
+                            "note: {} has no record beside it; its version {} is kept",
+                            path.display(),
+                            card.version
+                        );
+                        card
+                    }
+                    Err(_) => continue,
+                }
+            };
+            if card.version.trim().is_empty() {
+                anyhow::bail!(
+                    "{}: the card names no version; nothing was changed",
+                    path.display()
+                );
+            }
+            versions.push(card.version);
+            cards += 1;
         }
         if cards == 0 {
             anyhow::bail!(

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod captions;
 pub mod demo;
 pub mod eval;
+pub mod eval_strip;
 pub mod eval_trust;
 pub mod gui;
 pub mod import;

@@ -8,6 +8,7 @@ pub mod probes;
 pub mod prompts;
 pub mod real;
 pub mod report;
+pub mod strip;
 pub mod tracklets;
 pub mod trust;
 pub mod twins;

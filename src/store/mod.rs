@@ -308,8 +308,10 @@ impl Store {
             }
             check_sqlite_header(&db_path, meta.len())?;
         }
-        // Permission bits, not a failed write: root ignores them, and we must not write.
-        let read_only = meta.is_some_and(|m| m.permissions().readonly());
+        // Permission bits, not a failed write: root ignores them, and we must not write. A
+        // file or folder this user may not write (another owner's library) is read-only too.
+        let read_only = meta.is_some_and(|m| m.permissions().readonly())
+            || (exists && !(may_write(&db_path) && may_write(&root)));
         let conn = Connection::sqlite(open_connection(&db_path, read_only)?);
         let mut store = Store {
             conn,
@@ -539,6 +541,25 @@ fn locked(e: StoreError, db: &Path) -> StoreError {
 }
 
 /// Current UTC time as RFC 3339 text (seconds), without pulling in a date crate.
+/// Whether this process may write `path` (access(2): its owner, group and mode as they apply
+/// to this user).
+fn may_write(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: a valid NUL-terminated path; access(2) only reads it.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        true
+    }
+}
+
 pub fn now_utc() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

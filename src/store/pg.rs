@@ -46,9 +46,7 @@ pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
     {
         config.password(password);
     }
-    let client = config
-        .connect(postgres::NoTls)
-        .map_err(|e| unreachable(super::pg_message(&e)))?;
+    let client = connect_within(config).map_err(unreachable)?;
     let conn = Connection::postgres(client);
     // A write waits for another station's write as long as on SQLite, then says so.
     conn.execute_batch(&format!(
@@ -65,6 +63,30 @@ pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
     };
     store.check_and_migrate(mode)?;
     Ok(store)
+}
+
+/// How long opening a PostgreSQL library waits for the server (the URL's `connect_timeout`,
+/// else this): a server that accepts the connection and never answers is named, not waited on.
+const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `config.connect`, given up after its `connect_timeout` (else [`CONNECT_WAIT`]) even when
+/// the server accepted the socket and went silent (the client's own timeout covers only the
+/// socket's connect). A connection given up on is left to end with the process.
+fn connect_within(mut config: postgres::Config) -> std::result::Result<postgres::Client, String> {
+    let wait = *config.get_connect_timeout().unwrap_or(&CONNECT_WAIT);
+    config.connect_timeout(wait);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(config.connect(postgres::NoTls));
+    });
+    match rx.recv_timeout(wait + std::time::Duration::from_secs(1)) {
+        Ok(connected) => connected.map_err(|e| super::pg_message(&e)),
+        Err(_) => Err(format!(
+            "the server did not answer within {} s (it accepted the connection but sent nothing; \
+             is it a PostgreSQL server, and is it running?)",
+            wait.as_secs()
+        )),
+    }
 }
 
 /// This user's cache of a PostgreSQL library's media files (paths for the image loader).

@@ -62,13 +62,7 @@ fn output_within(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("could not run {name}: {e}"))?;
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
+    let drain = |r: Box<dyn Read + Send>| drain(r);
     let out = drain(Box::new(child.stdout.take().expect("piped")));
     let err = drain(Box::new(child.stderr.take().expect("piped")));
     let start = std::time::Instant::now();
@@ -91,9 +85,50 @@ fn output_within(
     };
     Ok(std::process::Output {
         status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        stdout: out.finish(),
+        stderr: err.finish(),
     })
+}
+
+/// A pipe read to its end on a thread of its own.
+struct Drain {
+    read: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    ended: std::sync::mpsc::Receiver<()>,
+}
+
+/// How long a finished tool's pipes may take to close: a process it left behind in another
+/// session (out of reach of [`kill_group`]) can hold them open for ever.
+const PIPE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn drain(mut r: Box<dyn Read + Send>) -> Drain {
+    let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (tx, ended) = std::sync::mpsc::channel();
+    let into = read.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => into
+                    .lock()
+                    .expect("drain buffer")
+                    .extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(());
+    });
+    Drain { read, ended }
+}
+
+impl Drain {
+    /// What the pipe held once it closed, or what had come [`PIPE_GRACE`] after the tool
+    /// ended (the reading thread then ends with the process).
+    fn finish(self) -> Vec<u8> {
+        let _ = self.ended.recv_timeout(PIPE_GRACE);
+        self.read.lock().map(|v| v.clone()).unwrap_or_default()
+    }
 }
 
 /// Starts `cmd` in a process group of its own, so [`kill_group`] stops what it started too:
@@ -434,12 +469,8 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         .spawn()
         .map_err(|e| fail(format!("could not run {}: {e}", tools.ffmpeg.display())))?;
     let mut stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let errors = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
+    let stderr = child.stderr.take().expect("piped stderr");
+    let errors = drain(Box::new(stderr));
     let decoder = Decoder(std::sync::Arc::new(std::sync::Mutex::new(child)));
     let watchdog = Watchdog::start(decoder.0.clone(), tool_timeout());
 
@@ -448,7 +479,12 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
     let mut frames = Vec::new();
     loop {
         check_cancel(progress)?;
-        let read = read_full(&mut stdout, &mut buf);
+        // Stops waiting when the watchdog fires or ffmpeg has ended with nothing more in the
+        // pipe (a process it left behind may hold the pipe open for ever).
+        let read = read_full_until(&mut stdout, &mut buf, || {
+            watchdog.fired().is_some()
+                || matches!(decoder.0.lock().map(|mut c| c.try_wait()), Ok(Ok(Some(_))))
+        });
         if let Some(silent) = watchdog.fired() {
             return Err(fail(format!(
                 "ffmpeg gave no frame for {} s after frame {} and was stopped ({TOOL_TIMEOUT_ENV} sets the limit)",
@@ -484,7 +520,7 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         .expect("decoder lock")
         .wait()
         .map_err(|e| fail(format!("waiting for ffmpeg: {e}")))?;
-    let stderr = errors.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&errors.finish()).into_owned();
     if !status.success() {
         return Err(fail(format!(
             "ffmpeg could not decode it ({})",
@@ -519,9 +555,34 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
 }
 
 /// Fills `buf` unless the stream ends first; returns how many bytes were read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads until `buf` is full or the stream ends; while no byte comes, `stop()` is asked every
+/// 100 ms and ends the read (with what was filled) when it says so (on Unix; elsewhere a plain
+/// blocking read).
+fn read_full_until(
+    r: &mut std::process::ChildStdout,
+    buf: &mut [u8],
+    mut stop: impl FnMut() -> bool,
+) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let mut fd = libc::pollfd {
+                fd: r.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call; the fd is open (owned by
+            // `r`, borrowed here).
+            let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+            if ready <= 0 {
+                if stop() {
+                    break;
+                }
+                continue;
+            }
+        }
         match r.read(&mut buf[filled..]) {
             Ok(0) => break,
             Ok(n) => filled += n,
