@@ -234,9 +234,14 @@ fn an_import_killed_mid_write_leaves_nothing_and_lands_once_when_run_again(engin
         .stats()
         .unwrap();
     let src = tempfile::tempdir().unwrap();
-    let n = 150;
+    // Enough images that the one write transaction stays open for the watcher to see it
+    // (each look at the server is a new connection); 150 were too few once tests were
+    // built with optimisation.
+    let n = 600;
     for i in 0..n {
-        common::png(&src.path().join(format!("f{i:03}.png")), 96, 80, i as u8);
+        // The seed is a byte: the width keeps every image distinct past 256.
+        let w = 96 + (i / 256) as u32;
+        common::png(&src.path().join(format!("f{i:03}.png")), w, 80, i as u8);
     }
     let import = || {
         let mut c = endotwin(&spot.location);
