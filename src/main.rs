@@ -84,7 +84,9 @@ enum Command {
         #[command(subcommand)]
         what: cli::prompts::PromptsWhat,
     },
-    /// Write a contact sheet (one PNG) of the library's views, frames and video frames.
+    /// Write a contact sheet (one PNG): a sample of the library's views, frames and video
+    /// frames (2 views of up to 8 polyps, a frame of up to 6 examinations, 4 frames of up to 2
+    /// videos).
     ContactSheet(cli::demo::ContactSheetArgs),
     /// The library itself: `check` verifies the database, every media file's hash, missing
     /// files and files no row names (exit 1 when anything is wrong).
@@ -122,8 +124,10 @@ fn writes_library(command: &Command) -> bool {
         | Command::Eval { .. }
         | Command::Bench { .. }
         | Command::Twins(_)
-        | Command::Captions { .. }
-        | Command::Library { .. } => false,
+        | Command::Captions { .. } => false,
+        Command::Library { what } => {
+            matches!(what, cli::library::LibraryWhat::Prune { apply: true, .. })
+        }
         Command::Labels { what } => matches!(what, cli::labels::LabelsWhat::Import { .. }),
         Command::Train(args) => !args.lists_only(),
         Command::Gui(_)

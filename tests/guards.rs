@@ -495,3 +495,35 @@ fn a_database_server_that_accepts_and_never_answers_is_named_not_waited_on() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+#[test]
+fn a_card_in_a_librarys_media_folder_is_never_rewritten_in_place() {
+    let (lib, _src) = library_with_cases();
+    let inside = lib.path().join("media/00");
+    std::fs::create_dir_all(&inside).unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    for ext in ["json", "bpk"] {
+        std::fs::copy(
+            shipped.join(format!("twin-image.{ext}")),
+            inside.join(format!("twin-image.{ext}")),
+        )
+        .unwrap();
+    }
+    let card = inside.join("twin-image.json");
+    let before = files(lib.path());
+    for args in [
+        vec!["model", "turns", "--turns", "4"],
+        vec!["model", "code-bits", "--bits", "512"],
+        vec!["model", "crop-context", "--context", "2"],
+    ] {
+        let mut c = common::endotwin(lib.path());
+        c.args(&args).arg(&card);
+        let r = run(c);
+        assert!(
+            !r.ok() && r.says("the library's own file"),
+            "{args:?}: {}",
+            r.text()
+        );
+    }
+    assert_eq!(files(lib.path()), before);
+}

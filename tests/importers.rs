@@ -361,6 +361,34 @@ fn captiv8_rows_become_captioned_capsule_images() {
     );
 }
 
+#[test]
+fn captiv8_rows_of_another_patient_or_with_an_impossible_time_are_named_not_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 1..=3u8 {
+        png(&dir.path().join(format!("img/{i}.png")), 8, 8, i);
+    }
+    std::fs::write(
+        dir.path().join("P001.csv"),
+        "Patient ID,name,capture_time,image_path,video_path,image_label\n\
+         P001,a,01:07:51,img/1.png,v.mp4,inflammation\n\
+         P777,b,01:07:52,img/2.png,v.mp4,polyp\n\
+         P001,c,99:99:99,img/3.png,v.mp4,polyp\n",
+    )
+    .unwrap();
+    let (_l, store, r) = run(ImportLayout::Captiv8, dir.path(), false);
+    let r = r.unwrap();
+    assert_eq!(r.media_added, 1, "{}", reasons(&r));
+    let why = reasons(&r);
+    assert!(
+        why.contains("row 3: patient P777 in the file of patient P001"),
+        "{why}"
+    );
+    assert!(why.contains("row 4: capture_time \"99:99:99\""), "{why}");
+    let exams = store.examinations().unwrap();
+    assert_eq!(exams.len(), 1, "{exams:?}");
+    assert_eq!(exams[0].code, "capsule/P001");
+}
+
 /// The public CAPTIV8 release's layout: frame CSVs under `data/img_text_pair/` with the
 /// pandas index column and image paths relative to the dataset root, diagnostic CSVs under
 /// `data/diag_data/`, videos named but absent, and the usual untidiness.

@@ -646,3 +646,41 @@ fn a_video_box_moved_in_coco_moves_exactly_that_box_and_a_deleted_one_is_named()
     assert_eq!(history.len(), 1, "{history:?}");
     assert_eq!(history[0].entry.key, format!("box {moved}"));
 }
+
+/// Hostile round 4 of #43: two `labels import --apply` at once; the later one wrote over the
+/// other's fresh edit with the value its preview read.
+#[test]
+fn an_import_whose_preview_another_reviewer_changed_since_writes_nothing() {
+    let lib = tempfile::tempdir().unwrap();
+    tiny_library(lib.path());
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap()[0].clone();
+    let text = format!(
+        "polyp,histology,size_mm\n{},hamartomatous,287\n",
+        polyp.code
+    );
+    let (changes, problems) = endotwin::labels::diff_file(&store, &text).unwrap();
+    assert!(
+        problems.is_empty() && changes.len() == 2,
+        "{changes:?} {problems:?}"
+    );
+    // Another station changes the histology after this preview was read.
+    store
+        .set_label(
+            "bob",
+            TargetKind::Polyp,
+            polyp.id,
+            "histology",
+            Some("juvenile"),
+        )
+        .unwrap();
+    let before = common::state(lib.path());
+    let e = endotwin::labels::apply(&mut store, "ana", &changes).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("changed since you read it") && text.contains("it is now juvenile"),
+        "{text}"
+    );
+    drop(store);
+    assert_eq!(common::state(lib.path()), before, "a label was written");
+}

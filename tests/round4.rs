@@ -280,6 +280,7 @@ fn d8_without_library_a_write_never_falls_back_to_the_source_trees_sample_db() {
         vec!["index"],
         vec!["model", "demote", "twin-image"],
         vec!["train", "image-encoder", "--epochs", "1"],
+        vec!["library", "prune", "--models", "models", "--apply"],
     ] {
         let r = bare(&args);
         assert!(!r.ok(), "{args:?}: {}", r.text());
@@ -301,6 +302,12 @@ fn d8_without_library_a_write_never_falls_back_to_the_source_trees_sample_db() {
     // source tree's models/ either.
     let r = bare(&["--library", "lib", "train", "captions", "--epochs", "1"]);
     assert!(!r.ok() && r.says("--out"), "{}", r.text());
+    // Nor do recorded evaluation figures go into the source tree's cards.
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let cards = files(&models);
+    let r = bare(&["eval", "twins", "--polyps", "12", "--record"]);
+    assert!(!r.ok() && r.says("--models"), "{}", r.text());
+    assert_eq!(files(&models), cards, "the source tree's models/ changed");
 }
 
 // ---------------------------------------------------------------- P1: a closed pipe

@@ -404,7 +404,7 @@ fn labels_import_stores_a_histology_term_in_the_vocabularys_spelling() {
 
 /// Reviewer names that would pass for another signer (an importer, or a name that looks the
 /// same): every audited write refuses them.
-const LOOKALIKE_NAMES: [&str; 12] = [
+const LOOKALIKE_NAMES: [&str; 14] = [
     "import\u{FF1A}bob",
     "IMPORT:bob",
     "\u{FF49}mport:bob",
@@ -418,6 +418,9 @@ const LOOKALIKE_NAMES: [&str; 12] = [
     // Hostile round 4 (W3): a Cyrillic і or А among Latin letters.
     "\u{0456}mport:kvasir-seg",
     "Dr. \u{0410}lice",
+    // The fourth hostile round of #43: a full-width letter, a combining accent.
+    "\u{FF21}lice",
+    "al\u{0301}ice",
 ];
 
 #[test]
@@ -710,4 +713,18 @@ fn links_leading_outside_are_refused_unless_follow_links_and_loops_always() {
         .find(|l| l.contains("a/up"))
         .unwrap_or_else(|| panic!("the loop is not named:\n{}", r.text()));
     assert!(up.contains("symlink loop"), "{up}");
+}
+
+#[test]
+fn labels_import_without_who_or_user_is_refused_not_signed_by_the_tool() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labels.csv");
+    std::fs::write(&file, "polyp,histology\nbase-A,carcinoma\n").unwrap();
+    let before = files(lib.path());
+    let mut c = endotwin_cmd(lib.path(), &["labels", "import"]);
+    c.arg(&file).arg("--apply").env_remove("USER");
+    let r = run(c);
+    assert!(!r.ok() && r.says("--who"), "{}", r.text());
+    assert_eq!(files(lib.path()), before, "the library changed");
 }

@@ -338,6 +338,10 @@ pub fn contact_sheet(library: &Path, args: ContactSheetArgs) -> Result<()> {
             sheet.unreadable.len()
         );
     }
-    println!("wrote {}", args.out.display());
+    println!(
+        "wrote {}: {} tiles, a sample (2 views of up to 8 polyps, a frame of up to 6 examinations, 4 frames of up to 2 videos)",
+        args.out.display(),
+        sheet.tiles
+    );
     Ok(())
 }

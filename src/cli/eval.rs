@@ -147,6 +147,13 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
             if k == 0 {
                 anyhow::bail!("--k 0 votes with no neighbours: give at least 1");
             }
+            if record && models.is_none() && endotwin::models_is_source_tree_fallback() {
+                anyhow::bail!(
+                    "--record without --models, no $ENDOTWIN_MODELS and no models/ in this folder or beside the \
+                     executable: the figures would go into the source tree's {} (nothing was evaluated): pass --models FOLDER",
+                    endotwin::default_models_dir().display()
+                );
+            }
             let compute = compute::select(pref)?;
             let dir = models.unwrap_or_else(endotwin::default_models_dir);
             let models = TwinModels::load(&dir, &compute.device)?;

@@ -143,9 +143,14 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             Ok(())
         }
         LabelsWhat::Import { file, apply, who } => {
-            let who = who
-                .or_else(|| std::env::var("USER").ok())
-                .unwrap_or_else(|| "labels import".into());
+            let who = who.or_else(|| std::env::var("USER").ok());
+            if apply && who.is_none() {
+                anyhow::bail!(
+                    "labels import --apply needs the name of who makes the changes: pass --who NAME \
+                     (no $USER here); nothing was changed"
+                );
+            }
+            let who = who.unwrap_or_else(|| "labels import".into());
             if apply {
                 endotwin::store::check_reviewer(&who)?;
             }

@@ -125,6 +125,12 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool) -> Result<()> {
             "{} stale sets, {rows} embeddings; nothing was changed (--apply deletes them)",
             stale.len()
         );
+        // --apply would refuse a damaged database: say so now, not after the listing.
+        if let Some(first) = store.integrity_problems(None)?.first() {
+            println!(
+                "note: the database is damaged ({first}); --apply will refuse to write to it (`endotwin library check` names every problem)"
+            );
+        }
         return Ok(());
     }
     let ids: Vec<i64> = stale.iter().map(|s| s.model_id).collect();

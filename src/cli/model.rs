@@ -149,6 +149,42 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
         }
         Ok(())
     };
+    // A card rewritten in place is never one of a library's own files (its media/ folder, its
+    // database): the output guard, with replacing allowed since rewriting is the point.
+    let in_place = match &what {
+        ModelWhat::CodeCenter { card, .. }
+        | ModelWhat::CodeBits { card, .. }
+        | ModelWhat::Half { card }
+        | ModelWhat::CropContext { card, .. }
+        | ModelWhat::Turns { card, .. } => Some(card.clone()),
+        ModelWhat::Trust(args) => Some(args.card.clone()),
+        _ => None,
+    };
+    // The twin encoder's input and code settings are an image encoder's: another card is
+    // named by its kind, not by a config that fails to parse.
+    let image_only = match &what {
+        ModelWhat::CodeCenter { card, .. } => Some((card, "code-center")),
+        ModelWhat::CodeBits { card, .. } => Some((card, "code-bits")),
+        ModelWhat::CropContext { card, .. } => Some((card, "crop-context")),
+        ModelWhat::Turns { card, .. } => Some((card, "turns")),
+        _ => None,
+    };
+    if let Some((card, command)) = image_only {
+        let kind = endotwin::model::weights::read_card(card)?.kind;
+        if kind != endotwin::model::weights::ModelKind::ImageEncoder {
+            anyhow::bail!(
+                "{}: a {kind} card; `model {command}` takes a twin image encoder's card (e.g. \
+                 models/twin-image.json); nothing was changed",
+                card.display()
+            );
+        }
+    }
+    if let Some(card) = in_place {
+        let named = super::output_rules().0;
+        endotwin::plumbing::output::check_output(&card, named.or(Some(library)), true)?;
+        let record = endotwin::model::weights::record_path(&card);
+        endotwin::plumbing::output::check_output(&record, named.or(Some(library)), true)?;
+    }
     match what {
         ModelWhat::Report(args) => report(library, pref, args),
         ModelWhat::Trust(args) => super::trust::run(library, pref, args),

@@ -9,6 +9,8 @@ pub struct ContactSheet {
     /// One line per tile whose file could not be read or decoded (changed, missing, not an
     /// image), naming the item and its file; its tile is crossed out in red.
     pub unreadable: Vec<String>,
+    /// Tiles on the sheet (a sample: see [`contact_sheet`]).
+    pub tiles: usize,
 }
 
 /// A contact sheet: the first views of several polyps, background frames and video frames in
@@ -61,6 +63,7 @@ pub fn contact_sheet(store: &Store, columns: u32, tile: u32) -> Result<ContactSh
     Ok(ContactSheet {
         image: sheet,
         unreadable,
+        tiles: media.len(),
     })
 }
 

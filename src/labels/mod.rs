@@ -453,13 +453,63 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
         .into_iter()
         .map(|p| (p.code, p.id))
         .collect();
+    // A label someone else changed since the preview was read is not written over: every
+    // label change is checked against the value the preview showed first (nothing is
+    // applied when one differs), then written only if its version is still the one read.
+    let target_of = |c: &Change| match c.kind {
+        ChangeKind::Polyp => Some(TargetKind::Polyp),
+        ChangeKind::Frame => Some(TargetKind::Media),
+        _ => None,
+    };
+    let mut read = Vec::with_capacity(changes.len());
+    let mut moved = Vec::new();
     for c in changes {
+        let Some(target) = target_of(c) else {
+            read.push(None);
+            continue;
+        };
+        let version = store.label_version(target, c.polyp_id, &c.key)?;
+        let now = store.current_label(target, c.polyp_id, &c.key)?;
+        if now != c.old {
+            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+            moved.push(format!(
+                "{} {}: the preview read {}, it is now {}",
+                c.polyp,
+                c.key,
+                show(&c.old),
+                show(&now)
+            ));
+        }
+        read.push(Some(version));
+    }
+    if !moved.is_empty() {
+        return Err(LabelsError::Store(StoreError::Conflict {
+            target: format!("{} label(s)", moved.len()),
+            key: "of this import".into(),
+            changes: format!("another writer ({})", moved.join("; ")),
+        }));
+    }
+    for (c, read) in changes.iter().zip(read) {
         match c.kind {
             ChangeKind::Polyp => {
-                store.set_label(who, TargetKind::Polyp, c.polyp_id, &c.key, c.new.as_deref())?;
+                store.set_label_as_read(
+                    who,
+                    TargetKind::Polyp,
+                    c.polyp_id,
+                    &c.key,
+                    c.new.as_deref(),
+                    read,
+                )?;
             }
             ChangeKind::Frame => {
-                store.set_label(who, TargetKind::Media, c.polyp_id, &c.key, c.new.as_deref())?;
+                store.set_label_as_read(
+                    who,
+                    TargetKind::Media,
+                    c.polyp_id,
+                    &c.key,
+                    c.new.as_deref(),
+                    read,
+                )?;
             }
             ChangeKind::Tracklet => {
                 let polyp = c.new.as_ref().and_then(|code| codes.get(code).copied());

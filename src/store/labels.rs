@@ -386,6 +386,23 @@ pub fn check_reviewer(who: &str) -> Result<()> {
             c as u32
         ));
     }
+    // Look-alikes of a plain name: `Ａlice` (fullwidth) for `Alice`, `al\u{301}ice` (a
+    // combining accent) for a letter that has its own code point.
+    if let Some(c) = who.chars().find(|&c| {
+        let u = c as u32;
+        (0xFF01..=0xFFEE).contains(&u)
+            || (0x0300..=0x036F).contains(&u)
+            || (0x1AB0..=0x1AFF).contains(&u)
+            || (0x1DC0..=0x1DFF).contains(&u)
+            || (0x20D0..=0x20FF).contains(&u)
+            || (0xFE20..=0xFE2F).contains(&u)
+    }) {
+        return refuse(&format!(
+            "it holds U+{:04X}, a full-width form or a combining mark that makes it look like \
+             another name: write each letter as its plain (or precomposed) character",
+            c as u32
+        ));
+    }
     if who.chars().count() > MAX_REVIEWER_CHARS {
         return refuse(&format!("longer than {MAX_REVIEWER_CHARS} characters"));
     }

@@ -16,7 +16,10 @@ pub fn png(path: &Path, w: u32, h: u32, seed: u8) {
 
 pub fn endotwin(library: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_endotwin"));
+    // A logged-in user, as on a workstation: `labels import --apply` signs with $USER when no
+    // --who is given (and refuses without either).
     c.env("ENDOTWIN_BACKEND", "cpu")
+        .env("USER", "tester")
         .arg("--library")
         .arg(library);
     c

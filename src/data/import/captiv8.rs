@@ -76,6 +76,17 @@ pub fn read(
         };
         let time = col("capture_time");
         let csv_dir = csv_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        // A frame CSV named after a patient it holds (`P001.csv`) holds only that patient: a
+        // row of another is refused, not made into an examination of its own.
+        let stem = csv_path
+            .file_stem()
+            .map(|s| s.to_string_lossy().trim().to_string())
+            .unwrap_or_default();
+        let named_for = table
+            .rows
+            .iter()
+            .any(|(_, rec)| rec.get(pid).is_some_and(|v| v.trim() == stem))
+            .then_some(stem);
         for (row, rec) in &table.rows {
             let get = |c: usize| rec.get(c).map(|v| v.trim().to_string()).unwrap_or_default();
             let full = match locate(&source, &root, &csv_dir, &by_name, &get(img)) {
@@ -90,6 +101,27 @@ pub fn read(
             let patient = get(pid);
             if patient.is_empty() {
                 problems.push(&csv_path, format!("row {row}: no Patient ID"));
+                continue;
+            }
+            if let Some(named) = &named_for
+                && patient != *named
+            {
+                problems.push(
+                    &csv_path,
+                    format!(
+                        "row {row}: patient {patient} in the file of patient {named}; not imported"
+                    ),
+                );
+                continue;
+            }
+            let captured = time.map(get).filter(|t| !t.is_empty());
+            if let Some(t) = &captured
+                && !capture_time_ok(t)
+            {
+                problems.push(
+                    &csv_path,
+                    format!("row {row}: capture_time {t:?} is not a time of day (hh:mm:ss); not imported"),
+                );
                 continue;
             }
             let at = format!("{} row {row}", csv_path.display());
@@ -118,7 +150,7 @@ pub fn read(
             } else {
                 frame.caption = Some(finding);
             }
-            frame.captured_at = time.map(get).filter(|t| !t.is_empty());
+            frame.captured_at = captured;
             exam_of(&mut exams, &patient, &csv_path).frames.push(frame);
         }
         if let Some(why) = &table.broken {
@@ -163,6 +195,33 @@ fn exam_of<'a>(
             source: csv.display().to_string(),
             ..Default::default()
         })
+}
+
+/// Whether `t` is a capture time: `h:mm:ss` (CAPTIV8's hours since the capsule started, any
+/// number), a whole number of seconds, either after an optional `YYYY-MM-DD ` date; minutes
+/// and seconds below 60, months 1-12, days 1-31.
+fn capture_time_ok(t: &str) -> bool {
+    let digits = |p: &str| !p.is_empty() && p.len() <= 9 && p.chars().all(|c| c.is_ascii_digit());
+    let below =
+        |p: &str, n: u32| p.len() == 2 && digits(p) && p.parse::<u32>().is_ok_and(|v| v < n);
+    let (date, time) = match t.split_once(' ') {
+        Some((d, tm)) => (Some(d), tm),
+        None => (None, t),
+    };
+    let date_ok = date.is_none_or(|d| {
+        let parts: Vec<&str> = d.split('-').collect();
+        matches!(parts.as_slice(), [y, m, dd]
+            if y.len() == 4 && digits(y)
+                && digits(m) && m.parse::<u32>().is_ok_and(|v| (1..=12).contains(&v))
+                && digits(dd) && dd.parse::<u32>().is_ok_and(|v| (1..=31).contains(&v)))
+    });
+    let parts: Vec<&str> = time.split(':').collect();
+    let time_ok = match parts.as_slice() {
+        [secs] => digits(secs),
+        [h, m, sec] => digits(h) && below(m, 60) && below(sec, 60),
+        _ => false,
+    };
+    date_ok && time_ok
 }
 
 /// A diagnostic CSV (`No.,Attribute,Value`): the notes of the patient its file is named
