@@ -26,17 +26,8 @@ fn head_against_mean(seed: u64, videos: usize, frames: usize, video_size: u32) -
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), OpenMode::CreateIfMissing).unwrap();
     let cfg = PhantomConfig {
-        seed,
-        split: Split::Test,
-        polyps: videos * 3,
-        views_per_polyp: 4,
-        videos,
-        frames_per_video: frames,
-        capsule_images: 0,
-        background_frames: 0,
-        image_size: 64,
         video_size,
-        ..PhantomConfig::default()
+        ..endotwin::eval::held_out::video_split(seed, Split::Test, videos, frames)
     };
     phantom::generate(&mut store, &cfg, &Progress::new()).unwrap();
     let generated = started.elapsed().as_secs_f64();

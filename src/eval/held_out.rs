@@ -132,6 +132,23 @@ impl HeldOut {
     }
 }
 
+/// The phantom of a held-out video split ([`HeldOut::open_videos`]): `videos` procedure videos
+/// of `frames` frames, three polyps a video, no capsule images or background frames.
+pub fn video_split(seed: u64, split: Split, videos: usize, frames: usize) -> PhantomConfig {
+    PhantomConfig {
+        seed,
+        split,
+        polyps: videos * 3,
+        views_per_polyp: 4,
+        videos,
+        frames_per_video: frames,
+        capsule_images: 0,
+        background_frames: 0,
+        image_size: 64,
+        ..PhantomConfig::default()
+    }
+}
+
 impl HeldOut {
     /// `path` when given, else `split` of `seed` with `videos` procedure videos of `frames`
     /// frames (and their examinations' polyps; no capsule images).
@@ -145,20 +162,8 @@ impl HeldOut {
         if let Some(path) = path {
             return HeldOut::open(Some(path), seed, 0, 0, 0);
         }
-        let cfg = PhantomConfig {
-            seed,
-            split,
-            polyps: videos * 3,
-            views_per_polyp: 4,
-            videos,
-            frames_per_video: frames,
-            capsule_images: 0,
-            background_frames: 0,
-            image_size: 64,
-            ..PhantomConfig::default()
-        };
         HeldOut::generate(
-            &cfg,
+            &video_split(seed, split, videos, frames),
             format!(
                 "phantom {} split of seed {seed}, {videos} videos x {frames} frames",
                 split.name()
