@@ -398,6 +398,18 @@ fn real(pref: BackendPref, args: RealArgs) -> Result<()> {
         ),
         &e.capsule,
     );
+    if !e.trust.is_empty() || e.twin_polyps_marked.is_some() {
+        println!(
+            "\nhow far the answers could be trusted (#45): inputs marked unfamiliar, accuracy among the unmarked, wrong answers marked, calibration error (15 bins):"
+        );
+        super::eval_trust::print_rows(&e.trust);
+        if let Some(m) = &e.twin_polyps_marked {
+            println!(
+                "twins: {} of the CVC-ClinicDB polyps marked unfamiliar (no pathology to score a vote by)",
+                super::eval_trust::value(m)
+            );
+        }
+    }
     for n in &e.notes {
         println!("note: {n}");
     }

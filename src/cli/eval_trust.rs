@@ -188,7 +188,33 @@ fn print(
     marked_only: &[(String, trust::Value)],
     foreign: &[endotwin::trust::Judgement],
 ) {
-    let v = |x: &trust::Value| format!("{:.3} [{:.3}, {:.3}]", x.value, x.ci[0], x.ci[1]);
+    print_rows(rows);
+    for (what, m) in marked_only {
+        println!("{what}: {}", value(m));
+    }
+    println!("foreign inputs:");
+    for j in foreign {
+        println!(
+            "  {}: score {:.2}, threshold {:.2}: {}",
+            j.model,
+            j.score,
+            j.threshold,
+            if j.unfamiliar { "marked" } else { "NOT MARKED" }
+        );
+    }
+}
+
+/// A figure with its interval.
+pub(super) fn value(x: &trust::Value) -> String {
+    if x.value.is_nan() {
+        return "none (no answer of that kind)".into();
+    }
+    format!("{:.3} [{:.3}, {:.3}]", x.value, x.ci[0], x.ci[1])
+}
+
+/// The trust table (what `eval trust` and `eval real` print).
+pub(super) fn print_rows(rows: &[TrustRow]) {
+    let v = value;
     println!(
         "| capability | data | answers | marked | accuracy, all | accuracy, unmarked | wrong answers marked | ECE raw | ECE calibrated |"
     );
@@ -205,19 +231,6 @@ fn print(
             v(&r.wrong_marked),
             v(&r.ece_raw),
             r.ece_calibrated.as_ref().map_or("-".into(), v)
-        );
-    }
-    for (what, m) in marked_only {
-        println!("{what}: {}", v(m));
-    }
-    println!("foreign inputs:");
-    for j in foreign {
-        println!(
-            "  {}: score {:.2}, threshold {:.2}: {}",
-            j.model,
-            j.score,
-            j.threshold,
-            if j.unfamiliar { "marked" } else { "NOT MARKED" }
         );
     }
 }

@@ -116,8 +116,10 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             let sets_asked = groups.iter().map(|(_, s)| s.len()).sum::<usize>();
             for (card, sets) in groups {
                 let loaded = load(Some(card), &device)?;
-                let emb =
-                    query::image_embeddings(&loaded, std::slice::from_ref(&decoded.image), &device);
+                let query::Encoded {
+                    embeddings: emb,
+                    features,
+                } = query::encode(&loaded, std::slice::from_ref(&decoded.image), &device);
                 let rows = endotwin::captions::query::rows(emb.clone());
                 println!("model {}", loaded.named());
                 let mut scored = Vec::new();
@@ -160,7 +162,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                         "polyp probability (the detector's two sentences, calibrated on validation): {p:.3}"
                     );
                 }
-                let familiarity = trust::judge(&loaded.card, &rows);
+                let familiarity = trust::judge(&loaded.card, &features);
                 super::twins::print_familiarity(familiarity.as_ref(), &loaded.card.name);
                 answers.push(serde_json::json!({
                     "model": loaded.named(),

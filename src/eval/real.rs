@@ -65,6 +65,13 @@ pub struct RealEval {
     /// Capsule categories: frames with a finding.
     pub capsule_frames: usize,
     pub capsule: Vec<Figure>,
+    /// How far each answer could be trusted (#45): per capability, the share of inputs marked
+    /// unfamiliar, the accuracy among unmarked answers, the share of wrong answers marked and
+    /// the calibration error.
+    pub trust: Vec<super::trust::TrustRow>,
+    /// Twins: the share of CVC-ClinicDB polyps the twin encoder marks (no pathology there to
+    /// score a vote by).
+    pub twin_polyps_marked: Option<super::trust::Value>,
     /// What could not be measured, and why.
     pub notes: Vec<String>,
 }
@@ -282,6 +289,18 @@ fn twins(
         return Ok(());
     }
     let loaded = crate::twins::TwinModels::load(models, device)?;
+    // No pathology here: the share of polyps the encoder marks is all the mark can show.
+    let marks = super::trust::twin_marks(&loaded, &store, &Progress::new())?;
+    let as_items: Vec<super::trust::Item> = marks
+        .iter()
+        .map(|&marked| super::trust::Item {
+            marked,
+            right: true,
+            raw: 1.0,
+            calibrated: None,
+        })
+        .collect();
+    eval.twin_polyps_marked = Some(super::trust::row("", "", &as_items, seed).marked);
     let mut candidates = vec![super::twins::Candidate {
         label: String::new(),
         models: &loaded,
@@ -569,7 +588,8 @@ fn score_detection(
             continue;
         }
         let loaded = crate::prompts::model::load(&card, device)?;
-        let emb = crate::prompts::query::image_embeddings(&loaded, &images, device);
+        let encoded = crate::prompts::query::encode(&loaded, &images, device);
+        let emb = encoded.embeddings;
         let sentences = [
             crate::prompts::model::POLYP_SENTENCE.to_string(),
             crate::prompts::model::BACKGROUND_SENTENCE.to_string(),
@@ -583,6 +603,37 @@ fn score_detection(
             label.push_str(" [learned from these frames]");
             eval.notes.push(format!(
                 "detection: `{name}` learned from {folder} (its card), so its figure there is a training figure, not a test"
+            ));
+        }
+        if name == "prompts-detect" {
+            // The detector's answer on each crop (polyp when p >= 0.5), marked or not.
+            let side =
+                |p: f64, truth: bool| (if p >= 0.5 { p } else { 1.0 - p }, (p >= 0.5) == truth);
+            let items: Vec<super::trust::Item> = p
+                .iter()
+                .zip(&positive)
+                .zip(&encoded.features)
+                .map(|((&prob, &truth), f)| {
+                    let (raw, right) = side(prob, truth);
+                    super::trust::Item {
+                        marked: crate::prompts::trust::judge(&loaded.card, std::slice::from_ref(f))
+                            .is_some_and(|j| j.unfamiliar),
+                        right,
+                        raw,
+                        calibrated: crate::prompts::trust::calibrated(&loaded.card, prob as f32)
+                            .map(|c| side(c as f64, truth).0),
+                    }
+                })
+                .collect();
+            let mut data = format!("{}: polyp and polyp-free crops", named(roots));
+            if seen.is_some() {
+                data.push_str(" [learned from these frames]");
+            }
+            eval.trust.push(super::trust::row(
+                &format!("polyp detection ({})", loaded.card.name),
+                &data,
+                &items,
+                seed,
             ));
         }
         figures.push(figure(label, &p));
@@ -683,11 +734,43 @@ fn capsule(
     };
     eval.capsule
         .push(figure(format!("{} top category", loaded.card.name), &right));
+    let items: Vec<super::trust::Item> = out
+        .iter()
+        .zip(&frames)
+        .map(|(d, (_, truth))| {
+            let raw = d
+                .category_probabilities
+                .iter()
+                .find(|(c, _)| *c == d.category)
+                .map_or(0.0, |(_, p)| *p as f64);
+            super::trust::Item {
+                marked: d.familiarity.as_ref().is_some_and(|j| j.unfamiliar),
+                right: d.category == *truth,
+                raw,
+                calibrated: d.confidence.map(f64::from),
+            }
+        })
+        .collect();
+    eval.trust.push(super::trust::row(
+        &format!("capsule category ({})", loaded.card.name),
+        &named(roots),
+        &items,
+        seed,
+    ));
     eval.capsule.push(figure(
         format!("always \"{majority}\" (the majority of these frames)"),
         &always,
     ));
     Ok(())
+}
+
+/// The folders, joined for a table row.
+fn named(roots: &[PathBuf]) -> String {
+    roots
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// The no-learning detection baseline: the red share of an image's pixels.

@@ -260,7 +260,7 @@ pub fn detector_items(
     use crate::prompts::trust;
     let g = trust::gather(store, loaded, "", frames, device, progress)?;
     let side = |p: f64, truth: bool| (if p >= 0.5 { p } else { 1.0 - p }, (p >= 0.5) == truth);
-    Ok(g.embeddings
+    Ok(g.features
         .iter()
         .zip(&g.probability)
         .zip(&g.truth)
@@ -311,9 +311,8 @@ pub fn foreign_marks(
             }
         }
         for p in prompts {
-            let v = crate::prompts::query::image_embeddings(p, std::slice::from_ref(image), device);
-            let rows = crate::captions::query::rows(v);
-            if let Some(j) = crate::prompts::trust::judge(&p.card, &rows) {
+            let e = crate::prompts::query::encode(p, std::slice::from_ref(image), device);
+            if let Some(j) = crate::prompts::trust::judge(&p.card, &e.features) {
                 out.push(named(j, name));
             }
         }

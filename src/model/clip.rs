@@ -78,6 +78,24 @@ impl Clip {
         }
     }
 
+    /// [`Clip::encode_images`] and, from the same pass, what an input's familiarity is measured
+    /// on: a backbone tower's balanced pooled features before the projection (a projection
+    /// trained on two sentences keeps little of what tells a frame from a grey card), a ViT
+    /// tower's embedding itself. -> ([batch, dim], [batch, features]).
+    pub fn encode_images_with_features(&self, images: Tensor<4>) -> (Tensor<2>, Tensor<2>) {
+        match (&self.vision, &self.backbone) {
+            (Some(vit), _) => {
+                let e = l2_normalize(vit.forward(images));
+                (e.clone(), e)
+            }
+            (None, Some(backbone)) => {
+                let f = backbone.features(images);
+                (l2_normalize(backbone.project(f.clone())), f)
+            }
+            (None, None) => unreachable!("a Clip is made with one image tower"),
+        }
+    }
+
     /// The ViT image tower (None for a backbone tower).
     pub fn vit(&self) -> Option<&Vit> {
         self.vision.as_ref()

@@ -218,6 +218,12 @@ impl PromptModel {
         self.clip.encode_images(images)
     }
 
+    /// [`PromptModel::encode_images`] and the familiarity features of the same pass
+    /// ([`crate::model::clip::Clip::encode_images_with_features`]).
+    pub fn encode_images_with_features(&self, images: Tensor<4>) -> (Tensor<2>, Tensor<2>) {
+        self.clip.encode_images_with_features(images)
+    }
+
     /// Token ids [n, context] -> unit embeddings [n, dim].
     pub fn encode_texts(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
         self.clip.encode_texts(tokens)

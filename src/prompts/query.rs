@@ -119,21 +119,40 @@ pub fn image_embeddings(
     images: &[DynamicImage],
     device: &Device,
 ) -> Tensor<2> {
+    encode(model, images, device).embeddings
+}
+
+/// Images as a prompt model sees them: the unit embeddings the scores are made from and,
+/// from the same pass, the rows the model's familiarity is measured on
+/// ([`crate::model::clip::Clip::encode_images_with_features`]).
+pub struct Encoded {
+    /// [n, d] unit embeddings.
+    pub embeddings: Tensor<2>,
+    /// n rows of familiarity features.
+    pub features: Vec<Vec<f32>>,
+}
+
+/// [`Encoded`] `images` (any size), in chunks of 64.
+pub fn encode(model: &LoadedPromptModel, images: &[DynamicImage], device: &Device) -> Encoded {
     let size = model.config.image_size();
     let pre = model.config.input();
     let s = size as usize;
-    let chunks: Vec<Tensor<2>> = images
-        .chunks(64)
-        .map(|chunk| {
-            let data: Vec<f32> = chunk
-                .iter()
-                .flat_map(|img| pre.pixels(&pre.resize(img)))
-                .collect();
-            let x = Tensor::<4>::from_data(TensorData::new(data, [chunk.len(), 3, s, s]), device);
-            model.model.encode_images(x)
-        })
-        .collect();
-    Tensor::cat(chunks, 0)
+    let mut embeddings = Vec::new();
+    let mut features = Vec::new();
+    for chunk in images.chunks(64) {
+        let data: Vec<f32> = chunk
+            .iter()
+            .flat_map(|img| pre.pixels(&pre.resize(img)))
+            .collect();
+        let x = Tensor::<4>::from_data(TensorData::new(data, [chunk.len(), 3, s, s]), device);
+        let (e, f) = model.model.encode_images_with_features(x);
+        embeddings.push(e);
+        features.extend(crate::captions::query::rows(f));
+    }
+    Encoded {
+        embeddings: Tensor::cat(embeddings, 0),
+        features,
+    }
 }
 
 /// The prompt set's scores for each image row of `images` [n, d]: per image, one
@@ -452,8 +471,11 @@ pub fn score_frames(
             familiarity: None,
         });
     }
-    let emb = image_embeddings(model, &decoded, device);
-    let familiarity = super::trust::judge(&model.card, &crate::captions::query::rows(emb.clone()));
+    let Encoded {
+        embeddings: emb,
+        features,
+    } = encode(model, &decoded, device);
+    let familiarity = super::trust::judge(&model.card, &features);
     let per_frame = scores(model, emb.clone(), prompts, device)?;
     let together = if decoded.len() > 1 {
         let mean = crate::model::clip::l2_normalize(emb.mean_dim(0));

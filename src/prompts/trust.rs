@@ -14,7 +14,11 @@ use burn::tensor::Device;
 /// A library's colonoscopy stills as a prompt model sees them.
 pub struct Gathered {
     pub name: String,
-    pub embeddings: Vec<Vec<f32>>,
+    /// What familiarity is measured on ([`super::query::Encoded::features`]).
+    pub features: Vec<Vec<f32>>,
+    /// Where each frame came from (its examination's source: a dataset folder, a phantom
+    /// split): the familiarity threshold is set per source.
+    pub sources: Vec<String>,
     /// The detector's polyp probability of each frame.
     pub probability: Vec<f32>,
     /// Whether each frame shows a polyp (it is a polyp's view).
@@ -24,20 +28,23 @@ pub struct Gathered {
 impl crate::trust::Gathered for Gathered {
     fn split(self, every: usize) -> (Gathered, Gathered) {
         use crate::trust::split_every;
-        let (embeddings, held_embeddings) = split_every(self.embeddings, every);
+        let (features, held_features) = split_every(self.features, every);
+        let (sources, held_sources) = split_every(self.sources, every);
         let (probability, held_probability) = split_every(self.probability, every);
         let (truth, held_truth) = split_every(self.truth, every);
         let every = every.max(2);
         (
             Gathered {
                 name: format!("{} (all but every {every}th frame)", self.name),
-                embeddings,
+                features,
+                sources,
                 probability,
                 truth,
             },
             Gathered {
                 name: format!("{} (every {every}th frame)", self.name),
-                embeddings: held_embeddings,
+                features: held_features,
+                sources: held_sources,
                 probability: held_probability,
                 truth: held_truth,
             },
@@ -46,7 +53,8 @@ impl crate::trust::Gathered for Gathered {
 
     fn join(mut self, other: Gathered) -> Gathered {
         self.name = format!("{} + {}", self.name, other.name);
-        self.embeddings.extend(other.embeddings);
+        self.features.extend(other.features);
+        self.sources.extend(other.sources);
         self.probability.extend(other.probability);
         self.truth.extend(other.truth);
         self
@@ -65,6 +73,11 @@ pub fn gather(
     progress: &Progress,
 ) -> Result<Gathered, super::query::PromptError> {
     let truth = frame_truth(store)?;
+    let sources: std::collections::HashMap<i64, String> = store
+        .examinations()?
+        .into_iter()
+        .map(|e| (e.id, e.source))
+        .collect();
     let mut stills: Vec<MediaRow> = Vec::new();
     for p in store.polyps()? {
         stills.extend(store.polyp_views(p.id)?);
@@ -87,7 +100,8 @@ pub fn gather(
     progress.stage("encoding the library's frames", stills.len() as u64);
     let mut out = Gathered {
         name: name.to_string(),
-        embeddings: Vec::new(),
+        features: Vec::new(),
+        sources: Vec::new(),
         probability: Vec::new(),
         truth: Vec::new(),
     };
@@ -98,16 +112,18 @@ pub fn gather(
             if let Ok(d) = crate::data::images::decode_media(store, m) {
                 images.push(d.image);
                 out.truth.push(truth.contains_key(&m.id));
+                let source = m.examination_id.and_then(|e| sources.get(&e).cloned());
+                out.sources.push(source.unwrap_or_default());
             }
         }
         if images.is_empty() {
             continue;
         }
-        let v = super::query::image_embeddings(loaded, &images, device);
-        let rows = crate::captions::query::rows(v);
+        let encoded = super::query::encode(loaded, &images, device);
+        let rows = crate::captions::query::rows(encoded.embeddings);
         out.probability
             .extend(super::query::polyp_probabilities(loaded, &rows, device));
-        out.embeddings.extend(rows);
+        out.features.extend(encoded.features);
     }
     Ok(out)
 }
@@ -118,9 +134,10 @@ pub fn fit(
     fit: &Gathered,
     validation: &Gathered,
 ) -> Result<(Familiarity, Option<Calibration>), familiarity::FamiliarityError> {
-    let familiarity = Familiarity::fit(
-        &fit.embeddings,
-        &validation.embeddings,
+    let familiarity = Familiarity::fit_by_source(
+        &fit.features,
+        &validation.features,
+        &validation.sources,
         &fit.name,
         &validation.name,
     )?;
@@ -150,9 +167,9 @@ pub fn calibrated(card: &ModelCard, p: f32) -> Option<f32> {
     c.probabilities(&logits(p)).first().map(|v| *v as f32)
 }
 
-/// A frame's (or a set of views') familiarity from the image embeddings (None without
-/// statistics).
-pub fn judge(card: &ModelCard, embeddings: &[Vec<f32>]) -> Option<Judgement> {
-    let refs: Vec<&[f32]> = embeddings.iter().map(Vec::as_slice).collect();
+/// A frame's (or a set of views') familiarity from their familiarity features
+/// ([`super::query::Encoded::features`]; None without statistics).
+pub fn judge(card: &ModelCard, features: &[Vec<f32>]) -> Option<Judgement> {
+    let refs: Vec<&[f32]> = features.iter().map(Vec::as_slice).collect();
     Some(card.familiarity.as_ref()?.judge(&card.name, &refs))
 }
