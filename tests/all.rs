@@ -25,6 +25,7 @@ mod gui_promises;
 mod gui_scale;
 mod gui_tracklets;
 mod gui_training;
+mod gui_trust;
 mod half_precision;
 mod hostile;
 mod import;

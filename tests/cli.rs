@@ -432,6 +432,94 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
     let confusion = report.confusion.as_ref().unwrap();
     assert_eq!(confusion.classes, ["benign", "neoplastic"]);
     assert!(confusion.counts.iter().flatten().sum::<usize>() > 0);
+    // The stage-3 model's card stores no detector calibration (its polyp probability did not
+    // earn one): said in one line, in the text and the JSON, and no diagram is drawn.
+    use endotwin::eval::report::{ReportCalibration, calibration::NOT_STORED};
+    assert!(ran.says(NOT_STORED), "{}", ran.text());
+    assert_eq!(
+        report.calibration,
+        Some(ReportCalibration::NotStored(NOT_STORED.into()))
+    );
+    assert!(!out.path().join("prompts.reliability.png").exists());
+}
+
+#[test]
+fn model_report_of_a_calibrated_detector_gives_its_calibration_error_and_reliability_diagram() {
+    use endotwin::data::phantom::{PhantomConfig, Split};
+    use endotwin::eval::report::{Report, ReportCalibration};
+    let lib = tempfile::tempdir().unwrap();
+    let held = tempfile::tempdir().unwrap();
+    crate::gui::tiny_library(lib.path());
+    crate::common::phantom_library(
+        held.path(),
+        &PhantomConfig {
+            seed: 6,
+            split: Split::Validation,
+            polyps: 8,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 2,
+            frames_per_exam: 12,
+            image_size: 48,
+            ..PhantomConfig::default()
+        },
+    );
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("detect.json");
+    let card = endotwin::default_models_dir().join("prompts-detect.json");
+    let ran = model_report(lib.path(), &card, held.path(), &json);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(
+        ran.says("calibration `detector` (temperature"),
+        "{}",
+        ran.text()
+    );
+    let report = Report::load(&json).unwrap();
+    let Some(ReportCalibration::Stored(c)) = &report.calibration else {
+        panic!(
+            "the detector's card stores a calibration: {:?}",
+            report.calibration
+        )
+    };
+    assert_eq!((c.name.as_str(), c.bins), ("detector", 15));
+    // Measured on the report's held-out frames, every one an answer.
+    let frames = report.curves[0].positives + report.curves[0].negatives;
+    assert_eq!(c.answers, frames, "{c:?}");
+    for (e, ci) in [
+        (c.ece_raw, c.ece_raw_ci),
+        (c.ece_calibrated, c.ece_calibrated_ci),
+    ] {
+        assert!(
+            (0.0..=1.0).contains(&e) && ci[0] <= e && e <= ci[1],
+            "{c:?}"
+        );
+    }
+    let counted = |bins: &[endotwin::trust::calibration::Bin]| -> usize {
+        bins.iter().map(|b| b.answers).sum()
+    };
+    assert_eq!(counted(&c.bins_raw), c.answers);
+    assert_eq!(counted(&c.bins_calibrated), c.answers);
+    // The text carries the same figures as the JSON.
+    let line = format!(
+        "expected calibration error (15 bins): raw {:.3} [{:.3}, {:.3}], calibrated {:.3}",
+        c.ece_raw, c.ece_raw_ci[0], c.ece_raw_ci[1], c.ece_calibrated
+    );
+    assert!(ran.says(&line), "{line}\n{}", ran.text());
+    // The reliability diagram beside the report's picture, a PNG that decodes.
+    let diagram = out.path().join("detect.reliability.png");
+    assert!(ran.says(&diagram.display().to_string()), "{}", ran.text());
+    let img = image::open(&diagram).unwrap().to_rgb8();
+    assert!(
+        img.width() >= 300 && img.height() >= 300,
+        "{:?}",
+        img.dimensions()
+    );
+    // Calibrated bars (orange) are drawn in the plot, below the title lines.
+    assert!(
+        img.enumerate_pixels()
+            .any(|(_, y, p)| y > 100 && p.0 == [240, 150, 40])
+    );
+    assert!(out.path().join("detect.png").is_file());
 }
 
 #[test]

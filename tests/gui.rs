@@ -216,7 +216,9 @@ fn the_sample_library_opens_with_its_cases() {
 
 /// A copy of `sample_db/` (tests never write into the repository), its store open, and its
 /// polyp `code`.
-fn sample_copy_with_polyp(code: &str) -> (tempfile::TempDir, Store, endotwin::store::PolypRow) {
+pub(crate) fn sample_copy_with_polyp(
+    code: &str,
+) -> (tempfile::TempDir, Store, endotwin::store::PolypRow) {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&sample, dir.path());
@@ -275,7 +277,7 @@ fn the_sample_librarys_polyp_shows_its_twins_on_first_start() {
 pub(crate) struct Dropped(pub std::path::PathBuf);
 
 /// Drops `path` on the window (egui's dropped-files input, as the windowing system gives it).
-fn drop_files(h: &mut Harness<'static, App>, path: &Path) {
+pub(crate) fn drop_files(h: &mut Harness<'static, App>, path: &Path) {
     h.input_mut()
         .dropped_files
         .push(std::sync::Arc::new(Dropped(path.to_path_buf())));
@@ -391,10 +393,31 @@ fn the_sample_library_answers_prompts_and_shows_a_videos_polyp_strip_on_first_st
     wait_until(&mut h, "the polyp strip", |a| {
         a.state.prompts.strip.is_some()
     });
-    let (strip_video, probabilities, model) = h.state().state.prompts.strip.clone().unwrap();
-    assert_eq!(strip_video, video.id);
-    assert_eq!(model, shipped("prompts-detect"));
-    assert_eq!(probabilities.len() as i64, video.frame_count);
+    let strip = h.state().state.prompts.strip.clone().unwrap();
+    assert_eq!(strip.video, video.id);
+    assert_eq!(strip.model, shipped("prompts-detect"));
+    assert_eq!(strip.reading.shown.len() as i64, video.frame_count);
+    // The detector's card stores its calibration: the strip shows calibrated numbers and
+    // calls them a confidence.
+    let card = endotwin::model::weights::read_card(
+        &endotwin::default_models_dir().join("prompts-detect.json"),
+    )
+    .unwrap();
+    assert!(strip.reading.calibrated);
+    for (shown, raw) in strip.reading.shown.iter().zip(&strip.reading.raw) {
+        assert_eq!(
+            Some(*shown),
+            endotwin::prompts::trust::calibrated(&card, *raw)
+        );
+    }
+    shows_part(&h, "calibrated polyp confidence per frame");
+    shows_part(
+        &h,
+        &format!(
+            "this frame polyp: confidence {:.3} (calibrated)",
+            strip.reading.shown[0]
+        ),
+    );
     screenshot(&mut h, "prompts-strip");
 }
 

@@ -187,6 +187,8 @@ fn a_training_run_started_from_the_panel_shows_its_curve_stops_and_resumes() {
     assert_eq!(counted, curve.positives + curve.negatives);
     shows_part(&h, &format!("Evaluation report of run #{finished}"));
     shows_part(&h, "confusion matrix: pairs linked at cosine");
+    // A tracklet model shows no confidence: the report says its numbers are not ones.
+    shows_part(&h, endotwin::eval::report::calibration::NOT_STORED);
     if std::env::var("ENDOTWIN_SCREENSHOTS").is_ok() {
         h.set_size(egui::vec2(1400.0, 1300.0));
         settle(&mut h);

@@ -140,7 +140,7 @@ impl App {
             return;
         };
         let panel = &self.state.prompts;
-        if panel.strip.as_ref().is_some_and(|s| s.0 == video_id)
+        if panel.strip.as_ref().is_some_and(|s| s.video == video_id)
             || panel.strip_running.is_some_and(|(v, _)| v == video_id)
             || panel.strip_failed == Some(video_id)
         {
@@ -311,7 +311,11 @@ impl App {
             })) => {
                 if panel.strip_running.is_some_and(|(_, j)| j == id) {
                     panel.strip_running = None;
-                    panel.strip = Some((*video_id, probabilities.clone(), model.clone()));
+                    panel.strip = Some(super::state::PolypStrip {
+                        video: *video_id,
+                        reading: probabilities.clone(),
+                        model: model.clone(),
+                    });
                 }
                 true
             }

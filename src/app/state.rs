@@ -276,6 +276,15 @@ pub struct PromptSearch {
     pub model: String,
 }
 
+/// A video's polyp strip: the detector's reading of each of its frames.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolypStrip {
+    pub video: i64,
+    pub reading: crate::prompts::trust::PolypReading,
+    /// The detector's name and version.
+    pub model: String,
+}
+
 /// What the Text prompts panel shows.
 pub struct PromptPanel {
     pub models_dir: PathBuf,
@@ -293,8 +302,9 @@ pub struct PromptPanel {
     pub problem: Option<String>,
     pub search: Option<PromptSearch>,
     pub searching: Option<u64>,
-    /// The selected video's polyp probability per frame: (video, probabilities, model).
-    pub strip: Option<(i64, Vec<f32>, String)>,
+    /// The selected video's polyp probability per frame (calibrated where the detector's
+    /// card stores its calibration).
+    pub strip: Option<PolypStrip>,
     /// (video, job) of the strip being computed; the video whose strip failed (not retried).
     pub strip_running: Option<(i64, u64)>,
     pub strip_failed: Option<i64>,

@@ -26,8 +26,10 @@ pub enum ModelWhat {
     Demote { name: String },
     /// Evaluation report of a run's model (or any model card) beside the library's active
     /// model of its capability, on held-out data (never the library the run trained on):
-    /// metrics with intervals, ROC and precision-recall curves, a confusion matrix. Saved
-    /// beside the card as `<card>.report.json` + `.png` (what the Training tab shows).
+    /// metrics with intervals, ROC and precision-recall curves, a confusion matrix, and the
+    /// expected calibration error of the confidence a calibrated model shows (raw and
+    /// calibrated, with a reliability diagram). Saved beside the card as
+    /// `<card>.report.json` + `.png` (+ `.reliability.png`; what the Training tab shows).
     Report(ReportArgs),
     /// Give a twin image encoder its code centre: the mean embedding of the polyp views of
     /// --library, which must be its TRAINING data (never a test split). The binary codes are
@@ -125,7 +127,8 @@ pub struct ReportArgs {
     /// Captioned capsule frames of a generated split (caption reports).
     #[arg(long, default_value_t = 480)]
     pub capsule_frames: usize,
-    /// Also write the report's JSON here (its PNG beside it).
+    /// Also write the report's JSON here (its PNG beside it, and a calibrated model's
+    /// reliability diagram as `<stem>.reliability.png`).
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -445,14 +448,22 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         .zip(endotwin::default_models_dir().canonicalize().ok())
         .is_some_and(|(c, m)| c.starts_with(m));
     let beside = (!shipped).then(|| report::json_path(&card));
+    let written = |json: &PathBuf| {
+        [
+            json.clone(),
+            report::Report::png_path(json),
+            report::Report::reliability_path(json),
+        ]
+    };
     for json in beside.iter() {
-        for path in [json.clone(), report::Report::png_path(json)] {
+        for path in written(json) {
             endotwin::plumbing::output::check_output(&path, None, true)?;
         }
     }
     for json in a.json.iter() {
-        super::check_output(json)?;
-        super::check_output(&report::Report::png_path(json))?;
+        for path in written(json) {
+            super::check_output(&path)?;
+        }
     }
     let compute = endotwin::compute::select(pref)?;
     let data = ReportData {
@@ -471,8 +482,9 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
     print!("{}", made.text());
     // Beside the card, except the shipped models' (never written to); --json wherever asked.
     for json in beside.into_iter().chain(a.json) {
-        let png = made.save(&json)?;
-        println!("wrote {} and {}", json.display(), png.display());
+        let pictures = made.save(&json)?;
+        let pictures: Vec<String> = pictures.iter().map(|p| p.display().to_string()).collect();
+        println!("wrote {} and {}", json.display(), pictures.join(" and "));
     }
     Ok(())
 }

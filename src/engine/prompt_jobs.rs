@@ -41,7 +41,8 @@ pub enum PromptOutput {
     },
     Strip {
         video_id: i64,
-        probabilities: Vec<f32>,
+        /// Per frame, calibrated where the detector's card stores its calibration.
+        probabilities: crate::prompts::trust::PolypReading,
         model: String,
     },
 }
@@ -97,12 +98,11 @@ pub(super) fn run(
         PromptJob::Strip { models, video_id } => {
             let loaded = load(&models, model::SHIPPED_DETECTOR, compute)?;
             let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
-            let probabilities =
-                query::video_polyp_strip(&loaded, &mut store, video_id, device, progress)
-                    .map_err(|e| e.to_string())?;
+            let raw = query::video_polyp_strip(&loaded, &mut store, video_id, device, progress)
+                .map_err(|e| e.to_string())?;
             Ok(PromptOutput::Strip {
                 video_id,
-                probabilities,
+                probabilities: crate::prompts::trust::PolypReading::of(&loaded.card, raw),
                 model: loaded.named(),
             })
         }

@@ -431,6 +431,9 @@ pub struct ScoredFrames {
     pub model: String,
     /// The frames' familiarity to the model (None: its card has no statistics).
     pub familiarity: Option<crate::trust::Judgement>,
+    /// A detector's polyp probability of each frame, in `frames` order, calibrated where its
+    /// card stores the calibration (None: the model is not a detector).
+    pub polyp: Option<super::trust::PolypReading>,
 }
 
 pub fn score_frames(
@@ -469,6 +472,7 @@ pub fn score_frames(
             together: None,
             model: model.named(),
             familiarity: None,
+            polyp: None,
         });
     }
     let Encoded {
@@ -476,6 +480,10 @@ pub fn score_frames(
         features,
     } = encode(model, &decoded, device);
     let familiarity = super::trust::judge(&model.card, &features);
+    let polyp = super::trust::is_detector(model).then(|| {
+        let rows = crate::captions::query::rows(emb.clone());
+        super::trust::PolypReading::of(&model.card, polyp_probabilities(model, &rows, device))
+    });
     let per_frame = scores(model, emb.clone(), prompts, device)?;
     let together = if decoded.len() > 1 {
         let mean = crate::model::clip::l2_normalize(emb.mean_dim(0));
@@ -488,6 +496,7 @@ pub fn score_frames(
         together,
         model: model.named(),
         familiarity,
+        polyp,
     })
 }
 

@@ -167,6 +167,50 @@ pub fn calibrated(card: &ModelCard, p: f32) -> Option<f32> {
     c.probabilities(&logits(p)).first().map(|v| *v as f32)
 }
 
+/// The detector's polyp probabilities as the app shows them: calibrated by the card's
+/// `detector` calibration when it stores one (a confidence), else the raw softmax of the two
+/// sentences, said to be not calibrated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolypReading {
+    /// The model's polyp probability of each frame, before any calibration.
+    pub raw: Vec<f32>,
+    /// What is shown: `raw` calibrated when `calibrated`, else `raw`.
+    pub shown: Vec<f32>,
+    pub calibrated: bool,
+}
+
+impl PolypReading {
+    /// The reading of `raw` probabilities by the model of `card`.
+    pub fn of(card: &ModelCard, raw: Vec<f32>) -> PolypReading {
+        let shown = raw
+            .iter()
+            .map(|p| calibrated(card, *p).unwrap_or(*p))
+            .collect();
+        PolypReading {
+            raw,
+            shown,
+            calibrated: card.calibration.contains_key(crate::trust::DETECTOR),
+        }
+    }
+
+    /// How the app labels the shown number of frame `i`: "confidence" only when calibrated.
+    pub fn label(&self, i: usize) -> Option<String> {
+        let p = self.shown.get(i)?;
+        Some(match self.calibrated {
+            true => format!("polyp: confidence {p:.3} (calibrated)"),
+            false => format!("polyp probability {p:.3}: not calibrated"),
+        })
+    }
+}
+
+/// Whether `loaded` answers polyp vs background as a detector (the library's detector, one
+/// trained on the two sentences only, or a model whose card calibrates its detection).
+pub fn is_detector(loaded: &LoadedPromptModel) -> bool {
+    loaded.card.name == super::model::SHIPPED_DETECTOR
+        || super::model::is_detector_only(&loaded.config)
+        || loaded.card.calibration.contains_key(crate::trust::DETECTOR)
+}
+
 /// A frame's (or a set of views') familiarity from their familiarity features
 /// ([`super::query::Encoded::features`]; None without statistics).
 pub fn judge(card: &ModelCard, features: &[Vec<f32>]) -> Option<Judgement> {

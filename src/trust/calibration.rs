@@ -170,7 +170,7 @@ fn interpolate(xs: &[f64], ys: &[f64], x: f64) -> f64 {
 }
 
 /// One bin of a reliability diagram.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bin {
     pub low: f64,
     pub high: f64,

@@ -263,9 +263,10 @@ fn scores(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures) {
     let shown = scored
         .frames
         .iter()
-        .find(|(k, _)| Some(k) == focused.as_ref())
-        .or(scored.frames.first());
-    if let Some((key, s)) = shown {
+        .enumerate()
+        .find(|(_, (k, _))| Some(k) == focused.as_ref())
+        .or(scored.frames.first().map(|f| (0, f)));
+    if let Some((i, (key, s))) = shown {
         let name = match key {
             FrameKey::Media(id) => state
                 .details
@@ -284,7 +285,12 @@ fn scores(ui: &mut egui::Ui, state: &AppState, textures: &mut Textures) {
             if let Some(t) = texture {
                 ui.add(egui::Image::new(&t).fit_to_exact_size(egui::vec2(96.0, 96.0)));
             }
-            ui.vertical(|ui| bars(ui, "focused", s));
+            ui.vertical(|ui| {
+                bars(ui, "focused", s);
+                if let Some(reading) = &scored.polyp {
+                    polyp_line(ui, reading, i);
+                }
+            });
         });
     }
 }
@@ -304,4 +310,23 @@ fn bars(ui: &mut egui::Ui, id: &str, scores: &[PromptScore]) {
                 ui.end_row();
             }
         });
+}
+
+/// A detector's polyp probability of the shown image: "confidence" only when its card's
+/// calibration made it one.
+fn polyp_line(ui: &mut egui::Ui, reading: &crate::prompts::trust::PolypReading, i: usize) {
+    let Some(label) = reading.label(i) else {
+        return;
+    };
+    let hover = match reading.calibrated {
+        true => {
+            "How often a frame given this confidence shows a polyp, on validation frames \
+             (temperature calibration of the detector, stored with the model)."
+        }
+        false => {
+            "This model's card stores no detector calibration: the number is the softmax of \
+             its two sentences, not how often it is right."
+        }
+    };
+    ui.label(label).on_hover_text(hover);
 }

@@ -71,6 +71,13 @@ pub fn draw(ui: &mut egui::Ui, run: i64, report: &Report, out: &mut Vec<Command>
     if let Some(c) = &report.confusion {
         confusion(ui, c);
     }
+    // The calibration of the confidence the model shows (its reliability diagram is saved
+    // beside the report's picture).
+    if let Some(c) = &report.calibration {
+        for line in c.text().lines() {
+            ui.label(RichText::new(line.trim()).small());
+        }
+    }
     let json = report_json(report);
     ui.label(
         RichText::new(format!(

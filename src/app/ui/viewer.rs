@@ -440,7 +440,7 @@ fn polyp_strip(
     out: &mut Vec<Command>,
 ) {
     let panel = &state.prompts;
-    let Some((_, probabilities, model)) = panel.strip.as_ref().filter(|s| s.0 == video) else {
+    let Some(strip) = panel.strip.as_ref().filter(|s| s.video == video) else {
         if panel.strip_running.is_some_and(|(v, _)| v == video) {
             ui.horizontal(|ui| {
                 ui.spinner();
@@ -449,6 +449,7 @@ fn polyp_strip(
         }
         return;
     };
+    let probabilities = &strip.reading.shown;
     if probabilities.is_empty() {
         return;
     }
@@ -486,14 +487,28 @@ fn polyp_strip(
         [egui::pos2(x, rect.top()), egui::pos2(x, rect.bottom())],
         egui::Stroke::new(2.0, egui::Color32::WHITE),
     );
-    let shown = probabilities.get(at).copied().unwrap_or(0.0);
     if response.clicked()
         && let Some(pos) = response.interact_pointer_pos()
     {
         let k = (((pos.x - rect.left()) / step) as usize).min(frames.saturating_sub(1));
         out.push(Command::Focus(Some(k)));
     }
+    let this = strip.reading.label(at).unwrap_or_default();
+    let (what, hover) = match strip.reading.calibrated {
+        true => (
+            "calibrated polyp confidence per frame",
+            "How often a frame given this confidence shows a polyp, on validation frames \
+             (temperature calibration of the detector, stored with the model).",
+        ),
+        false => (
+            "polyp probability per frame, not calibrated",
+            "The detector's card stores no calibration: the number is the softmax of its two \
+             sentences, not how often it is right.",
+        ),
+    };
     ui.small(format!(
-        "polyp probability per frame by {model}: this frame {shown:.3}, the video {lo:.3} (dark) to {hi:.3} (bright); click to jump"
-    ));
+        "{what} by {}: this frame {this}; the video {lo:.3} (dark) to {hi:.3} (bright); click to jump",
+        strip.model
+    ))
+    .on_hover_text(hover);
 }

@@ -5,7 +5,7 @@
 //! curves of the category head over every (frame, category) pair; the confusion of the top
 //! category.
 
-use super::{Confusion, Curves, Report, ReportData, ReportError, ReportMetric};
+use super::{Confusion, Curves, Report, ReportCalibration, ReportData, ReportError, ReportMetric};
 use crate::captions::CATEGORIES;
 use crate::captions::data::CaptionSet;
 use crate::captions::model::{self, LoadedCaptionModel};
@@ -131,6 +131,17 @@ pub fn report(
         let positive: Vec<bool> = s.pairs.iter().map(|p| p.1).collect();
         Curves::of(label, &scores, &positive)
     };
+    progress.stage("the category's calibration", 0);
+    let calibration = ReportCalibration::measure(
+        &loaded.card,
+        crate::trust::CATEGORY,
+        "the top category's probability",
+        data.seed,
+        || {
+            crate::eval::trust::caption_items(&loaded, &held.store, device, progress)
+                .map_err(|e| ReportError::Data(format!("the category's calibration: {e}")))
+        },
+    )?;
     let mut curves = vec![curve(&loaded.card.name, &mine)];
     if let (Some(t), Some(a)) = (&theirs, &active) {
         curves.push(curve(&format!("active: {}", a.card.name), t));
@@ -153,6 +164,7 @@ pub fn report(
             classes: CATEGORIES.iter().map(|c| c.to_string()).collect(),
             counts: mine.eval.categories[0].confusion.clone(),
         }),
+        calibration: Some(calibration),
         made_at: crate::store::now_utc(),
     })
 }

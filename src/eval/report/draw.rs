@@ -3,6 +3,7 @@
 //! display's 5x7 font at twice its size.
 
 use super::{Confusion, Report};
+use crate::trust::calibration::Bin;
 use image::{Rgb, RgbImage};
 
 const PLOT: u32 = 300;
@@ -164,23 +165,52 @@ pub fn text(img: &mut RgbImage, s: &str, x: u32, y: u32, colour: Rgb<u8>) {
 /// calibration, orange after) against the diagonal of perfect calibration, with the
 /// expected calibration errors in the title.
 pub fn reliability(row: &crate::eval::trust::TrustRow) -> RgbImage {
+    diagram(
+        &row.capability,
+        row.answers,
+        (row.ece_raw.value, &row.bins_raw),
+        row.ece_calibrated
+            .as_ref()
+            .map(|c| c.value)
+            .zip(row.bins_calibrated.as_ref()),
+    )
+}
+
+/// The reliability diagram of a model report's calibration, drawn as [`reliability`] draws
+/// `eval trust`'s rows.
+pub fn calibration(c: &super::CalibrationFigures) -> RgbImage {
+    diagram(
+        &format!("{} calibration", c.name),
+        c.answers,
+        (c.ece_raw, &c.bins_raw),
+        Some((c.ece_calibrated, &c.bins_calibrated)),
+    )
+}
+
+/// A reliability diagram titled `title`: (expected calibration error, bins) raw, then
+/// calibrated when there is a calibration.
+fn diagram(
+    title: &str,
+    answers: usize,
+    raw: (f64, &Vec<Bin>),
+    calibrated: Option<(f64, &Vec<Bin>)>,
+) -> RgbImage {
     let top = 80;
     let width = PLOT + 2 * MARGIN;
     let mut img = RgbImage::from_pixel(width, top + PLOT + 2 * MARGIN, Rgb([0, 0, 0]));
-    text(&mut img, &row.capability, 8, 6, WHITE);
-    let mut title = format!("ECE RAW {:.3}", row.ece_raw.value);
-    if let Some(c) = &row.ece_calibrated {
-        title.push_str(&format!(" CALIBRATED {:.3}", c.value));
+    text(&mut img, title, 8, 6, WHITE);
+    let mut ece = format!("ECE RAW {:.3}", raw.0);
+    if let Some((c, _)) = calibrated {
+        ece.push_str(&format!(" CALIBRATED {c:.3}"));
     }
-    text(&mut img, &title, 8, 28, COLOURS[0]);
-    text(&mut img, &format!("{} ANSWERS", row.answers), 8, 50, GREY);
+    text(&mut img, &ece, 8, 28, COLOURS[0]);
+    text(&mut img, &format!("{answers} ANSWERS"), 8, 50, GREY);
     let at = (MARGIN, top + MARGIN);
     frame(&mut img, at, "CONFIDENCE / ACCURACY");
     line(&mut img, at, [0.0, 0.0], [1.0, 1.0], GREY);
-    let sets: Vec<(&Vec<crate::trust::calibration::Bin>, Rgb<u8>)> =
-        std::iter::once((&row.bins_raw, GREY))
-            .chain(row.bins_calibrated.as_ref().map(|b| (b, COLOURS[0])))
-            .collect();
+    let sets: Vec<(&Vec<Bin>, Rgb<u8>)> = std::iter::once((raw.1, GREY))
+        .chain(calibrated.map(|(_, b)| (b, COLOURS[0])))
+        .collect();
     for (k, (bins, colour)) in sets.iter().enumerate() {
         for b in bins.iter().filter(|b| b.answers > 0) {
             // Half a bin's width per set, side by side.

@@ -8,11 +8,14 @@
 //! Adding a capability: a builder in this folder that fills a [`Report`], and a line in
 //! [`build`] for its model kind.
 
+pub mod calibration;
 pub mod captions;
 pub mod draw;
 pub mod prompts;
 pub mod tracklets;
 pub mod twins;
+
+pub use calibration::{CalibrationFigures, ReportCalibration};
 
 use crate::model::weights::{self, ModelKind};
 use serde::{Deserialize, Serialize};
@@ -91,6 +94,10 @@ pub struct Report {
     pub curves: Vec<Curves>,
     /// The model's decisions (the active model's are in the metrics).
     pub confusion: Option<Confusion>,
+    /// The calibration of the confidence the model shows, on the held-out data (None: a
+    /// report saved before reports measured it).
+    #[serde(default)]
+    pub calibration: Option<ReportCalibration>,
     pub made_at: String,
 }
 
@@ -240,26 +247,49 @@ impl Report {
         json.with_extension("png")
     }
 
-    /// Writes the report as JSON at `json` and its picture beside it (`.png`), each written
-    /// beside and renamed into place. Both paths go through the output guard first: never a
-    /// library's own file or anything but a regular file (an existing report is replaced;
-    /// the caller checks a path the user named against `--force`).
-    pub fn save(&self, json: &Path) -> Result<PathBuf, ReportError> {
+    /// Where [`Report::save`] puts the reliability diagram of a report saved at `json` (a
+    /// model with a stored calibration): `<stem>.reliability.png`.
+    pub fn reliability_path(json: &Path) -> PathBuf {
+        json.with_extension("reliability.png")
+    }
+
+    /// Writes the report as JSON at `json`, its picture beside it (`.png`) and, for a model
+    /// with a stored calibration, its reliability diagram (`.reliability.png`), each written
+    /// beside and renamed into place. Every path goes through the output guard first: never
+    /// a library's own file or anything but a regular file (an existing report is replaced;
+    /// the caller checks a path the user named against `--force`). Returns the pictures
+    /// written.
+    pub fn save(&self, json: &Path) -> Result<Vec<PathBuf>, ReportError> {
         use crate::plumbing::output::check_output;
         let png = Report::png_path(json);
+        let diagram = self
+            .calibration
+            .as_ref()
+            .and_then(ReportCalibration::figures)
+            .map(|c| (Report::reliability_path(json), draw::calibration(c)));
         check_output(json, None, true)?;
         check_output(&png, None, true)?;
+        if let Some((path, _)) = &diagram {
+            check_output(path, None, true)?;
+        }
         let text = serde_json::to_string_pretty(self).expect("a report serialises");
-        let mut picture = std::io::Cursor::new(Vec::new());
-        draw::picture(self)
-            .write_to(&mut picture, image::ImageFormat::Png)
-            .map_err(|e| ReportError::Io {
-                path: png.display().to_string(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+        let pictures: Vec<(PathBuf, Vec<u8>)> = std::iter::once((png, draw::picture(self)))
+            .chain(diagram)
+            .map(|(path, img)| {
+                let mut bytes = std::io::Cursor::new(Vec::new());
+                img.write_to(&mut bytes, image::ImageFormat::Png)
+                    .map_err(|e| ReportError::Io {
+                        path: path.display().to_string(),
+                        source: std::io::Error::other(e.to_string()),
+                    })?;
+                Ok((path, bytes.into_inner()))
+            })
+            .collect::<Result<_, ReportError>>()?;
         write_replacing(json, text.as_bytes())?;
-        write_replacing(&png, picture.get_ref())?;
-        Ok(png)
+        for (path, bytes) in &pictures {
+            write_replacing(path, bytes)?;
+        }
+        Ok(pictures.into_iter().map(|p| p.0).collect())
     }
 
     /// A saved report.
@@ -311,6 +341,9 @@ impl Report {
                 let cells: Vec<String> = row.iter().map(|n| format!("{n:>7}")).collect();
                 out.push_str(&format!("    {name:<16}{}\n", cells.join("")));
             }
+        }
+        if let Some(c) = &self.calibration {
+            out.push_str(&c.text());
         }
         out
     }

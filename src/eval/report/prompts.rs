@@ -4,7 +4,7 @@
 //! examinations); curves of the detection; the confusion of the pathology call (neoplastic
 //! when its prompts' summed probability passes one half).
 
-use super::{Confusion, Curves, Report, ReportData, ReportError, ReportMetric};
+use super::{Confusion, Curves, Report, ReportCalibration, ReportData, ReportError, ReportMetric};
 use crate::data::phantom::Split;
 use crate::eval::held_out::HeldOut;
 use crate::eval::prompts::{HeldOutItems, Named};
@@ -111,6 +111,17 @@ pub fn report(
             Curves::of(&m.label, &scores, &positive)
         })
         .collect();
+    progress.stage("the detector's calibration", 0);
+    let calibration = ReportCalibration::measure(
+        &loaded.card,
+        crate::trust::DETECTOR,
+        "the polyp probability of the side it is on (p or 1 - p)",
+        data.seed,
+        || {
+            crate::eval::trust::detector_items(&loaded, &held.store, frames, device, progress)
+                .map_err(|e| ReportError::Data(format!("the detector's calibration: {e}")))
+        },
+    )?;
     let mut counts = vec![vec![0usize; 2]; 2];
     for &(score, neoplastic, _) in &scored[0].1 {
         counts[usize::from(neoplastic)][usize::from(score >= 0.5)] += 1;
@@ -135,6 +146,7 @@ pub fn report(
             classes: vec!["benign".into(), "neoplastic".into()],
             counts,
         }),
+        calibration: Some(calibration),
         made_at: crate::store::now_utc(),
     })
 }

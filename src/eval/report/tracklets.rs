@@ -183,6 +183,9 @@ pub fn report(
             classes: vec!["same polyp".into(), "two polyps".into()],
             counts,
         }),
+        calibration: Some(super::ReportCalibration::NotStored(
+            super::calibration::NOT_STORED.into(),
+        )),
         made_at: crate::store::now_utc(),
     })
 }

@@ -4,7 +4,7 @@
 //! the same polyp, by its similarity: the trade-off behind uAP); the confusion matrix of the
 //! pathology vote (k-NN, 5-fold cross-validation over the held-out polyps).
 
-use super::{Confusion, Curves, Report, ReportData, ReportError, ReportMetric};
+use super::{Confusion, Curves, Report, ReportCalibration, ReportData, ReportError, ReportMetric};
 use crate::data::phantom::Split;
 use crate::eval::held_out::HeldOut;
 use crate::eval::twins::{self as eval, Candidate, TwinEval};
@@ -130,6 +130,19 @@ pub fn report(
                 })
         })
         .collect();
+    // The vote's calibration is the image encoder's (a scene encoder's card is asked for its
+    // own, which it does not store).
+    progress.stage("the vote's calibration", 0);
+    let calibration = ReportCalibration::measure(
+        &weights::read_card(card)?,
+        crate::trust::VOTE,
+        &format!("the {}-NN vote winner's share", crate::twins::trust::VOTE_K),
+        data.seed,
+        || {
+            crate::eval::trust::twin_items(&model, &held.store, progress)
+                .map_err(|e| ReportError::Data(format!("the vote's calibration: {e}")))
+        },
+    )?;
     let d = &e.details;
     let confusion = d
         .votes
@@ -161,6 +174,7 @@ pub fn report(
         curves_of: "2v2 twins: is the top-1 twin the same polyp (similarity)".into(),
         curves,
         confusion,
+        calibration: Some(calibration),
         made_at: crate::store::now_utc(),
     })
 }
