@@ -95,12 +95,13 @@ pub fn fit(
     validation: &Gathered,
     head: bool,
 ) -> Result<Familiarity, familiarity::FamiliarityError> {
-    let (items, pick): (&str, fn(&Gathered) -> Vec<Vec<f32>>) = match head {
-        true => (
-            "tracklet fragments (head embeddings)",
-            Gathered::all_fragments,
-        ),
-        false => ("tracklet frames", Gathered::all_frames),
+    let items = match head {
+        true => "tracklet fragments (head embeddings)",
+        false => "tracklet frames",
+    };
+    let pick = |g: &Gathered| match head {
+        true => g.all_fragments(),
+        false => g.all_frames(),
     };
     Familiarity::fit(
         &pick(fit),

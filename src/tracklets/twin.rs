@@ -127,6 +127,10 @@ pub type TwinCache = std::collections::HashMap<(i64, i64, usize, i64), (Vec<f32>
 /// score (the mean over the frames or fragments it was judged on).
 pub type Judged = (Vec<Vec<f32>>, Vec<Option<f32>>);
 
+/// Two lists of rows: (embeddings, familiarity features) of frames, or per tracklet (frame
+/// features, head embeddings of its fragments).
+pub type Rows2 = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
 /// A cache key's tag for familiarity statistics (0 without: scores differ when they change).
 fn familiarity_tag(f: Option<&Familiarity>) -> i64 {
     f.map_or(0, |f| {
@@ -303,7 +307,7 @@ fn fragment_frame_embeddings(
     mine: &[BoxRow],
     twins: &TwinModels,
     features: bool,
-) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>), TrackletDataError> {
+) -> Result<Rows2, TrackletDataError> {
     let mut images = Vec::new();
     for fragment in fragments(mine.len()) {
         for &k in &FRAMES_PER_FRAGMENT {
@@ -329,7 +333,7 @@ pub fn tracklet_features(
     twins: &TwinModels,
     head: Option<&crate::model::tracklet::TrackletEncoder>,
     progress: &Progress,
-) -> Result<Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)>, TrackletDataError> {
+) -> Result<Vec<Rows2>, TrackletDataError> {
     let mut reader = TrackletFrames::new(store)?;
     progress.stage(
         "tracklet frames through the frame encoder",
