@@ -60,6 +60,9 @@ enum Command {
     Index(cli::twins::IndexArgs),
     /// Retrieve the digital twins of a polyp from one or more views (image files).
     Twins(cli::twins::TwinsArgs),
+    /// A video's tracklets compared as the Tracklets tab compares them: the re-identification
+    /// links, the polyp count, and each unfamiliar link's `unfamiliar:` line.
+    Tracklets(cli::tracklet_links::LinksArgs),
     /// Models: `import-hf-clip` converts a Hugging Face CLIP checkpoint to a card + record;
     /// `promote RUN` / `demote NAME` change the library's active models.
     Model {
@@ -124,6 +127,7 @@ fn writes_library(command: &Command) -> bool {
         | Command::Eval { .. }
         | Command::Bench { .. }
         | Command::Twins(_)
+        | Command::Tracklets(_)
         | Command::Captions { .. } => false,
         Command::Library { what } => {
             matches!(what, cli::library::LibraryWhat::Prune { apply: true, .. })
@@ -183,6 +187,7 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Train(args) => cli::train::run(library.clone(), pref, parsed.force, args),
         Command::Index(args) => cli::twins::index(&library, pref, args),
         Command::Twins(args) => cli::twins::query(&library, pref, args),
+        Command::Tracklets(args) => cli::tracklet_links::run(&library, pref, args),
         Command::Model { what } => cli::model::run(&library, pref, what),
         Command::Labels { what } => cli::labels::run(&library, what),
         Command::Captions { what } => cli::captions::run(&library, pref, what),

@@ -61,6 +61,7 @@ mod tracklet_pipeline;
 mod tracklets;
 mod train;
 mod trust;
+mod trust_tracklets;
 mod twin_codes;
 mod twins;
 mod video;

@@ -14,6 +14,7 @@ pub mod labels;
 pub mod library;
 pub mod model;
 pub mod prompts;
+pub mod tracklet_links;
 pub mod tracklets;
 pub mod train;
 pub mod trust;

@@ -25,6 +25,11 @@ pub struct TrustArgs {
     /// Text-prompt models: frames read per library at most (spread over its examinations).
     #[arg(long, default_value_t = 4000)]
     pub frames: usize,
+    /// An image encoder card is the tracklet comparisons' frame encoder (`tracklet-frames`):
+    /// fit its familiarity on the frames of the libraries' tracklets, cut as the tracklet
+    /// comparisons cut them, instead of on polyp views. Tracklet heads always are.
+    #[arg(long)]
+    pub tracklets: bool,
 }
 
 pub fn run(library: &std::path::Path, pref: BackendPref, args: TrustArgs) -> Result<()> {
@@ -37,6 +42,8 @@ pub fn run(library: &std::path::Path, pref: BackendPref, args: TrustArgs) -> Res
         validation: args.validation.clone(),
         every: args.hold_out_every,
         frames: args.frames,
+        tracklets: args.tracklets,
+        models: Vec::new(),
     };
     let compute = endotwin::compute::select(pref)?;
     let started = std::time::Instant::now();

@@ -111,7 +111,9 @@ impl TrainingRun {
                 // it learned from (every fifth item held out to set the threshold on); a kind
                 // without them, or a library too small, keeps the model and says why.
                 if let Ok(t) = &result {
-                    let libraries = crate::engine::trust::Libraries::of(&ctx.library);
+                    let mut libraries = crate::engine::trust::Libraries::of(&ctx.library);
+                    // A tracklet head's frame encoder may be in the run's models folder.
+                    libraries.models.push(ctx.models.clone());
                     let progress = crate::plumbing::Progress::new();
                     let lines = match crate::engine::trust::refit(
                         &t.card,

@@ -18,6 +18,12 @@ pub struct Libraries {
     pub every: usize,
     /// Text-prompt models: frames read per library at most.
     pub frames: usize,
+    /// An image encoder card is fitted as the tracklet comparisons' frame encoder (on its
+    /// tracklet frames) rather than as a twin encoder (on polyp views).
+    pub tracklets: bool,
+    /// Folders to look in for the frame encoder a tracklet head reads (after the head's own
+    /// folder and the shipped models folder).
+    pub models: Vec<PathBuf>,
 }
 
 impl Libraries {
@@ -28,6 +34,8 @@ impl Libraries {
             validation: Vec::new(),
             every: 5,
             frames: 4000,
+            tracklets: false,
+            models: Vec::new(),
         }
     }
 
@@ -103,6 +111,26 @@ pub fn refit(
     let mut lines = Vec::new();
     let (familiarity, calibration, what): (Familiarity, Option<(&str, Option<Calibration>)>, &str) =
         match kind.kind {
+            ModelKind::ImageEncoder if libraries.tracklets => {
+                let twins = crate::twins::TwinModels::load_cards(card, None, device)
+                    .map_err(|e| named(&e))?;
+                (
+                    tracklet_fit(&twins, None, libraries, progress).map_err(|e| named(&e))?,
+                    None,
+                    "tracklet frames",
+                )
+            }
+            ModelKind::TrackletHead => {
+                let (head, head_card) =
+                    crate::tracklets::load_head(card, device).map_err(|e| named(&e))?;
+                let twins = frame_encoder_of(card, &head_card, libraries, device)?;
+                (
+                    tracklet_fit(&twins, Some(&head), libraries, progress)
+                        .map_err(|e| named(&e))?,
+                    None,
+                    "tracklet fragments",
+                )
+            }
             ModelKind::ImageEncoder => {
                 use crate::twins::{TwinModels, trust};
                 let models = TwinModels::load_cards(card, None, device).map_err(|e| named(&e))?;
@@ -149,7 +177,7 @@ pub fn refit(
             }
             other => {
                 return Err(format!(
-                    "{}: a {other} card; familiarity is fitted for twin image encoders, caption models and text-prompt models",
+                    "{}: a {other} card; familiarity is fitted for twin image encoders (and, with --tracklets, tracklet frame encoders), tracklet heads, caption models and text-prompt models",
                     card.display()
                 ));
             }
@@ -204,4 +232,70 @@ pub fn refit(
     })
     .map_err(|e| named(&e))?;
     Ok(Refit { lines })
+}
+
+/// A tracklet model's familiarity: the frame features of the tracklets of the libraries.
+fn tracklet_fit(
+    twins: &crate::twins::TwinModels,
+    head: Option<&crate::model::tracklet::TrackletEncoder>,
+    libraries: &Libraries,
+    progress: &Progress,
+) -> Result<Familiarity, String> {
+    use crate::tracklets::trust;
+    let (fit, validation) = libraries.assemble(|store, name| {
+        trust::gather(store, twins, head, name, progress).map_err(|e| e.to_string())
+    })?;
+    for g in [&fit, &validation] {
+        if g.frames.iter().all(Vec::is_empty) {
+            return Err(format!(
+                "{}: no tracklet of {} frames or more",
+                g.name,
+                crate::tracklets::fragments::MIN_TRACKLET_FRAMES
+            ));
+        }
+    }
+    trust::fit(&fit, &validation, head.is_some()).map_err(|e| e.to_string())
+}
+
+/// The frame encoder a tracklet head learned over (the card's `reads`): looked for in the
+/// head's folder, then `libraries.models`, then the shipped models folder, as the tracklet
+/// comparisons' frame encoder or the twin encoder.
+fn frame_encoder_of(
+    card: &Path,
+    head: &weights::ModelCard,
+    libraries: &Libraries,
+    device: &Device,
+) -> Result<crate::twins::TwinModels, String> {
+    use crate::twins::TwinModels;
+    let reads = head.reads.as_ref().ok_or_else(|| {
+        format!(
+            "{}: the head's card does not say which twin encoder it reads",
+            card.display()
+        )
+    })?;
+    let mut dirs: Vec<PathBuf> = card.parent().map(Path::to_path_buf).into_iter().collect();
+    dirs.extend(libraries.models.iter().cloned());
+    dirs.push(crate::default_models_dir());
+    for dir in &dirs {
+        for loaded in [
+            TwinModels::load_frames(dir, device),
+            TwinModels::load(dir, device),
+        ] {
+            if let Ok(t) = loaded
+                && t.image_card.sha256 == reads.sha256
+            {
+                return Ok(t);
+            }
+        }
+    }
+    Err(format!(
+        "{}: the twin encoder the head reads ({} {}) is in none of {}",
+        card.display(),
+        reads.name,
+        reads.version,
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }

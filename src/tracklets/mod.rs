@@ -20,6 +20,7 @@ pub mod fragments;
 pub mod grouping;
 pub mod timeline;
 pub mod tracker;
+pub mod trust;
 pub mod twin;
 
 use crate::model::tracklet::{TrackletEncoder, TrackletModel};

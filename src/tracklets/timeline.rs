@@ -6,6 +6,7 @@ use super::dataset::{TrackletDataError, TrackletSet};
 use super::grouping::{agglomerate, cosine};
 use crate::plumbing::Progress;
 use crate::store::{LinkDecision, Store, TrackletRow};
+use crate::trust::Judgement;
 use burn::tensor::Device;
 use std::path::Path;
 
@@ -100,6 +101,12 @@ pub struct Timeline {
     pub polyps: Vec<(i64, String)>,
     /// What the panel should say was left out (short tracklets, boxes in no tracklet).
     pub notes: Vec<String>,
+    /// Each tracklet's familiarity to the model that compared it, from the pass that embedded
+    /// it (None where it was not compared or that model has no familiarity statistics).
+    pub familiarity: Vec<Option<Judgement>>,
+    /// The model whose familiarity judges the tracklets (None for the colour histogram and
+    /// the frame-CNN encoder, which have none).
+    pub judged_by: Option<String>,
 }
 
 /// Tracklets grouped into polyps.
@@ -125,12 +132,14 @@ impl Grouping {
 }
 
 /// A re-identification link between tracklets `a` and `b` (indices, `a < b`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Link {
     pub a: usize,
     pub b: usize,
     pub score: Option<f32>,
     pub decision: Option<LinkDecision>,
+    /// Judged on both ends: the worse end's familiarity ([`super::trust::link`]).
+    pub familiarity: Option<Judgement>,
 }
 
 impl Timeline {
@@ -186,11 +195,26 @@ impl Timeline {
                         b,
                         score,
                         decision,
+                        familiarity: super::trust::link(
+                            self.familiarity.get(a).and_then(Option::as_ref),
+                            self.familiarity.get(b).and_then(Option::as_ref),
+                        ),
                     });
                 }
             }
         }
         out
+    }
+
+    /// How many of the tracklets and of the links shown at `threshold` are unfamiliar to the
+    /// model that compared them (None when nothing was judged).
+    pub fn familiarity_at(&self, threshold: f32) -> Option<super::trust::VideoFamiliarity> {
+        let links: Vec<Option<Judgement>> = self
+            .links(threshold)
+            .into_iter()
+            .map(|l| l.familiarity)
+            .collect();
+        super::trust::video(&self.familiarity, &links)
     }
 
     /// The tracklets grouped into polyps: average linkage on the effective similarity at
@@ -313,20 +337,34 @@ pub fn build(
     let set = TrackletSet::load(store, std::slice::from_ref(&video.code), size, progress)?;
     progress.stage("comparing tracklets", 1);
     let twin = || twins.as_ref().expect("available");
-    let (embeddings, method, suggested_threshold) = match used {
+    // The familiarity statistics that judge the tracklets: the frame encoder's for the twin
+    // comparisons, the head's for the head.
+    let judged_by = match (used, &head) {
+        (Comparison::TwinScene | Comparison::TwinMean, _) => twins
+            .as_ref()
+            .map(|t| (t.image_card.name.clone(), t.image_card.familiarity.as_ref())),
+        (Comparison::TrackletHead, Ok(Some((_, card)))) => {
+            Some((card.name.clone(), card.familiarity.as_ref()))
+        }
+        _ => None,
+    };
+    let statistics = judged_by.as_ref().and_then(|(_, f)| *f);
+    let ((embeddings, scores), method, suggested_threshold) = match used {
         Comparison::TrackletEncoder => {
             let m = model.as_ref().expect("available");
+            let e = super::embed(&m.model, &set, 16, device);
+            let none = vec![None; e.len()];
             (
-                super::embed(&m.model, &set, 16, device),
+                (e, none),
                 format!("tracklet encoder {}", m.card.version),
                 MODEL_THRESHOLD,
             )
         }
         Comparison::TwinScene => (
-            super::twin::twin_embeddings_cached(
+            super::twin::twin_embeddings_judged(
                 store,
                 &set,
-                twin(),
+                (twin(), statistics),
                 super::twin::Pooling::Scene,
                 progress,
                 cache,
@@ -343,7 +381,13 @@ pub fn build(
                 unreachable!("available")
             };
             (
-                super::twin::head_embeddings_cached(store, &set, twin(), head, progress, cache)?,
+                super::twin::head_embeddings_judged(
+                    store,
+                    &set,
+                    (twin(), head, statistics),
+                    progress,
+                    cache,
+                )?,
                 format!(
                     "tracklet head {} over the frozen digital-twin image encoder {}",
                     card.version,
@@ -353,10 +397,10 @@ pub fn build(
             )
         }
         Comparison::TwinMean => (
-            super::twin::twin_embeddings_cached(
+            super::twin::twin_embeddings_judged(
                 store,
                 &set,
-                twin(),
+                (twin(), statistics),
                 super::twin::Pooling::Mean,
                 progress,
                 cache,
@@ -368,7 +412,10 @@ pub fn build(
             TWIN_THRESHOLD,
         ),
         Comparison::ColourHistogram | Comparison::Best => (
-            super::colour_histograms(&set),
+            (
+                super::colour_histograms(&set),
+                vec![None; set.tracklets.len()],
+            ),
             "colour histogram of the crops".into(),
             HISTOGRAM_THRESHOLD,
         ),
@@ -377,6 +424,14 @@ pub fn build(
     let row_of: Vec<Option<usize>> = tracklets
         .iter()
         .map(|t| set.tracklets.iter().position(|s| s.tracklet_id == t.id))
+        .collect();
+    let familiarity = row_of
+        .iter()
+        .map(|r| {
+            let (name, f) = judged_by.as_ref()?;
+            let score = (*r).and_then(|r| scores[r])?;
+            Some(f.as_ref()?.judge_scores(name, &[score]))
+        })
         .collect();
     let mut similarity = vec![None; n * n];
     for i in 0..n {
@@ -418,5 +473,7 @@ pub fn build(
         decisions: store.link_decisions(video_id)?,
         polyps: store.video_polyps(video_id)?,
         notes,
+        familiarity,
+        judged_by: judged_by.map(|(name, _)| name),
     })
 }

@@ -6,10 +6,11 @@
 //! tracklet encoder and the baselines.
 
 use super::dataset::{TrackletDataError, TrackletInfo, TrackletSet, frame_image};
-use super::fragments::fragments;
+use super::fragments::{FRAGMENT_FRAMES, fragments};
 use crate::model::preprocess::Focus;
 use crate::plumbing::Progress;
 use crate::store::{BoxRow, MediaRow, Store};
+use crate::trust::Familiarity;
 use crate::twins::TwinModels;
 use image::DynamicImage;
 use std::collections::BTreeMap;
@@ -115,10 +116,32 @@ pub fn fragment_features(
     Ok((dim, out))
 }
 
-/// Embeddings already computed, by (tracklet id, first frame, frames, a checksum of its box
-/// coordinates): a tracklet that did not change is not encoded again (the timeline rebuilds
-/// after every edit). Valid for one library and one twin model; the caller keeps one per pair.
-pub type TwinCache = std::collections::HashMap<(i64, i64, usize, i64), Vec<f32>>;
+/// Embeddings already computed, with the tracklet's familiarity score when one was asked for,
+/// by (tracklet id, first frame, frames, a checksum of its box coordinates and of the
+/// familiarity statistics): a tracklet that did not change is not encoded again (the timeline
+/// rebuilds after every edit). Valid for one library and one twin model; the caller keeps one
+/// per pair.
+pub type TwinCache = std::collections::HashMap<(i64, i64, usize, i64), (Vec<f32>, Option<f32>)>;
+
+/// One embedding per tracklet and, where familiarity statistics were given, its familiarity
+/// score (the mean over the frames or fragments it was judged on).
+pub type Judged = (Vec<Vec<f32>>, Vec<Option<f32>>);
+
+/// Two lists of rows: (embeddings, familiarity features) of frames, or per tracklet (frame
+/// features, head embeddings of its fragments).
+pub type Rows2 = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
+/// A cache key's tag for familiarity statistics (0 without: scores differ when they change).
+fn familiarity_tag(f: Option<&Familiarity>) -> i64 {
+    f.map_or(0, |f| {
+        (f.threshold.to_bits() as i64) << 20 ^ f.fitted as i64 ^ (f.residual.to_bits() as i64) << 3
+    })
+}
+
+/// The mean of `scores` (None when there are none).
+fn mean_score(scores: &[f32]) -> Option<f32> {
+    (!scores.is_empty()).then(|| scores.iter().sum::<f32>() / scores.len() as f32)
+}
 
 /// A cache key's checksum of a tracklet's box coordinates.
 fn checksum(boxes: &[BoxRow]) -> i64 {
@@ -144,20 +167,26 @@ fn unit_mean<'a>(rows: impl Iterator<Item = &'a [f32]>) -> Vec<f32> {
     mean
 }
 
-/// One embedding per tracklet of `set` from `embed` (given the frame reader, the tracklet's
-/// video and its boxes), taking what `cache` holds (keys tagged with `tag`) and adding what it
-/// computes.
+/// What a tracklet's embedding function returns: its embedding and familiarity score.
+type Embedded = Result<(Vec<f32>, Option<f32>), TrackletDataError>;
+
+/// One embedding (and score) per tracklet of `set` from `embed` (given the frame reader, the
+/// tracklet's video and its boxes), taking what `cache` holds (keys tagged with `tag`) and
+/// adding what it computes.
 fn per_tracklet_cached(
     store: &Store,
     set: &TrackletSet,
     progress: &Progress,
     cache: &mut TwinCache,
     (stage, tag): (&str, i64),
-    mut embed: impl FnMut(&TrackletFrames<'_>, &str, &[BoxRow]) -> Result<Vec<f32>, TrackletDataError>,
-) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    mut embed: impl FnMut(&TrackletFrames<'_>, &str, &[BoxRow]) -> Embedded,
+) -> Result<Judged, TrackletDataError> {
     let mut reader = TrackletFrames::new(store)?;
     progress.stage(stage, set.tracklets.len() as u64);
-    let mut out = Vec::with_capacity(set.tracklets.len());
+    let mut out = (
+        Vec::with_capacity(set.tracklets.len()),
+        Vec::with_capacity(set.tracklets.len()),
+    );
     for t in &set.tracklets {
         if progress.is_cancelled() {
             return Err(TrackletDataError::Cancelled);
@@ -169,7 +198,7 @@ fn per_tracklet_cached(
             t.frames,
             checksum(&mine) ^ tag,
         );
-        let e = match cache.get(&key) {
+        let (e, score) = match cache.get(&key) {
             Some(e) => e.clone(),
             None => {
                 let e = embed(&reader, &set.videos[t.video], &mine)?;
@@ -177,7 +206,8 @@ fn per_tracklet_cached(
                 e
             }
         };
-        out.push(e);
+        out.0.push(e);
+        out.1.push(score);
         progress.inc();
     }
     Ok(out)
@@ -195,15 +225,31 @@ pub fn head_embeddings_cached(
     progress: &Progress,
     cache: &mut TwinCache,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    use super::fragments::FRAGMENT_FRAMES;
-    use burn::tensor::{Tensor, TensorData};
+    head_embeddings_judged(store, set, (twins, head, None), progress, cache).map(|(e, _)| e)
+}
+
+/// [`head_embeddings_cached`] and, with the head's familiarity statistics, each tracklet's
+/// score: the mean over its fragments of their head embeddings' scores (see
+/// [`super::trust`]).
+pub fn head_embeddings_judged(
+    store: &Store,
+    set: &TrackletSet,
+    (twins, head, familiarity): (
+        &TwinModels,
+        &crate::model::tracklet::TrackletEncoder,
+        Option<&Familiarity>,
+    ),
+    progress: &Progress,
+    cache: &mut TwinCache,
+) -> Result<Judged, TrackletDataError> {
     let stage = "encoding tracklet frames (twin encoder + tracklet head)";
+    let tag = HEAD_KEY ^ familiarity_tag(familiarity);
     per_tracklet_cached(
         store,
         set,
         progress,
         cache,
-        (stage, HEAD_KEY),
+        (stage, tag),
         |reader, video, mine| {
             let fragments = fragments(mine.len());
             let mut images = Vec::with_capacity(fragments.len() * FRAGMENT_FRAMES);
@@ -212,41 +258,108 @@ pub fn head_embeddings_cached(
                     images.push(reader.view(video, &mine[p])?);
                 }
             }
-            let features = twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images);
-            let dim = features.first().map_or(0, Vec::len);
-            if fragments.is_empty() || dim == 0 {
-                return Ok(Vec::new());
-            }
-            let x = Tensor::<3>::from_data(
-                TensorData::new(features.concat(), [fragments.len(), FRAGMENT_FRAMES, dim]),
-                &twins.device,
-            );
-            let (embedded, _) = head.forward(x); // [fragments, D]
-            let d = embedded.dims()[1];
-            let values = embedded
-                .into_data()
-                .try_to_vec::<f32>()
-                .expect("f32 embeddings");
-            Ok(unit_mean(values.chunks_exact(d)))
+            let embeddings = twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images);
+            let Some(out) = head_forward(head, &embeddings, twins) else {
+                return Ok((Vec::new(), None));
+            };
+            let score = familiarity
+                .and_then(|f| mean_score(&out.iter().map(|x| f.score(x)).collect::<Vec<_>>()));
+            Ok((unit_mean(out.iter().map(Vec::as_slice)), score))
         },
     )
 }
 
+/// The head's embedding of each fragment whose [`FRAGMENT_FRAMES`] frame embeddings follow
+/// one another in `frames` (None when there is none).
+pub fn head_forward(
+    head: &crate::model::tracklet::TrackletEncoder,
+    frames: &[Vec<f32>],
+    twins: &TwinModels,
+) -> Option<Vec<Vec<f32>>> {
+    use burn::tensor::{Tensor, TensorData};
+    let dim = frames.first().map_or(0, Vec::len);
+    let n = frames.len() / FRAGMENT_FRAMES;
+    if n == 0 || dim == 0 {
+        return None;
+    }
+    let x = Tensor::<3>::from_data(
+        TensorData::new(
+            frames[..n * FRAGMENT_FRAMES].concat(),
+            [n, FRAGMENT_FRAMES, dim],
+        ),
+        &twins.device,
+    );
+    let (embedded, _) = head.forward(x); // [fragments, D]
+    let d = embedded.dims()[1];
+    let values = embedded
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("f32 embeddings");
+    Some(values.chunks_exact(d).map(<[f32]>::to_vec).collect())
+}
+
 /// The twin embeddings of the [`FRAMES_PER_FRAGMENT`] frames of each fragment of a tracklet
-/// (its boxes `mine` in `video`), fragment by fragment.
+/// (its boxes `mine` in `video`), fragment by fragment, and with `features` their familiarity
+/// features from the same pass (empty without).
 fn fragment_frame_embeddings(
     reader: &TrackletFrames<'_>,
     video: &str,
     mine: &[BoxRow],
     twins: &TwinModels,
-) -> Result<Vec<Vec<f32>>, TrackletDataError> {
+    features: bool,
+) -> Result<Rows2, TrackletDataError> {
     let mut images = Vec::new();
     for fragment in fragments(mine.len()) {
         for &k in &FRAMES_PER_FRAGMENT {
             images.push(reader.view(video, &mine[fragment.positions[k]])?);
         }
     }
-    Ok(twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images))
+    Ok(if features {
+        twins.encode_views_at_features(TRACKLET_CONTEXT, TRACKLET_TURNS, &images)
+    } else {
+        (
+            twins.encode_views_at(TRACKLET_CONTEXT, TRACKLET_TURNS, &images),
+            Vec::new(),
+        )
+    })
+}
+
+/// For every tracklet of `set`: the familiarity features of every frame of its fragments
+/// (the twin encoder's, [`TRACKLET_CONTEXT`] crops) and, with `head`, the head's embedding of
+/// each fragment: what a tracklet's familiarity is fitted on ([`super::trust`]).
+pub fn tracklet_features(
+    store: &Store,
+    set: &TrackletSet,
+    twins: &TwinModels,
+    head: Option<&crate::model::tracklet::TrackletEncoder>,
+    progress: &Progress,
+) -> Result<Vec<Rows2>, TrackletDataError> {
+    let mut reader = TrackletFrames::new(store)?;
+    progress.stage(
+        "tracklet frames through the frame encoder",
+        set.tracklets.len() as u64,
+    );
+    let mut out = Vec::with_capacity(set.tracklets.len());
+    for t in &set.tracklets {
+        if progress.is_cancelled() {
+            return Err(TrackletDataError::Cancelled);
+        }
+        let mine = reader.boxes(set, t)?;
+        let mut images = Vec::new();
+        for fragment in fragments(mine.len()) {
+            for &p in &fragment.positions {
+                images.push(reader.view(&set.videos[t.video], &mine[p])?);
+            }
+        }
+        let (embeddings, features) =
+            twins.encode_views_at_features(TRACKLET_CONTEXT, TRACKLET_TURNS, &images);
+        let heads = head
+            .and_then(|h| head_forward(h, &embeddings, twins))
+            .unwrap_or_default();
+        out.push((features, heads));
+        progress.inc();
+    }
+    Ok(out)
 }
 
 /// How a tracklet's frame embeddings become one.
@@ -284,17 +397,42 @@ pub fn twin_embeddings_cached(
     progress: &Progress,
     cache: &mut TwinCache,
 ) -> Result<Vec<Vec<f32>>, TrackletDataError> {
-    let stage = match pooling {
+    twin_embeddings_judged(store, set, (twins, None), pooling, progress, cache).map(|(e, _)| e)
+}
+
+/// [`twin_embeddings_cached`] and, with the frame encoder's familiarity statistics, each
+/// tracklet's score: the mean over the frames it embeds of their familiarity features' scores
+/// (from the same pass).
+pub fn twin_embeddings_judged(
+    store: &Store,
+    set: &TrackletSet,
+    (twins, familiarity): (&TwinModels, Option<&Familiarity>),
+    pooling: Pooling,
+    progress: &Progress,
+    cache: &mut TwinCache,
+) -> Result<Judged, TrackletDataError> {
+    let (stage, tag) = match pooling {
         Pooling::Mean => ("encoding tracklet frames (twin encoder)", 0),
         Pooling::Scene => (
             "encoding tracklet frames (twin encoder + scene encoder)",
             SCENE_KEY,
         ),
     };
-    per_tracklet_cached(store, set, progress, cache, stage, |reader, video, mine| {
-        let frames = fragment_frame_embeddings(reader, video, mine, twins)?;
-        Ok(pool(&frames, twins, pooling))
-    })
+    let tag = tag ^ familiarity_tag(familiarity);
+    per_tracklet_cached(
+        store,
+        set,
+        progress,
+        cache,
+        (stage, tag),
+        |reader, video, mine| {
+            let (frames, features) =
+                fragment_frame_embeddings(reader, video, mine, twins, familiarity.is_some())?;
+            let score = familiarity
+                .and_then(|f| mean_score(&features.iter().map(|x| f.score(x)).collect::<Vec<_>>()));
+            Ok((pool(&frames, twins, pooling), score))
+        },
+    )
 }
 
 /// A tracklet's frame embeddings ([`FRAMES_PER_FRAGMENT`] per fragment, fragment by

@@ -324,6 +324,22 @@ impl TwinModels {
         encode(&self.image, input, &self.device, images)
     }
 
+    /// [`TwinModels::encode_views_at`] and, from the same pass, each view's familiarity
+    /// features ([`encode_with_features`]).
+    pub fn encode_views_at_features(
+        &self,
+        context: f32,
+        turns: u32,
+        images: &[(DynamicImage, Focus)],
+    ) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let input = TwinInput {
+            context,
+            turns,
+            ..self.input()
+        };
+        encode_with_features(&self.image, input, &self.device, images)
+    }
+
     /// One unit embedding for a set of views: the scene encoder's when loaded, else the
     /// normalised mean of the view embeddings.
     pub fn combine(&self, views: &[Vec<f32>]) -> Vec<f32> {

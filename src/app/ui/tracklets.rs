@@ -155,6 +155,16 @@ fn header(
     for note in &tl.notes {
         ui.label(RichText::new(note).small().color(Color32::YELLOW));
     }
+    // The answer's familiarity: the badge for its least familiar tracklet, and the count.
+    if let Some(model) = &tl.judged_by {
+        let familiarity = tl.familiarity_at(threshold);
+        ui.horizontal_wrapped(|ui| {
+            super::trust::badge(ui, familiarity.as_ref().map(|f| &f.worst), model);
+            if let Some(f) = &familiarity {
+                ui.label(RichText::new(f.summary()).small());
+            }
+        });
+    }
 }
 
 /// The lanes, bars, links and current-frame line; a click on a bar selects its tracklet, a
@@ -370,6 +380,7 @@ fn selected(ui: &mut egui::Ui, tl: &Timeline, i: usize, state: &AppState, out: &
             ui.strong("other tracklet");
             ui.strong("similarity");
             ui.strong("decision");
+            ui.strong("familiarity");
             ui.strong("");
             ui.end_row();
             for j in others {
@@ -394,6 +405,18 @@ fn selected(ui: &mut egui::Ui, tl: &Timeline, i: usize, state: &AppState, out: &
                 });
                 let decision = tl.decision(i, j).map(LinkCall::from);
                 ui.label(decision_text(decision));
+                // Judged on both ends, as the link is.
+                let judged = crate::tracklets::trust::link(
+                    tl.familiarity.get(i).and_then(Option::as_ref),
+                    tl.familiarity.get(j).and_then(Option::as_ref),
+                );
+                match (&tl.judged_by, judged) {
+                    (Some(_), Some(j)) => super::trust::badge(ui, Some(&j), &j.model),
+                    (Some(model), None) if score.is_some() => super::trust::badge(ui, None, model),
+                    _ => {
+                        ui.label("");
+                    }
+                }
                 ui.add_enabled_ui(writable, |ui| {
                     ui.horizontal(|ui| {
                         let (a, b) = (t.id, o.id);
