@@ -135,7 +135,8 @@ pub fn confidence(card: &ModelCard, logits: &[f32], category: &str) -> Option<f3
 
 /// The frame's familiarity from its image embedding (None without statistics).
 pub fn judge(card: &ModelCard, embedding: &[f32]) -> Option<Judgement> {
-    Some(card.familiarity.as_ref()?.judge(&card.name, &[embedding]))
+    let f = card.familiarity.as_ref()?.fitted_for(embedding.len())?;
+    Some(f.judge(&card.name, &[embedding]))
 }
 
 /// The predicted top category of a row of head logits (the shipped precedence rule on the

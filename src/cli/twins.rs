@@ -193,7 +193,7 @@ pub fn print_familiarity(judgement: Option<&endotwin::trust::Judgement>, model: 
             j.model, j.score, j.threshold
         ),
         None => println!(
-            "familiarity: not fitted for {model} (`endotwin model trust`): nothing says whether this input is like its training data"
+            "familiarity: not fitted for {model}, or fitted on another representation (`endotwin model trust` refits it): nothing says whether this input is like its training data"
         ),
     }
 }

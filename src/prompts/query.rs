@@ -119,7 +119,21 @@ pub fn image_embeddings(
     images: &[DynamicImage],
     device: &Device,
 ) -> Tensor<2> {
-    encode(model, images, device).embeddings
+    let size = model.config.image_size();
+    let pre = model.config.input();
+    let s = size as usize;
+    let chunks: Vec<Tensor<2>> = images
+        .chunks(64)
+        .map(|chunk| {
+            let data: Vec<f32> = chunk
+                .iter()
+                .flat_map(|img| pre.pixels(&pre.resize(img)))
+                .collect();
+            let x = Tensor::<4>::from_data(TensorData::new(data, [chunk.len(), 3, s, s]), device);
+            model.model.encode_images(x)
+        })
+        .collect();
+    Tensor::cat(chunks, 0)
 }
 
 /// Images as a prompt model sees them: the unit embeddings the scores are made from and,

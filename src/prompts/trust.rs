@@ -215,5 +215,6 @@ pub fn is_detector(loaded: &LoadedPromptModel) -> bool {
 /// ([`super::query::Encoded::features`]; None without statistics).
 pub fn judge(card: &ModelCard, features: &[Vec<f32>]) -> Option<Judgement> {
     let refs: Vec<&[f32]> = features.iter().map(Vec::as_slice).collect();
-    Some(card.familiarity.as_ref()?.judge(&card.name, &refs))
+    let f = card.familiarity.as_ref()?.fitted_for(refs.first()?.len())?;
+    Some(f.judge(&card.name, &refs))
 }

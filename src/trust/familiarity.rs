@@ -19,6 +19,8 @@ pub enum FamiliarityError {
     TooFew { need: usize, got: usize },
     #[error("embeddings of {found} values where the model gives {expected}")]
     Width { expected: usize, found: usize },
+    #[error("{sources} sources named for {inputs} validation inputs")]
+    Sources { inputs: usize, sources: usize },
     #[error("an embedding holds a value that is not a finite number")]
     NotFinite,
 }
@@ -144,6 +146,13 @@ impl Familiarity {
         validated_on: &str,
     ) -> Result<Familiarity, FamiliarityError> {
         let mut out = Familiarity::fit(fit, validation, fitted_on, validated_on)?;
+        if sources.len() != validation.len() {
+            return Err(FamiliarityError::Sources {
+                inputs: validation.len(),
+                sources: sources.len(),
+            });
+        }
+        let plain = out.threshold;
         let mut by: std::collections::BTreeMap<&str, Vec<f32>> = Default::default();
         for (x, source) in validation.iter().zip(sources) {
             by.entry(source.as_str()).or_default().push(out.score(x));
@@ -159,7 +168,7 @@ impl Familiarity {
             own.push(format!("{source}: {t:.3} ({} inputs)", scores.len()));
             out.threshold = out.threshold.max(t);
         }
-        if own.len() > 1 {
+        if out.threshold > plain {
             let beyond = validation
                 .iter()
                 .filter(|x| out.score(x) > out.threshold)
@@ -176,6 +185,13 @@ impl Familiarity {
     /// The embedding width these statistics were fitted on.
     pub fn dim(&self) -> usize {
         self.mean.len()
+    }
+
+    /// These statistics when they were fitted on rows of width `width`, else None: a card
+    /// fitted on another representation (a detector card fitted on its 128-d embedding before
+    /// the backbone features were measured) says nothing rather than marking every input.
+    pub fn fitted_for(&self, width: usize) -> Option<&Familiarity> {
+        (self.dim() == width).then_some(self)
     }
 
     /// Whether the stored statistics are usable for embeddings of width `dim`.
@@ -437,6 +453,10 @@ mod tests {
         assert!(by.validated_on.contains("real: "), "{}", by.validated_on);
         // A far input is still marked.
         assert!(by.score(&[40.0, -40.0, 40.0, -40.0]) > by.threshold);
+        // Statistics of another width say nothing rather than mark everything.
+        assert!(by.fitted_for(4).is_some() && by.fitted_for(1632).is_none());
+        // Sources must name every validation input.
+        assert!(Familiarity::fit_by_source(&fit, &val, &sources[..10], "fit", "val").is_err());
     }
 
     #[test]

@@ -43,8 +43,8 @@ pub fn hover(j: &Judgement) -> String {
     if j.unfamiliar {
         format!(
             "This input is {UNFAMILIAR_HINT}.\n{} scores it {:.2}; above {:.2} an input is \
-             further from the model's training data than 95 % of the validation inputs it was \
-             checked on. The answer below stays visible, but do not rely on it: check the \
+             further from the model's training data than about 95 % of the validation inputs it was \
+             checked on (of each source, where it was checked on several). The answer below stays visible, but do not rely on it: check the \
              frame, or use a model that learned from frames like it.",
             j.model, j.score, j.threshold
         )
