@@ -607,22 +607,12 @@ fn score_detection(
         }
         if name == "prompts-detect" {
             // The detector's answer on each crop (polyp when p >= 0.5), marked or not.
-            let side =
-                |p: f64, truth: bool| (if p >= 0.5 { p } else { 1.0 - p }, (p >= 0.5) == truth);
             let items: Vec<super::trust::Item> = p
                 .iter()
                 .zip(&positive)
                 .zip(&encoded.features)
                 .map(|((&prob, &truth), f)| {
-                    let (raw, right) = side(prob, truth);
-                    super::trust::Item {
-                        marked: crate::prompts::trust::judge(&loaded.card, std::slice::from_ref(f))
-                            .is_some_and(|j| j.unfamiliar),
-                        right,
-                        raw,
-                        calibrated: crate::prompts::trust::calibrated(&loaded.card, prob as f32)
-                            .map(|c| side(c as f64, truth).0),
-                    }
+                    super::trust::detector_item(&loaded.card, f, prob as f32, truth)
                 })
                 .collect();
             let mut data = format!("{}: polyp and polyp-free crops", named(roots));

@@ -259,22 +259,32 @@ pub fn detector_items(
 ) -> Result<Vec<Item>, crate::prompts::query::PromptError> {
     use crate::prompts::trust;
     let g = trust::gather(store, loaded, "", frames, device, progress)?;
-    let side = |p: f64, truth: bool| (if p >= 0.5 { p } else { 1.0 - p }, (p >= 0.5) == truth);
     Ok(g.features
         .iter()
         .zip(&g.probability)
         .zip(&g.truth)
-        .map(|((e, &p), &t)| {
-            let (raw, right) = side(p as f64, t);
-            Item {
-                marked: trust::judge(&loaded.card, std::slice::from_ref(e))
-                    .is_some_and(|j| j.unfamiliar),
-                right,
-                raw,
-                calibrated: trust::calibrated(&loaded.card, p).map(|c| side(c as f64, t).0),
-            }
-        })
+        .map(|((f, &p), &t)| detector_item(&loaded.card, f, p, t))
         .collect())
+}
+
+/// The detector's answer on one frame (polyp when its probability `p` is at least one half):
+/// right when that is the `truth`, its confidence the probability of the side it is on, marked
+/// when the frame's familiarity `features` are beyond the card's threshold.
+pub fn detector_item(
+    card: &crate::model::weights::ModelCard,
+    features: &[f32],
+    p: f32,
+    truth: bool,
+) -> Item {
+    use crate::prompts::trust;
+    let side = |p: f64| (if p >= 0.5 { p } else { 1.0 - p }, (p >= 0.5) == truth);
+    let (raw, right) = side(p as f64);
+    Item {
+        marked: trust::judge(card, &[features.to_vec()]).is_some_and(|j| j.unfamiliar),
+        right,
+        raw,
+        calibrated: trust::calibrated(card, p).map(|c| side(c as f64).0),
+    }
 }
 
 /// Whether each model marks each foreign input: (model, input, score, threshold, marked).
