@@ -448,12 +448,15 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         .zip(endotwin::default_models_dir().canonicalize().ok())
         .is_some_and(|(c, m)| c.starts_with(m));
     let beside = (!shipped).then(|| report::json_path(&card));
+    // The reliability diagram only for a card that stores a calibration (no other is drawn).
+    let calibrated =
+        endotwin::model::weights::read_card(&card).is_ok_and(|c| !c.calibration.is_empty());
     let written = |json: &PathBuf| {
-        [
-            json.clone(),
-            report::Report::png_path(json),
-            report::Report::reliability_path(json),
-        ]
+        let mut paths = vec![json.clone(), report::Report::png_path(json)];
+        if calibrated {
+            paths.push(report::Report::reliability_path(json));
+        }
+        paths
     };
     for json in beside.iter() {
         for path in written(json) {

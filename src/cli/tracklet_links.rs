@@ -134,6 +134,9 @@ fn print(tl: &Timeline, threshold: f32) {
             }
             println!("familiarity: {}", f.summary());
         }
+        (None, Some(model)) if tl.judged_with_statistics => {
+            println!("familiarity: no tracklet of this video was compared, so {model} judged none")
+        }
         (None, Some(model)) => println!(
             "familiarity: not fitted for {model} (`endotwin model trust`): nothing says whether these tracklets are like its training data"
         ),

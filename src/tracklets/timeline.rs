@@ -107,6 +107,9 @@ pub struct Timeline {
     /// The model whose familiarity judges the tracklets (None for the colour histogram and
     /// the frame-CNN encoder, which have none).
     pub judged_by: Option<String>,
+    /// Whether that model has familiarity statistics (with none of the tracklets judged, the
+    /// video's tracklets were all too short to compare).
+    pub judged_with_statistics: bool,
 }
 
 /// Tracklets grouped into polyps.
@@ -474,6 +477,7 @@ pub fn build(
         polyps: store.video_polyps(video_id)?,
         notes,
         familiarity,
+        judged_with_statistics: statistics.is_some(),
         judged_by: judged_by.map(|(name, _)| name),
     })
 }

@@ -159,6 +159,14 @@ fn header(
     if let Some(model) = &tl.judged_by {
         let familiarity = tl.familiarity_at(threshold);
         ui.horizontal_wrapped(|ui| {
+            if familiarity.is_none() && tl.judged_with_statistics {
+                ui.label(
+                    RichText::new("no tracklet compared: none judged")
+                        .small()
+                        .weak(),
+                );
+                return;
+            }
             super::trust::badge(ui, familiarity.as_ref().map(|f| &f.worst), model);
             if let Some(f) = &familiarity {
                 ui.label(RichText::new(f.summary()).small());
