@@ -165,7 +165,7 @@ fn model_trust_fits_the_tracklet_cards_and_an_app_trained_head_gets_its_mark() {
             seed: 5,
             polyps: 8,
             views_per_polyp: 4,
-            videos: 6,
+            videos: 5,
             frames_per_video: 400,
             background_frames: 0,
             capsule_images: 0,
