@@ -288,3 +288,34 @@ fn the_tracklets_tab_marks_a_grey_clips_links_with_a_hover_that_says_why() {
     shows_part(&h, "treat the answer as a guess");
     shows_part(&h, "do not rely on it");
 }
+
+/// One card holds one set of statistics: `model trust` refuses to fit the twin encoder's on
+/// tracklet frames, and the tracklet frame encoder's on polyp views, and changes neither card.
+#[test]
+fn model_trust_will_not_fit_the_twin_encoder_on_tracklets_or_the_frame_encoder_on_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let shipped = endotwin::default_models_dir();
+    for name in ["twin-image", "tracklet-frames"] {
+        for ext in ["json", "bpk"] {
+            let f = format!("{name}.{ext}");
+            std::fs::copy(shipped.join(&f), models.join(&f)).unwrap();
+        }
+    }
+    // Refused before any library is read: none is needed.
+    let lib = dir.path().join("no-library");
+    for (name, extra, says) in [
+        ("twin-image", Some("--tracklets"), "judges polyp views"),
+        ("tracklet-frames", None, "give --tracklets"),
+    ] {
+        let card = models.join(format!("{name}.json"));
+        let before = std::fs::read(&card).unwrap();
+        let mut args = vec!["model", "trust", card.to_str().unwrap()];
+        args.extend(extra);
+        let ran = cli(&lib, &args);
+        assert!(!ran.ok() && ran.says(says), "{}", ran.text());
+        assert!(ran.says("nothing was changed"), "{}", ran.text());
+        assert_eq!(std::fs::read(&card).unwrap(), before, "{name} unchanged");
+    }
+}

@@ -109,6 +109,22 @@ pub fn refit(
     let kind = weights::read_card(card).map_err(|e| named(&e))?;
     let name = kind.name.clone();
     let mut lines = Vec::new();
+    // One card holds one set of statistics: the twin encoder's judge polyp views (the Digital
+    // twins tab), the tracklet frame encoder's judge tracklet frames. Fitting one on the
+    // other's data would leave its answers judged against the wrong inputs without a word.
+    if kind.kind == ModelKind::ImageEncoder {
+        use crate::twins::{FRAME_IMAGE_MODEL, IMAGE_MODEL};
+        if libraries.tracklets && name == IMAGE_MODEL {
+            return Err(named(&format!(
+                "`{IMAGE_MODEL}` judges polyp views: its statistics are not fitted on tracklet frames (fit a copy named `{FRAME_IMAGE_MODEL}` with --tracklets); nothing was changed"
+            )));
+        }
+        if !libraries.tracklets && name == FRAME_IMAGE_MODEL {
+            return Err(named(&format!(
+                "`{FRAME_IMAGE_MODEL}` judges tracklet frames: give --tracklets; nothing was changed"
+            )));
+        }
+    }
     let (familiarity, calibration, what): (Familiarity, Option<(&str, Option<Calibration>)>, &str) =
         match kind.kind {
             ModelKind::ImageEncoder if libraries.tracklets => {
