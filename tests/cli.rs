@@ -387,24 +387,10 @@ fn model_report_scores_a_card_on_held_out_videos_and_names_what_it_cannot_report
 
 #[test]
 fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
-    use endotwin::data::phantom::{PhantomConfig, Split};
     let lib = tempfile::tempdir().unwrap();
     let held = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(lib.path());
-    crate::common::phantom_library(
-        held.path(),
-        &PhantomConfig {
-            seed: 6,
-            split: Split::Validation,
-            polyps: 8,
-            videos: 0,
-            capsule_images: 0,
-            background_frames: 2,
-            frames_per_exam: 12,
-            image_size: 48,
-            ..PhantomConfig::default()
-        },
-    );
+    held_out_records(held.path());
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("prompts.json");
     let card = endotwin::default_models_dir().join("prompts.json");
@@ -445,25 +431,11 @@ fn model_report_scores_a_prompt_model_on_held_out_examination_records() {
 
 #[test]
 fn model_report_of_a_calibrated_detector_gives_its_calibration_error_and_reliability_diagram() {
-    use endotwin::data::phantom::{PhantomConfig, Split};
     use endotwin::eval::report::{Report, ReportCalibration};
     let lib = tempfile::tempdir().unwrap();
     let held = tempfile::tempdir().unwrap();
     crate::gui::tiny_library(lib.path());
-    crate::common::phantom_library(
-        held.path(),
-        &PhantomConfig {
-            seed: 6,
-            split: Split::Validation,
-            polyps: 8,
-            videos: 0,
-            capsule_images: 0,
-            background_frames: 2,
-            frames_per_exam: 12,
-            image_size: 48,
-            ..PhantomConfig::default()
-        },
-    );
+    held_out_records(held.path());
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("detect.json");
     let card = endotwin::default_models_dir().join("prompts-detect.json");
@@ -678,4 +650,24 @@ fn model_report(
         .arg("--json")
         .arg(json);
     crate::common::run(c)
+}
+
+/// Held-out phantom examination records (validation split of seed 6: 8 polyps, 12 frames per
+/// examination, 48 px) for the prompt models' reports.
+fn held_out_records(dir: &std::path::Path) {
+    use endotwin::data::phantom::{PhantomConfig, Split};
+    crate::common::phantom_library(
+        dir,
+        &PhantomConfig {
+            seed: 6,
+            split: Split::Validation,
+            polyps: 8,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 2,
+            frames_per_exam: 12,
+            image_size: 48,
+            ..PhantomConfig::default()
+        },
+    );
 }

@@ -317,13 +317,7 @@ fn a_model_trained_in_the_app_gets_its_mark_and_calibration_when_it_is_saved() {
         None,
     )
     .unwrap();
-    let start = std::time::Instant::now();
-    while !run.finished() {
-        assert!(start.elapsed().as_secs() < 300, "the run did not finish");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let log = run.log().clone();
-    assert!(matches!(&log.outcome, Some(Ok(_))), "{:?}", log.outcome);
+    let log = crate::common::finished_run(&run);
     assert!(
         log.messages
             .iter()

@@ -233,13 +233,7 @@ fn model_trust_fits_the_tracklet_cards_and_an_app_trained_head_gets_its_mark() {
         None,
     )
     .unwrap();
-    let start = std::time::Instant::now();
-    while !run.finished() {
-        assert!(start.elapsed().as_secs() < 300, "the run did not finish");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let log = run.log().clone();
-    assert!(matches!(&log.outcome, Some(Ok(_))), "{:?}", log.outcome);
+    let log = crate::common::finished_run(&run);
     assert!(
         log.messages.iter().any(|m| m.contains(&format!(
             "familiarity fitted on {} tracklet fragments",

@@ -253,3 +253,18 @@ pub fn jpeg_with_exif_orientation(path: &Path, image: &image::RgbImage, orientat
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, out).unwrap();
 }
+
+/// Waits (at most 5 minutes) for an in-app training run to end and returns its log, which
+/// must say it finished.
+pub fn finished_run(
+    run: &endotwin::engine::training::TrainingRun,
+) -> endotwin::engine::training::TrainingLog {
+    let start = std::time::Instant::now();
+    while !run.finished() {
+        assert!(start.elapsed().as_secs() < 300, "the run did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let log = run.log().clone();
+    assert!(matches!(&log.outcome, Some(Ok(_))), "{:?}", log.outcome);
+    log
+}
