@@ -163,6 +163,28 @@ fn a_report_beside_an_existing_picture_is_refused_without_force() {
     );
     assert!(!json.exists());
     assert_eq!(std::fs::read(dir.path().join("r.png")).unwrap(), b"keep me");
+
+    // The report beside a card (what the Training tab shows) is an earlier evaluation: a new
+    // one replaces it only with --force, refused at once (before the evaluation's minutes).
+    let cards = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            cards.path().join(file),
+        )
+        .unwrap();
+    }
+    let earlier = cards.path().join("captions.report.json");
+    std::fs::write(&earlier, b"an earlier report").unwrap();
+    let mut c = endotwin_cmd(lib.path(), &["model", "report", "--card"]);
+    c.arg(cards.path().join("captions.json"));
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("captions.report.json") && r.says("--force"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(std::fs::read(&earlier).unwrap(), b"an earlier report");
 }
 
 #[test]

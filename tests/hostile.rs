@@ -383,6 +383,25 @@ fn importing_the_same_source_twice_changes_nothing() {
             "{layout} re-import changed the library"
         );
     }
+    // The same frames brought in again as plain images, from another folder: the examination
+    // that import would make holds nothing new, so it is not made, and the database file is
+    // not touched at all (it was rewritten, 47 bytes, with the same rows).
+    let again = src.path().join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    for f in 0..3 {
+        let name = format!("f{f}.png");
+        std::fs::copy(d.join(&name), again.join(&name)).unwrap();
+    }
+    let before = state(lib.path());
+    let db = lib.path().join("library.sqlite");
+    let bytes = std::fs::read(&db).unwrap();
+    let r = import(lib.path(), "images", &again, &[]);
+    assert!(r.ok() && r.says("did not change"), "{}", r.text());
+    assert!(
+        std::fs::read(&db).unwrap() == bytes,
+        "the database file changed"
+    );
+    assert_eq!(before, state(lib.path()));
 }
 
 // ---- 3. boxes that cannot exist are refused ------------------------------------------------
@@ -813,5 +832,31 @@ fn a_read_only_source_folder_imports_and_a_read_only_library_refuses_by_name() {
     let r = import(lib.path(), "images", &d.path().join("more"), &[]);
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(!r.ok() && r.says("read-only"), "{}", r.text());
+    assert_eq!(before, state(lib.path()));
+
+    // `chmod a-w` on the library's folder: read-only even for root (who may write anyway),
+    // and reading it leaves no -wal or -shm file behind.
+    let folder = |mode| std::fs::set_permissions(lib.path(), std::fs::Permissions::from_mode(mode));
+    let names = || {
+        let mut n: Vec<String> = std::fs::read_dir(lib.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    let listed = names();
+    folder(0o555).unwrap();
+    let info = run({
+        let mut c = crate::common::endotwin(lib.path());
+        c.arg("info");
+        c
+    });
+    let r = import(lib.path(), "images", &d.path().join("more"), &[]);
+    let after = names();
+    folder(0o755).unwrap();
+    assert!(info.ok(), "{}", info.text());
+    assert!(!r.ok() && r.says("read-only"), "{}", r.text());
+    assert_eq!(after, listed, "files appeared in a read-only library");
     assert_eq!(before, state(lib.path()));
 }

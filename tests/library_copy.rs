@@ -116,3 +116,62 @@ fn a_library_copied_to_postgresql_and_back_exports_the_same_labels() {
     );
     assert_eq!(export(&back, "csv"), before);
 }
+
+#[test]
+fn a_copy_takes_the_models_promoted_in_the_library_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    let made = run({
+        let mut c = endotwin(&lib);
+        c.args(["demo", "--out"]).arg(&lib).args([
+            "--polyps",
+            "3",
+            "--views",
+            "4",
+            "--videos",
+            "0",
+            "--capsule",
+            "0",
+            "--size",
+            "48",
+        ]);
+        c
+    });
+    assert!(made.ok(), "{}", made.text());
+    // A caption model promoted in the library (as the Training tab does with a run's).
+    let run_dir = dir.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            run_dir.join(file),
+        )
+        .unwrap();
+    }
+    use endotwin::engine::promote;
+    let p = promote::promote(&lib, &run_dir.join("captions.json"), Some(7)).unwrap();
+    let own = std::fs::read(p.dir.join("captions.json")).unwrap();
+
+    let copied = dir.path().join("copy");
+    let r = copy(&lib, &copied);
+    assert!(r.ok() && r.says("own models"), "{}", r.text());
+    // The copy answers with the same models as the library: its own folder, the promoted
+    // card byte for byte (without it, the copy would fall back on the shipped models).
+    assert_eq!(promote::models_dir_for(&copied), copied.join("models"));
+    assert_eq!(
+        std::fs::read(copied.join("models/captions.json")).unwrap(),
+        own
+    );
+    assert!(promote::can_demote(&copied, "captions"));
+
+    // A target that already has a models folder is refused before anything is copied.
+    let crowded = dir.path().join("crowded");
+    std::fs::create_dir_all(crowded.join("models")).unwrap();
+    let r = copy(&lib, &crowded);
+    assert!(
+        !r.ok() && r.says("nothing was copied") && r.says("models"),
+        "{}",
+        r.text()
+    );
+    assert!(!crowded.join("library.sqlite").exists());
+}

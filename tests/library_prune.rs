@@ -96,9 +96,29 @@ fn stale_embedding_sets_are_listed_then_dropped_and_the_current_ones_stay() {
     let before = sets(&lib);
     assert_eq!(before.len(), 4, "{before:?}");
 
+    // Sets the library first saw within the hour are kept and named: an index run with
+    // another models folder may be writing them at this moment (#43, prune racing an index).
+    let kept = run({
+        let mut c = endotwin(&lib);
+        c.args(["library", "prune", "--apply", "--models"])
+            .arg(&models);
+        c
+    });
+    assert!(kept.ok(), "{}", kept.text());
+    assert!(
+        kept.says("kept: captions run-0-old")
+            && kept.says("within the last hour")
+            && kept.says("--include-recent")
+            && kept.says("nothing was changed"),
+        "{}",
+        kept.text()
+    );
+    assert_eq!(sets(&lib), before, "a recent set was pruned");
+
     let listed = run({
         let mut c = endotwin(&lib);
-        c.args(["library", "prune", "--models"]).arg(&models);
+        c.args(["library", "prune", "--include-recent", "--models"])
+            .arg(&models);
         c
     });
     assert!(listed.ok(), "{}", listed.text());
@@ -122,8 +142,14 @@ fn stale_embedding_sets_are_listed_then_dropped_and_the_current_ones_stay() {
 
     let applied = run({
         let mut c = endotwin(&lib);
-        c.args(["library", "prune", "--apply", "--models"])
-            .arg(&models);
+        c.args([
+            "library",
+            "prune",
+            "--apply",
+            "--include-recent",
+            "--models",
+        ])
+        .arg(&models);
         c
     });
     assert!(applied.ok(), "{}", applied.text());

@@ -185,7 +185,7 @@ fn promotes_and_demotes(lib: &std::path::Path, card: &std::path::Path, run: i64)
     let shipped = endotwin::default_models_dir().join(format!("{}.json", p.name));
     if shipped.is_file() {
         assert!(p.kept_previous, "{}: the shipped model is kept", p.name);
-        promote::demote(lib, &p.name).unwrap();
+        let demoted = promote::demote(lib, &p.name).unwrap();
         let back = read_card(&p.dir.join(format!("{}.json", p.name))).unwrap();
         assert_eq!(
             Some(back.version),
@@ -193,10 +193,15 @@ fn promotes_and_demotes(lib: &std::path::Path, card: &std::path::Path, run: i64)
             "{}: demote puts back the one before",
             p.name
         );
-        // Demote again is promote again.
-        promote::demote(lib, &p.name).unwrap();
-        let again = read_card(&p.dir.join(format!("{}.json", p.name))).unwrap();
-        assert_eq!(again.version, trained.version);
+        // Demote again finds nothing earlier: refused, the model put back stays; the demoted
+        // one is kept aside, not deleted.
+        assert!(!promote::can_demote(lib, &p.name));
+        assert!(promote::demote(lib, &p.name).is_err());
+        let still = read_card(&p.dir.join(format!("{}.json", p.name))).unwrap();
+        assert_eq!(Some(still.version), before);
+        assert!(demoted.starts_with(p.dir.join("demoted")), "{demoted:?}");
+        let kept = read_card(&demoted).unwrap();
+        assert_eq!(kept.version, trained.version);
     } else {
         assert!(!promote::can_demote(lib, &p.name));
         assert!(promote::demote(lib, &p.name).is_err());

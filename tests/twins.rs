@@ -229,6 +229,50 @@ fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
     assert_eq!(some.twins.len(), POLYPS);
 }
 
+/// The CLI answers with the models the app answers with: a twin encoder promoted in the
+/// library (its own models folder) indexes and queries without --models (#43: `index` and
+/// `twins` read the shipped folder and ignored it).
+#[test]
+fn index_and_twins_use_the_model_promoted_in_the_library() {
+    let library = tempfile::tempdir().unwrap();
+    let queries = tempfile::tempdir().unwrap();
+    let held = mini_library(library.path(), queries.path());
+    let run_dir = tempfile::tempdir().unwrap();
+    {
+        let _rng = crate::common::device_rng();
+        let device = Device::flex();
+        device.seed(5);
+        let config = VitConfig::new(32, 16, 32, 1, 2).with_projection(Some(64));
+        let card = ModelCard::new(
+            "twin-image",
+            ModelKind::ImageEncoder,
+            "promoted-here",
+            "test",
+            &config,
+        );
+        weights::save(&config.init(&device), &card, run_dir.path()).unwrap();
+    }
+    let card = run_dir.path().join("twin-image.json");
+    endotwin::engine::promote::promote(library.path(), &card, None).unwrap();
+    let index = crate::common::run({
+        let mut c = crate::common::endotwin(library.path());
+        c.arg("index");
+        c
+    });
+    assert!(
+        index.ok() && index.says("indexed with promoted-here"),
+        "{}",
+        index.text()
+    );
+    let (_, views) = &held[0];
+    let twins = crate::common::run({
+        let mut c = crate::common::endotwin(library.path());
+        c.arg("twins").arg(&views[0].0);
+        c
+    });
+    assert!(twins.ok(), "{}", twins.text());
+}
+
 #[test]
 fn a_view_that_fails_to_decode_is_named_and_retried_once_it_decodes() {
     let _rng = crate::common::device_rng();

@@ -30,6 +30,10 @@ pub enum LibraryWhat {
         /// Delete them (without it, only the list is printed and nothing changes).
         #[arg(long)]
         apply: bool,
+        /// Also prune versions the library first saw within the last hour (kept by default:
+        /// an index run with another models folder may be writing them now).
+        #[arg(long)]
+        include_recent: bool,
     },
 }
 
@@ -37,7 +41,11 @@ pub fn run(library: &Path, what: LibraryWhat) -> Result<()> {
     match what {
         LibraryWhat::Check => check(library),
         LibraryWhat::Copy { from, to } => copy(&from, &to),
-        LibraryWhat::Prune { models, apply } => prune(library, &models, apply),
+        LibraryWhat::Prune {
+            models,
+            apply,
+            include_recent,
+        } => prune(library, &models, apply, include_recent),
     }
 }
 
@@ -89,7 +97,10 @@ fn kept_versions(folders: &[PathBuf]) -> Result<Vec<String>> {
     Ok(versions)
 }
 
-fn prune(library: &Path, folders: &[PathBuf], apply: bool) -> Result<()> {
+/// How recent a version must be for prune to keep it without --include-recent.
+const RECENT_S: i64 = 3600;
+
+fn prune(library: &Path, folders: &[PathBuf], apply: bool, include_recent: bool) -> Result<()> {
     let kept = kept_versions(folders)?;
     let current = |version: &str| {
         kept.iter().any(|k| {
@@ -104,13 +115,27 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool) -> Result<()> {
     } else {
         Store::open_read_only(library)?
     };
-    let stale: Vec<_> = store
+    let (stale, recent): (Vec<_>, Vec<_>) = store
         .embedding_sets()?
         .into_iter()
         .filter(|set| set.rows > 0 && !current(&set.version))
-        .collect();
+        .partition(|set| {
+            include_recent || set.created_at < endotwin::store::utc_seconds_ago(RECENT_S)
+        });
+    for set in &recent {
+        println!(
+            "kept: {} {} ({} embeddings), first written {}, within the last hour: an index \
+             with another models folder may be writing it now (--include-recent prunes it too)",
+            set.name, set.version, set.rows, set.created_at
+        );
+    }
     if stale.is_empty() {
-        println!("every embedding set is of a version the models folders name: nothing to prune");
+        match recent.is_empty() {
+            true => println!(
+                "every embedding set is of a version the models folders name: nothing to prune"
+            ),
+            false => println!("nothing to prune but the recent sets above; nothing was changed"),
+        }
         return Ok(());
     }
     let rows: usize = stale.iter().map(|s| s.rows).sum();
@@ -145,6 +170,25 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool) -> Result<()> {
 
 fn copy(from: &Path, to: &Path) -> Result<()> {
     let source = Store::open_read_only(from)?;
+    let is_url = |p: &Path| p.to_string_lossy().contains("://");
+    // Where the copy's models folder will be (`to` may not exist yet).
+    let to_models = endotwin::store::resolve_db_path(to)
+        .parent()
+        .map(|p| p.join("models"))
+        .unwrap_or_default();
+    if !is_url(from)
+        && !is_url(to)
+        && endotwin::engine::promote::is_library_models(&endotwin::engine::promote::active_dir(
+            from,
+        ))
+        && to_models.exists()
+    {
+        anyhow::bail!(
+            "{} exists: the copy's models folder would mix the library's own models with \
+             others (nothing was copied)",
+            to_models.display()
+        );
+    }
     let made = !endotwin::store::resolve_db_path(to).exists();
     let mut target = Store::open(to, OpenMode::CreateIfMissing)?;
     let bar = super::stage_bar();
@@ -173,6 +217,29 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
         target.db_path().display(),
         report.media
     );
+    // The library's own models (what a promotion made it use) go with it: without them the
+    // copy would answer with the shipped models. A PostgreSQL library has no folder for them.
+    use endotwin::engine::promote;
+    use endotwin::store::EngineKind;
+    let own = promote::active_dir(from);
+    if source.engine() == EngineKind::Sqlite && promote::is_library_models(&own) {
+        if target.engine() == EngineKind::Sqlite {
+            let (dir, files) =
+                promote::copy_active_models(from, to)?.expect("the source has its own models");
+            println!(
+                "the library's own models ({}) copied to {}: {files} files, each read back",
+                own.display(),
+                dir.display()
+            );
+        } else {
+            println!(
+                "note: the library's own models ({}) are not in the database and were not \
+                 copied: a PostgreSQL library reads the models folder each workstation has \
+                 (--models)",
+                own.display()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -226,8 +226,12 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
         ModelWhat::CropContext { card, context } => crop_context(pref, &card, context),
         ModelWhat::Turns { card, turns } => set_turns(pref, &card, turns),
         ModelWhat::Demote { name } => {
-            promote::demote(library, &name)?;
-            println!("{name}: the model before the last promotion is back");
+            let demoted = promote::demote(library, &name)?;
+            println!(
+                "{name}: the model before the last promotion is back; the demoted one is kept \
+                 as {} (promote its run again to use it)",
+                demoted.display()
+            );
             reindex(&name)
         }
         ModelWhat::ImportHfClip { weights, out, name } => {
@@ -440,8 +444,8 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         (None, None) => anyhow::bail!("give --run N or --card FILE"),
     };
     // Every file the report writes is checked before it is made (minutes of evaluation):
-    // the report beside the card is replaced, a --json file only with --force; the
-    // library's own files and anything but a regular file never.
+    // an earlier report beside the card, like a --json file, is replaced only with --force;
+    // the library's own files and anything but a regular file never.
     let shipped = card
         .canonicalize()
         .ok()
@@ -458,12 +462,7 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         }
         paths
     };
-    for json in beside.iter() {
-        for path in written(json) {
-            endotwin::plumbing::output::check_output(&path, None, true)?;
-        }
-    }
-    for json in a.json.iter() {
+    for json in beside.iter().chain(a.json.iter()) {
         for path in written(json) {
             super::check_output(&path)?;
         }

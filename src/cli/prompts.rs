@@ -51,10 +51,11 @@ pub enum PromptsWhat {
 
 /// `--model`: a card's path, or (as a prompt set's `model` names one) a card's name in the
 /// models folder (MINOR 17: `--model prompts-plain` failed as "cannot read prompts-plain").
-fn card_path(card: Option<PathBuf>) -> PathBuf {
-    let models = endotwin::default_models_dir();
+/// The models folder is the library's ([`endotwin::engine::promote::models_dir_for`]: its
+/// own once a model was promoted in it, as the app reads it).
+fn card_path(models: &Path, card: Option<PathBuf>) -> PathBuf {
     match card {
-        None => model::shipped_path(&models),
+        None => model::shipped_path(models),
         Some(c) if c.exists() || c.components().count() != 1 => c,
         Some(name) => {
             let named = models.join(&name).with_extension("json");
@@ -63,8 +64,12 @@ fn card_path(card: Option<PathBuf>) -> PathBuf {
     }
 }
 
-fn load(card: Option<PathBuf>, device: &burn::tensor::Device) -> Result<LoadedPromptModel> {
-    let path = card_path(card);
+fn load(
+    models: &Path,
+    card: Option<PathBuf>,
+    device: &burn::tensor::Device,
+) -> Result<LoadedPromptModel> {
+    let path = card_path(models, card);
     model::load(&path, device).with_context(|| {
         format!(
             "prompt model {} (train one with `endotwin train prompts`)",
@@ -76,6 +81,7 @@ fn load(card: Option<PathBuf>, device: &burn::tensor::Device) -> Result<LoadedPr
 pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
     let compute = compute::select(pref)?;
     let device = compute.device.clone();
+    let models_dir = endotwin::engine::promote::models_dir_for(library);
     match what {
         PromptsWhat::Score {
             image,
@@ -88,7 +94,6 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                 .with_context(|| format!("{}", image.display()))?;
             // Each set is scored by the model it is for (`model` in the set file; the stage-3
             // model when it names none), unless --model says otherwise for all of them.
-            let models_dir = endotwin::default_models_dir();
             let mut groups: Vec<(PathBuf, Vec<endotwin::prompts::PromptSet>)> = Vec::new();
             for set in sets {
                 let card = match &model {
@@ -102,7 +107,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                                 card.display()
                             );
                         }
-                        card_path(Some(card.clone()))
+                        card_path(&models_dir, Some(card.clone()))
                     }
                     None => models_dir.join(format!("{}.json", set.model_name())),
                 };
@@ -115,7 +120,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             let mut unread: Vec<String> = Vec::new();
             let sets_asked = groups.iter().map(|(_, s)| s.len()).sum::<usize>();
             for (card, sets) in groups {
-                let loaded = load(Some(card), &device)?;
+                let loaded = load(&models_dir, Some(card), &device)?;
                 let query::Encoded {
                     embeddings: emb,
                     features,
@@ -187,7 +192,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             Ok(())
         }
         PromptsWhat::Search { text, top, model } => {
-            let loaded = load(model, &device)?;
+            let loaded = load(&models_dir, model, &device)?;
             query::check_prompt(&loaded, &text)?;
             let mut store = Store::open(library, OpenMode::Existing)?;
             index(&loaded, &mut store, &device)?;
@@ -203,7 +208,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             Ok(())
         }
         PromptsWhat::Index { model } => {
-            let loaded = load(model, &device)?;
+            let loaded = load(&models_dir, model, &device)?;
             let mut store = Store::open(library, OpenMode::Existing)?;
             let n = index(&loaded, &mut store, &device)?;
             println!("encoded {n} frames with {}", loaded.named());

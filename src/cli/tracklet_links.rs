@@ -51,7 +51,9 @@ pub fn run(library: &Path, pref: BackendPref, args: LinksArgs) -> Result<()> {
     }
     let compute = compute::select(pref)?;
     let store = Store::open(library, OpenMode::Existing)?;
-    let models = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let models = args
+        .models
+        .unwrap_or_else(|| endotwin::engine::promote::models_dir_for(library));
     let all = store.videos()?;
     let videos: Vec<_> = if args.videos.is_empty() {
         all

@@ -46,7 +46,9 @@ pub struct TwinsArgs {
 pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
     let compute = compute::select(pref)?;
     let mut store = Store::open(library, OpenMode::Existing)?;
-    let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let dir = args
+        .models
+        .unwrap_or_else(|| endotwin::engine::promote::models_dir_for(library));
     let models = TwinModels::load(&dir, &compute.device)?;
     let started = std::time::Instant::now();
     let stats = index_library(&mut store, &models, &Progress::new())?;
@@ -93,7 +95,9 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     }
     let compute = compute::select(pref)?;
     let store = Store::open(library, OpenMode::Existing)?;
-    let dir = args.models.unwrap_or_else(endotwin::default_models_dir);
+    let dir = args
+        .models
+        .unwrap_or_else(|| endotwin::engine::promote::models_dir_for(library));
     let models = TwinModels::load(&dir, &compute.device)?;
     let index = TwinIndex::load(&store, &models)?;
     let search = match (args.cosine, args.hamming, args.asymmetric) {

@@ -20,7 +20,7 @@ pub enum PromoteError {
     },
     #[error("{card}: a {kind} is not a model any panel uses; nothing was promoted")]
     NotPromotable { card: String, kind: ModelKind },
-    #[error("{0}: no earlier model to go back to")]
+    #[error("{0}: no earlier model to go back to (nothing was changed)")]
     NothingToDemote(String),
 }
 
@@ -153,24 +153,30 @@ pub fn can_demote(library: &Path, name: &str) -> bool {
         .is_file()
 }
 
-/// Puts back the model `name` had before the last promotion (the demoted one is kept in its
-/// place, so demote twice is promote again).
-pub fn demote(library: &Path, name: &str) -> Result<(), PromoteError> {
+/// Puts back the model `name` had before the last promotion. The demoted one leaves the
+/// active models for `demoted/` (kept, never deleted: promote its run again to use it), so a
+/// second demote finds nothing earlier and says so instead of swapping back.
+pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     let dir = active_dir(library);
     let previous = dir.join("previous").join(format!("{name}.json"));
     if !previous.is_file() {
         return Err(PromoteError::NothingToDemote(name.to_string()));
     }
     let active = dir.join(format!("{name}.json"));
-    let swap = dir.join(format!("{name}.demoting.json"));
+    let demoted_dir = dir.join("demoted");
+    mkdir(&demoted_dir)?;
+    let demoted = (0..)
+        .map(|n| match n {
+            0 => demoted_dir.join(format!("{name}.json")),
+            n => demoted_dir.join(format!("{name}.{n}.json")),
+        })
+        .find(|p| !p.exists() && !weights::record_path(p).exists())
+        .expect("a free name");
     if active.is_file() {
-        move_model(&active, &swap)?;
+        move_model(&active, &demoted)?;
     }
     move_model(&previous, &active)?;
-    if swap.is_file() {
-        move_model(&swap, &previous)?;
-    }
-    Ok(())
+    Ok(demoted)
 }
 
 /// After a promotion or demotion of `name`: the twin index rebuilt with the library's twin
@@ -225,6 +231,56 @@ fn seeded(library: &Path) -> Result<PathBuf, PromoteError> {
     )
     .map_err(|source| io(&dir, source))?;
     Ok(dir)
+}
+
+/// Copies library `from`'s own models folder (its promoted models, `previous/` and
+/// `demoted/`) beside library `to`, each file read back and compared; `None` when `from` has
+/// none (it reads the shipped models). Refused, with nothing copied, when `to` already has a
+/// models folder.
+pub fn copy_active_models(
+    from: &Path,
+    to: &Path,
+) -> Result<Option<(PathBuf, usize)>, PromoteError> {
+    let source = active_dir(from);
+    if !is_library_models(&source) {
+        return Ok(None);
+    }
+    let target = active_dir(to);
+    if target.exists() {
+        return Err(io(
+            &target,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the copy already has a models folder (its promoted models were not copied)",
+            ),
+        ));
+    }
+    let mut copied = 0;
+    let mut folders = vec![(source, target.clone())];
+    while let Some((from_dir, to_dir)) = folders.pop() {
+        mkdir(&to_dir)?;
+        let entries = std::fs::read_dir(&from_dir).map_err(|e| io(&from_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| io(&from_dir, e))?;
+            let (path, to_path) = (entry.path(), to_dir.join(entry.file_name()));
+            let kind = entry.file_type().map_err(|e| io(&path, e))?;
+            if kind.is_dir() {
+                folders.push((path, to_path));
+            } else if kind.is_file() {
+                std::fs::copy(&path, &to_path).map_err(|e| io(&path, e))?;
+                let same = std::fs::read(&path).map_err(|e| io(&path, e))?
+                    == std::fs::read(&to_path).map_err(|e| io(&to_path, e))?;
+                if !same {
+                    return Err(io(
+                        &to_path,
+                        std::io::Error::other("read back differs from the original"),
+                    ));
+                }
+                copied += 1;
+            }
+        }
+    }
+    Ok(Some((target, copied)))
 }
 
 /// The folder a library lives in (the library path itself when it is a folder).

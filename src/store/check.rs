@@ -196,13 +196,7 @@ impl Store {
     /// The number of rows in every clinical table together: equal before and after means
     /// the write added, removed and audited nothing.
     pub fn row_total(&self) -> Result<i64> {
-        let sql = TABLES
-            .iter()
-            .map(|t| format!("(SELECT count(*) FROM {t})"))
-            .collect::<Vec<_>>()
-            .join(" + ");
-        self.conn()
-            .query_row(&format!("SELECT {sql}"), [], |r| r.get(0))
+        row_total_of(self.conn())
     }
 
     /// Every row of every clinical table as text, table by table in rowid order.
@@ -420,4 +414,14 @@ impl Store {
         }
         Ok(true)
     }
+}
+
+/// [`Store::row_total`] as seen inside a write (a transaction derefs to its connection).
+pub fn row_total_of(conn: &super::db::Connection) -> Result<i64> {
+    let sql = TABLES
+        .iter()
+        .map(|t| format!("(SELECT count(*) FROM {t})"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    conn.query_row(&format!("SELECT {sql}"), [], |r| r.get(0))
 }

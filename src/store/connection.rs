@@ -88,7 +88,7 @@ pub(super) fn check_sqlite_header(path: &Path, len: u64) -> Result<()> {
 /// A read-only connection that leaves no file behind: SQLite's read-only mode when the
 /// database's WAL is there (its content must be read), else the file read as immutable (a
 /// read-only connection would create a `-wal` and `-shm` it cannot remove).
-fn open_read_only_connection(path: &Path) -> Result<Connection> {
+pub(super) fn open_read_only_connection(path: &Path) -> Result<Connection> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     if Path::new(&wal).exists() {

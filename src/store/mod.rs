@@ -25,7 +25,7 @@ mod videos;
 
 pub use audit::{ChangeMark, check_audit_time};
 pub use cases::*;
-pub use check::LibraryCheck;
+pub use check::{LibraryCheck, row_total_of};
 pub use copy::{COPIED_TABLES, CopyReport, copy_library};
 pub use labels::{
     AuditEntry, AuditFilter, IMPORTER_PREFIX, Label, LabelWritten, LibraryAudit,
@@ -310,9 +310,17 @@ impl Store {
         }
         // Permission bits, not a failed write: root ignores them, and we must not write. A
         // file or folder this user may not write (another owner's library) is read-only too.
-        let read_only = meta.is_some_and(|m| m.permissions().readonly())
-            || (exists && !(may_write(&db_path) && may_write(&root)));
-        let conn = Connection::sqlite(open_connection(&db_path, read_only)?);
+        // A library nobody may write (its file or folder without write bits: `chmod a-w`) is
+        // read leaving no `-wal`/`-shm` behind (root could make them); another owner's may be
+        // written by them meanwhile, so it is read through SQLite's locks.
+        let no_write_bits = meta.is_some_and(|m| m.permissions().readonly())
+            || (exists && std::fs::metadata(&root).is_ok_and(|m| m.permissions().readonly()));
+        let read_only = no_write_bits || (exists && !(may_write(&db_path) && may_write(&root)));
+        let conn = Connection::sqlite(if no_write_bits {
+            connection::open_read_only_connection(&db_path)?
+        } else {
+            open_connection(&db_path, read_only)?
+        });
         let mut store = Store {
             conn,
             db_path,
@@ -397,7 +405,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        self.write_inner(|tx, _| f(tx))
+        self.write_inner(|tx, _| f(tx).map(|v| (v, true)))
     }
 
     /// [`Store::write`] for changes that bring media files: `f` puts them through the
@@ -411,12 +419,25 @@ impl Store {
     where
         E: From<StoreError>,
     {
+        self.write_inner(|tx, files| f(tx, files).map(|v| (v, true)))
+    }
+
+    /// As [`Store::write_media`], but `f` also says whether its work changed anything: work
+    /// that changed nothing is rolled back, so the library's file stays as it was byte for
+    /// byte (an import of what the library already holds).
+    pub fn write_media_if_changed<T, E>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &mut MediaFiles) -> std::result::Result<(T, bool), E>,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<StoreError>,
+    {
         self.write_inner(f)
     }
 
     fn write_inner<T, E>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &mut MediaFiles) -> std::result::Result<T, E>,
+        f: impl FnOnce(&Transaction<'_>, &mut MediaFiles) -> std::result::Result<(T, bool), E>,
     ) -> std::result::Result<T, E>
     where
         E: From<StoreError>,
@@ -439,7 +460,12 @@ impl Store {
             media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
         let value = match f(&tx, &mut files) {
-            Ok(v) => v,
+            Ok((v, true)) => v,
+            Ok((v, false)) => {
+                drop(tx);
+                files.discard();
+                return Ok(v);
+            }
             Err(e) => {
                 drop(tx);
                 files.discard();
@@ -558,6 +584,15 @@ fn may_write(path: &Path) -> bool {
         let _ = path;
         true
     }
+}
+
+/// UTC time `seconds_ago` seconds before now, as [`now_utc`] writes it (comparable as text).
+pub fn utc_seconds_ago(seconds_ago: i64) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    format_utc(secs - seconds_ago)
 }
 
 pub fn now_utc() -> String {

@@ -277,7 +277,7 @@ impl Store {
     pub fn embedding_sets(&self) -> Result<Vec<EmbeddingSet>> {
         let mut stmt = self.conn().prepare(
             "SELECT m.id, m.name, m.version,
-                    (SELECT COUNT(*) FROM embeddings e WHERE e.model_id = m.id)
+                    (SELECT COUNT(*) FROM embeddings e WHERE e.model_id = m.id), m.created_at
              FROM models m ORDER BY m.id",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -286,6 +286,7 @@ impl Store {
                 name: r.get(1)?,
                 version: r.get(2)?,
                 rows: r.get::<_, i64>(3)? as usize,
+                created_at: r.get(4)?,
             })
         })?;
         rows.collect::<Result<_>>()
@@ -329,6 +330,8 @@ pub struct EmbeddingSet {
     pub name: String,
     pub version: String,
     pub rows: usize,
+    /// When the library first saw this version (UTC, RFC 3339): its first embedding.
+    pub created_at: String,
 }
 
 /// One training run as recorded in the library.

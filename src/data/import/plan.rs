@@ -499,7 +499,7 @@ pub fn write(
         ..Default::default()
     };
     let mut merge = Merge::new(policy, who);
-    store.write_media(|tx, files| -> Result<(), ImportError> {
+    store.write_media_if_changed(|tx, files| -> Result<((), bool), ImportError> {
         progress.stage("storing media", all.len() as u64);
         let mut staged = Vec::with_capacity(all.len());
         for pi in &all {
@@ -655,7 +655,9 @@ pub fn write(
             }
         }
         check_cancel(progress)?;
-        Ok(())
+        // Nothing new (every item was in the library already): rolled back, so not even the
+        // pages an examination made and dropped again touch the library's file.
+        Ok(((), store::row_total_of(tx)? != before))
     })?;
     report.label_changes = merge.changes;
     report.changed = store.row_total()? != before;
