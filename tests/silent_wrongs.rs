@@ -329,6 +329,20 @@ fn eval_real_keeps_folders_apart_and_notes_what_it_leaves_out() {
             && n.contains("3 (3 frames)")),
         "{notes:?}"
     );
+    // These 24 x 16 frames' polyps (16 x 10, squared to the frame's 16) leave no polyp-free
+    // window of their size: every frame left out of detection, and the note says why.
+    assert_eq!(
+        e["cvc_detection_images"], 0,
+        "{}",
+        e["cvc_detection_images"]
+    );
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "CVC-ClinicDB frames not scored: 19 without a \
+                 polyp-free window of the polyp's size"
+        )),
+        "{notes:?}"
+    );
     // Three frames a sequence: measured as nothing, with a note, not a temporary-folder error.
     let short = tempfile::tempdir().unwrap();
     cvc_folder(&short.path().join("cvc-clinicdb"), &[3, 3], 3);

@@ -416,8 +416,39 @@ fn over_draws(
 /// A frame and its polyp mask, as files.
 type Masked = (PathBuf, PathBuf);
 
+/// Frames detection could not score, by reason (each named in the evaluation's notes).
+#[derive(Default)]
+struct Skipped {
+    no_mask: usize,
+    unreadable: usize,
+    other_size: usize,
+    empty_mask: usize,
+    no_free_window: usize,
+}
+
+impl Skipped {
+    /// "2 without a mask file, 1 whose mask shows no polyp, ..." or `None` when none.
+    fn describe(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            (self.no_mask, "without a mask file"),
+            (self.unreadable, "whose image or mask could not be read"),
+            (self.other_size, "whose mask is not of the image's size"),
+            (self.empty_mask, "whose mask shows no polyp"),
+            (
+                self.no_free_window,
+                "without a polyp-free window of the polyp's size (the polyp fills the frame)",
+            ),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{n} {why}"))
+        .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
 /// Kvasir-SEG's images with the mask of the same name (`images/`, `masks/`).
-fn kvasir_frames(root: &Path, skipped: &mut usize) -> Result<Vec<Masked>, RealError> {
+fn kvasir_frames(root: &Path, skipped: &mut Skipped) -> Result<Vec<Masked>, RealError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("images"))
         .map_err(io)?
         .flatten()
@@ -438,7 +469,7 @@ fn kvasir_frames(root: &Path, skipped: &mut usize) -> Result<Vec<Masked>, RealEr
             .find(|p| p.is_file())
         {
             Some(mask) => out.push((f, mask)),
-            None => *skipped += 1,
+            None => skipped.no_mask += 1,
         }
     }
     Ok(out)
@@ -479,29 +510,38 @@ fn cvc_frames(root: &Path, eval: &mut RealEval) -> Vec<Masked> {
         .collect()
 }
 
-/// The polyp square and a same-size polyp-free window of each frame (`skipped` counts frames
-/// without a readable mask of their size or without a free window).
+/// The polyp square and a same-size polyp-free window of each frame (`skipped` counts the
+/// frames that have none, by reason).
 fn crop_pairs(
     frames: &[Masked],
     rng: &mut Rng,
-    skipped: &mut usize,
+    skipped: &mut Skipped,
 ) -> Vec<(image::DynamicImage, image::DynamicImage)> {
+    use crate::data::crops::{free_window, polyp_square};
     use crate::data::images::decode_file;
     let mut pairs = Vec::new();
     for (f, mask_path) in frames {
         let (Ok(image), Ok(mask)) = (decode_file(f), decode_file(mask_path)) else {
-            *skipped += 1;
+            skipped.unreadable += 1;
             continue;
         };
-        let mask = mask.image.to_luma8();
-        if mask.dimensions() != (image.image.width(), image.image.height()) {
-            *skipped += 1;
+        let (image, mask) = (image.image, mask.image.to_luma8());
+        if mask.dimensions() != (image.width(), image.height()) {
+            skipped.other_size += 1;
             continue;
         }
-        match crate::data::crops::polyp_and_free_window(&image.image, &mask, rng) {
-            Some(p) => pairs.push(p),
-            None => *skipped += 1,
-        }
+        let Some((px, py, side)) = polyp_square(&mask, 1.0) else {
+            skipped.empty_mask += 1;
+            continue;
+        };
+        let Some((bx, by)) = free_window(&mask, side, rng) else {
+            skipped.no_free_window += 1;
+            continue;
+        };
+        pairs.push((
+            image.crop_imm(px, py, side, side),
+            image.crop_imm(bx, by, side, side),
+        ));
     }
     pairs
 }
@@ -516,7 +556,7 @@ fn detection(
     eval: &mut RealEval,
 ) -> Result<(), RealError> {
     let mut rng = Rng::new(seed ^ 0xDE7E);
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     let mut frames = Vec::new();
     for root in kvasir {
         eval.sources.push(root.display().to_string());
@@ -524,20 +564,18 @@ fn detection(
     }
     let pairs = crop_pairs(&frames, &mut rng, &mut skipped);
     eval.detection_images = pairs.len();
-    if skipped > 0 {
-        eval.notes.push(format!(
-            "detection: {skipped} Kvasir-SEG images without a mask of their size or without a polyp-free window of the polyp's size"
-        ));
+    if let Some(why) = skipped.describe() {
+        eval.notes
+            .push(format!("detection: Kvasir-SEG images not scored: {why}"));
     }
     eval.detection = score_detection(&pairs, kvasir, models, seed, device, eval)?;
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     let frames: Vec<Masked> = cvc.iter().flat_map(|root| cvc_frames(root, eval)).collect();
     let pairs = crop_pairs(&frames, &mut rng, &mut skipped);
     eval.cvc_detection_images = pairs.len();
-    if skipped > 0 {
-        eval.notes.push(format!(
-            "detection: {skipped} CVC-ClinicDB frames without a mask of their size or without a polyp-free window of the polyp's size"
-        ));
+    if let Some(why) = skipped.describe() {
+        eval.notes
+            .push(format!("detection: CVC-ClinicDB frames not scored: {why}"));
     }
     eval.cvc_detection = score_detection(&pairs, cvc, models, seed, device, eval)?;
     Ok(())
