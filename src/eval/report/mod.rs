@@ -285,9 +285,20 @@ impl Report {
                 Ok((path, bytes.into_inner()))
             })
             .collect::<Result<_, ReportError>>()?;
+        // A report replacing a calibrated model's earlier one takes its diagram with it: a
+        // stale diagram beside a report without calibration would show confidences it has not.
+        let stale = Report::reliability_path(json);
+        let stale = (diagram_missing(&pictures, &stale) && json.is_file() && stale.is_file())
+            .then_some(stale);
         write_replacing(json, text.as_bytes())?;
         for (path, bytes) in &pictures {
             write_replacing(path, bytes)?;
+        }
+        if let Some(stale) = stale {
+            std::fs::remove_file(&stale).map_err(|source| ReportError::Io {
+                path: stale.display().to_string(),
+                source,
+            })?;
         }
         Ok(pictures.into_iter().map(|p| p.0).collect())
     }
@@ -411,9 +422,43 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
         })
 }
 
+/// Whether `pictures` leaves out the reliability diagram at `diagram`.
+fn diagram_missing(pictures: &[(PathBuf, Vec<u8>)], diagram: &Path) -> bool {
+    !pictures.iter().any(|(p, _)| p == diagram)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_without_calibration_replacing_one_with_takes_its_stale_diagram_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("m.report.json");
+        let diagram = Report::reliability_path(&json);
+        let report = Report {
+            capability: "captioning".into(),
+            model: "m.json".into(),
+            active: None,
+            held_out: "held".into(),
+            seed: 1,
+            bootstrap: 10,
+            metrics: Vec::new(),
+            curves_of: "frames".into(),
+            curves: Vec::new(),
+            confusion: None,
+            calibration: None,
+            made_at: "now".into(),
+        };
+        // No earlier report: a file of that name is not this report's, and stays.
+        std::fs::write(&diagram, b"someone's").unwrap();
+        report.save(&json).unwrap();
+        assert!(diagram.is_file());
+        // Replacing a report: its diagram goes with it.
+        report.save(&json).unwrap();
+        assert!(!diagram.exists());
+        assert!(json.is_file() && Report::png_path(&json).is_file());
+    }
 
     #[test]
     fn curves_match_hand_computation() {
