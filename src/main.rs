@@ -125,20 +125,30 @@ fn writes_library(command: &Command) -> bool {
         | Command::Demo(_)
         | Command::ContactSheet(_)
         | Command::Eval { .. }
-        | Command::Bench { .. }
         | Command::Twins(_)
         | Command::Tracklets(_)
         | Command::Captions { .. } => false,
+        // The library benchmark's clients make label edits.
+        Command::Bench { what } => matches!(what, cli::bench::BenchWhat::Library { .. }),
         Command::Library { what } => {
             matches!(what, cli::library::LibraryWhat::Prune { apply: true, .. })
         }
         Command::Labels { what } => matches!(what, cli::labels::LabelsWhat::Import { .. }),
         Command::Train(args) => !args.lists_only(),
-        Command::Gui(_)
-        | Command::Import(_)
-        | Command::Index(_)
-        | Command::Model { .. }
-        | Command::Prompts { .. } => true,
+        // A card's trust fitted on named libraries and a card's report write only the card's
+        // files; the library is not opened.
+        Command::Model { what } => {
+            !matches!(
+                what,
+                cli::model::ModelWhat::Trust(args) if !args.fit.is_empty()
+            ) && !matches!(
+                what,
+                cli::model::ModelWhat::Report(args) if args.card.is_some()
+            )
+        }
+        // Scoring one image file reads no library; search and index cache embeddings in it.
+        Command::Prompts { what } => !matches!(what, cli::prompts::PromptsWhat::Score { .. }),
+        Command::Gui(_) | Command::Import(_) | Command::Index(_) => true,
     }
 }
 

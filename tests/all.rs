@@ -51,6 +51,7 @@ mod prompts;
 mod recipes;
 mod retrieval;
 mod round4;
+mod round5;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

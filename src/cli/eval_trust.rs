@@ -41,7 +41,26 @@ pub struct TrustArgs {
     pub diagrams: Option<PathBuf>,
 }
 
+/// The most reliability diagrams one run draws (one per calibrated row).
+const MAX_DIAGRAMS: usize = 8;
+
+fn diagram_path(dir: &std::path::Path, i: usize) -> PathBuf {
+    dir.join(format!("reliability-{i}.png"))
+}
+
 pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
+    // The diagrams' folder and files are checked before minutes of evaluation, as --json is.
+    if let Some(dir) = &args.diagrams {
+        if dir.exists() && !dir.is_dir() {
+            anyhow::bail!(
+                "--diagrams {}: not a folder; nothing was written",
+                dir.display()
+            );
+        }
+        for i in 0..MAX_DIAGRAMS {
+            super::check_output(&diagram_path(dir, i))?;
+        }
+    }
     let compute = compute::select(pref)?;
     let device = &compute.device;
     let models = args.models.unwrap_or_else(endotwin::default_models_dir);
@@ -165,10 +184,10 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
     print(&rows, &marked_only, &foreign);
     println!("({:.0} s)", started.elapsed().as_secs_f64());
     if let Some(dir) = &args.diagrams {
-        std::fs::create_dir_all(dir)?;
-        for (i, r) in rows.iter().enumerate() {
+        std::fs::create_dir_all(dir).with_context(|| format!("--diagrams {}", dir.display()))?;
+        for (i, r) in rows.iter().enumerate().take(MAX_DIAGRAMS) {
             let png = endotwin::eval::report::draw::reliability(r);
-            super::write_png(&dir.join(format!("reliability-{i}.png")), &png)?;
+            super::write_png(&diagram_path(dir, i), &png)?;
         }
     }
     if let Some(path) = &args.json {

@@ -205,7 +205,11 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
             if made {
                 let _ = target.discard_if_empty(true);
             }
-            return Err(e.into());
+            return Err(anyhow::Error::from(e).context(format!(
+                "library copy {} to {} (nothing was written)",
+                from.display(),
+                to.display()
+            )));
         }
     };
     for (table, rows) in report.rows.iter().filter(|(_, n)| *n > 0) {

@@ -463,7 +463,15 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         paths
     };
     for json in beside.iter().chain(a.json.iter()) {
-        for path in written(json) {
+        let paths = written(json);
+        if paths[1..].contains(&paths[0]) {
+            anyhow::bail!(
+                "--json {}: the report's picture is written under that name beside it; name the \
+                 JSON file another way (e.g. report.json); nothing was written",
+                json.display()
+            );
+        }
+        for path in paths {
             super::check_output(&path)?;
         }
     }

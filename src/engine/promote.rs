@@ -22,6 +22,12 @@ pub enum PromoteError {
     NotPromotable { card: String, kind: ModelKind },
     #[error("{0}: no earlier model to go back to (nothing was changed)")]
     NothingToDemote(String),
+    #[error("{card}: it is already the library's {name} (version {version}); nothing was changed")]
+    AlreadyActive {
+        card: String,
+        name: String,
+        version: String,
+    },
 }
 
 /// The folder that holds a library's own models: `models/` beside its database.
@@ -99,6 +105,18 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
         return Err(PromoteError::Io {
             path: record.display().to_string(),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "weights missing"),
+        });
+    }
+    // Promoting the active model again would push it over the one demote goes back to.
+    let current = active_dir(library).join(format!("{name}.json"));
+    if is_library_models(&active_dir(library))
+        && let Ok(active) = weights::read_card(&current)
+        && active.version == read.version
+    {
+        return Err(PromoteError::AlreadyActive {
+            card: card.display().to_string(),
+            name: name.to_string(),
+            version: read.version,
         });
     }
     let dir = seeded(library)?;

@@ -54,6 +54,22 @@ impl Libraries {
                 "no item held out and no validation library to set the threshold on".into(),
             );
         }
+        // A threshold set on the data it was fitted on marks nothing it should: refused.
+        let same = |a: &PathBuf| {
+            let db = crate::store::resolve_db_path(a);
+            std::fs::canonicalize(&db).unwrap_or(db)
+        };
+        if let Some(both) = self
+            .validation
+            .iter()
+            .find(|v| self.fit.iter().any(|f| same(f) == same(v)))
+        {
+            return Err(format!(
+                "{} is both a fit and a validation library: validation data must be data the \
+                 fit never saw (hold out with --hold-out-every instead); nothing was changed",
+                both.display()
+            ));
+        }
         let read = |path: &PathBuf| -> Result<G, String> {
             let store = Store::open(path, OpenMode::Existing)
                 .map_err(|e| format!("{}: {e}", path.display()))?;

@@ -84,6 +84,14 @@ pub fn copy_library(
             to.db_path().display()
         )));
     }
+    // A damaged source would be copied into a library that passes its checks: refused.
+    if let Some(first) = from.integrity_problems(None)?.first() {
+        return Err(StoreError::Invalid(format!(
+            "{}: the database is damaged ({first}); `endotwin library check` names every \
+             problem (nothing was written)",
+            from.db_path().display()
+        )));
+    }
     let media = from.media_rows()?;
     to.write_media(|tx, files| -> Result<()> {
         for (table, columns) in COPIED_TABLES {

@@ -289,7 +289,11 @@ impl Store {
         };
         if !is_media_rel_path(&media.rel_path) {
             // A tampered row (`../../etc/passwd`) names no file of the library: never read.
-            return Err(changed());
+            return Err(StoreError::MediaOutsideLibrary {
+                path: self.root().to_path_buf(),
+                id: media.id,
+                file: media.rel_path.clone(),
+            });
         }
         if self.engine() == EngineKind::Postgres {
             let bytes = super::pg::media_bytes(self.conn(), &media.hash)?.ok_or_else(changed)?;

@@ -136,6 +136,14 @@ pub enum StoreError {
         file: String,
     },
     #[error(
+        "{path}: media {id}'s file name '{file}' is not a file in {MEDIA_DIR}/ (its row was changed); not read; `endotwin library check` lists every such row"
+    )]
+    MediaOutsideLibrary {
+        path: PathBuf,
+        id: i64,
+        file: String,
+    },
+    #[error(
         "{path}: lies inside the {MEDIA_DIR}/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },

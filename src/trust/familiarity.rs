@@ -17,6 +17,10 @@ pub const VALIDATION_MARKED: f64 = 0.05;
 pub enum FamiliarityError {
     #[error("familiarity needs at least {need} embeddings to fit, got {got}")]
     TooFew { need: usize, got: usize },
+    #[error(
+        "familiarity needs at least {need} validation embeddings to set its threshold on, got {got} (hold out more of the fit data or add a validation library)"
+    )]
+    TooFewValidation { need: usize, got: usize },
     #[error("embeddings of {found} values where the model gives {expected}")]
     Width { expected: usize, found: usize },
     #[error("{sources} sources named for {inputs} validation inputs")]
@@ -67,7 +71,7 @@ impl Familiarity {
             });
         }
         if validation.len() < NEED {
-            return Err(FamiliarityError::TooFew {
+            return Err(FamiliarityError::TooFewValidation {
                 need: NEED,
                 got: validation.len(),
             });

@@ -175,6 +175,29 @@ impl ReportData {
                     held_out: held.display().to_string(),
                 });
             }
+            // Another path to the same images (a copy of the training library) is no more
+            // held out: any image both hold, by content hash, refuses the report.
+            let hashes = |p: &Path| -> Result<std::collections::HashSet<String>, ReportError> {
+                let store = crate::store::Store::open_read_only(p)
+                    .map_err(|e| ReportError::Data(format!("{}: {e}", p.display())))?;
+                Ok(store
+                    .media_rows()
+                    .map_err(|e| ReportError::Data(format!("{}: {e}", p.display())))?
+                    .into_iter()
+                    .map(|m| m.hash)
+                    .collect())
+            };
+            let (h, t) = (hashes(held)?, hashes(trained)?);
+            let shared = h.intersection(&t).count();
+            if shared > 0 {
+                return Err(ReportError::Data(format!(
+                    "{}: {shared} of its {} images are in {}, the library the run trained on: \
+                     a report is made on held-out data only (nothing was written)",
+                    held.display(),
+                    h.len(),
+                    trained.display()
+                )));
+            }
         }
         Ok(())
     }

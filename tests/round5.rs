@@ -1,0 +1,240 @@
+//! Hostile round 5 (issue 43): each finding through the command line, refused by name with
+//! nothing changed on disk, or said as it is.
+
+use crate::common;
+use crate::hostile::library_with_cases;
+use crate::store_safety::{files, run_within};
+
+use common::run;
+use std::path::Path;
+use std::process::Command;
+
+/// `endotwin --library LIB ARGS...` on the CPU.
+fn et(lib: &Path, args: &[&str]) -> Command {
+    let mut c = common::endotwin(lib);
+    c.args(args);
+    c
+}
+
+/// The endotwin binary run from an empty folder with no library named anywhere: its
+/// library falls back on the source tree's `sample_db/`.
+fn bare(args: &[&str]) -> common::Ran {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_endotwin"));
+    c.current_dir(dir.path())
+        .env_remove("ENDOTWIN_LIBRARY")
+        .env("ENDOTWIN_BACKEND", "cpu")
+        .args(args);
+    run_within(c, 120)
+}
+
+#[test]
+fn bench_library_never_edits_the_source_trees_sample_library() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
+    let before = files(&sample);
+    let r = bare(&["bench", "library", "--clients", "1", "--seconds", "0.2"]);
+    assert!(
+        !r.ok() && r.says("--library") && r.says("nothing was changed"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        files(&sample),
+        before,
+        "the source tree's sample_db changed"
+    );
+}
+
+#[test]
+fn commands_that_write_no_library_do_not_ask_for_one() {
+    // Scoring one image with prompts reads no library: it runs without --library.
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("frame.png");
+    common::png(&image, 32, 32, 9);
+    let prompts = dir.path().join("p.txt");
+    std::fs::write(&prompts, "a polyp\nnormal mucosa\n").unwrap();
+    let r = bare(&[
+        "prompts",
+        "score",
+        "--image",
+        image.to_str().unwrap(),
+        "--prompts",
+        prompts.to_str().unwrap(),
+    ]);
+    assert!(r.ok() && !r.says("pass --library"), "{}", r.text());
+}
+
+#[test]
+fn a_report_json_named_as_its_own_picture_is_refused() {
+    let (lib, _src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    let png = out.path().join("z.png");
+    let card = endotwin::default_models_dir().join("captions.json");
+    let mut c = et(lib.path(), &["model", "report", "--card"]);
+    c.arg(&card).arg("--json").arg(&png);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("z.png") && r.says("nothing was written"),
+        "{}",
+        r.text()
+    );
+    assert!(!png.exists());
+}
+
+#[test]
+fn eval_trust_diagrams_that_cannot_be_written_are_refused_before_the_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("unused");
+    // A file where the folder should be.
+    let file = dir.path().join("existing.txt");
+    std::fs::write(&file, b"keep me").unwrap();
+    let mut c = et(&lib, &["--force", "eval", "trust", "--diagrams"]);
+    c.arg(&file);
+    let r = run_within(c, 30);
+    assert!(
+        !r.ok() && r.says("existing.txt") && r.says("not a folder"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    // An earlier diagram, without --force.
+    let diagrams = dir.path().join("diagrams");
+    std::fs::create_dir(&diagrams).unwrap();
+    std::fs::write(diagrams.join("reliability-0.png"), b"earlier").unwrap();
+    let mut c = et(&lib, &["eval", "trust", "--diagrams"]);
+    c.arg(&diagrams);
+    let r = run_within(c, 30);
+    assert!(
+        !r.ok() && r.says("reliability-0.png") && r.says("--force"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        std::fs::read(diagrams.join("reliability-0.png")).unwrap(),
+        b"earlier"
+    );
+}
+
+#[test]
+fn a_damaged_library_is_not_copied() {
+    let (lib, _src) = library_with_cases();
+    let db = lib.path().join("library.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
+              WHERE name = 'media_examination';
+             PRAGMA writable_schema = OFF;",
+        )
+        .unwrap();
+    }
+    let before = files(lib.path());
+    let out = tempfile::tempdir().unwrap();
+    let copy = out.path().join("copy");
+    let mut c = et(lib.path(), &["library", "copy"]);
+    c.arg(lib.path()).arg(&copy);
+    let r = run(c);
+    assert!(
+        !r.ok() && r.says("damaged") && r.says("nothing was written"),
+        "{}",
+        r.text()
+    );
+    assert!(!copy.join("library.sqlite").exists());
+    assert_eq!(files(lib.path()), before);
+}
+
+#[test]
+fn a_model_promoted_again_is_refused_so_demote_still_reaches_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    std::fs::create_dir(&lib).unwrap();
+    let run_dir = dir.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            run_dir.join(file),
+        )
+        .unwrap();
+    }
+    use endotwin::engine::promote;
+    let card = run_dir.join("captions.json");
+    promote::promote(&lib, &card, Some(1)).unwrap();
+    let previous = promote::active_dir(&lib).join("previous/captions.json");
+    let kept = std::fs::read(&previous).unwrap();
+    let err = promote::promote(&lib, &card, Some(1)).unwrap_err();
+    assert!(
+        err.to_string().contains("already the library's captions")
+            && err.to_string().contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&previous).unwrap(), kept);
+}
+
+#[test]
+fn model_trust_refuses_a_validation_library_that_is_its_fit_library() {
+    let (lib, _src) = library_with_cases();
+    let cards = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            cards.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = cards.path().join("captions.json");
+    let before = std::fs::read(&card).unwrap();
+    let db = lib.path().join("library.sqlite");
+    for validation in [lib.path(), db.as_path()] {
+        let mut c = et(lib.path(), &["model", "trust"]);
+        c.arg(&card)
+            .arg("--fit")
+            .arg(lib.path())
+            .arg("--validation")
+            .arg(validation)
+            .args(["--hold-out-every", "0"]);
+        let r = run_within(c, 60);
+        assert!(
+            !r.ok()
+                && r.says("both a fit and a validation library")
+                && r.says("nothing was changed"),
+            "{}",
+            r.text()
+        );
+    }
+    assert_eq!(std::fs::read(&card).unwrap(), before);
+}
+
+#[test]
+fn a_report_on_a_copy_of_the_training_library_is_refused() {
+    let (lib, _src) = library_with_cases();
+    let copy = tempfile::tempdir().unwrap();
+    let mut c = Command::new("cp");
+    c.arg("-r")
+        .arg(lib.path().join("library.sqlite"))
+        .arg(lib.path().join("media"))
+        .arg(copy.path());
+    assert!(c.status().unwrap().success());
+    let data = endotwin::eval::report::ReportData {
+        held_out: Some(copy.path().to_path_buf()),
+        trained_on: Some(lib.path().to_path_buf()),
+        ..Default::default()
+    };
+    let card = endotwin::default_models_dir().join("captions.json");
+    let device = burn::tensor::Device::flex();
+    let err = endotwin::eval::report::build(
+        &card,
+        None,
+        &data,
+        &device,
+        &endotwin::plumbing::Progress::new(),
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        err.to_string().contains("the library the run trained on")
+            && err.to_string().contains(" of its "),
+        "{err}"
+    );
+}
