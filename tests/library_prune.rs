@@ -8,7 +8,7 @@ use endotwin::store::{
 use std::path::Path;
 
 /// (name, version, embeddings) of every set the library holds rows for.
-fn sets(library: &Path) -> Vec<(String, String, usize)> {
+pub(crate) fn sets(library: &Path) -> Vec<(String, String, usize)> {
     let store = Store::open_read_only(library).unwrap();
     let mut sets: Vec<_> = store
         .embedding_sets()
@@ -21,7 +21,7 @@ fn sets(library: &Path) -> Vec<(String, String, usize)> {
     sets
 }
 
-fn add_set(store: &mut Store, name: &str, version: &str, media: &[i64]) {
+pub(crate) fn add_set(store: &mut Store, name: &str, version: &str, media: &[i64]) {
     store
         .write(|tx| {
             let id = ensure_model(tx, name, version, "image-encoder", "{}", "")?;

@@ -238,3 +238,79 @@ fn a_report_on_a_copy_of_the_training_library_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn eval_real_names_a_data_path_that_is_no_folder_and_leaves_out_an_empty_capsule_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("unused");
+    let missing = dir.path().join("nonexistent");
+    let file = dir.path().join("file.txt");
+    std::fs::write(&file, b"x").unwrap();
+    for (data, says) in [(&missing, "No such file"), (&file, "not a folder")] {
+        let mut c = et(&lib, &["eval", "real", "--data"]);
+        c.arg(data);
+        let r = run_within(c, 60);
+        assert!(!r.ok() && r.says(says), "{}", r.text());
+    }
+    // An empty captiv8*/ folder is left out with a note, as an empty cvc-clinicdb*/ is: the
+    // evaluation goes on (it aborted everything).
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("captiv8-empty")).unwrap();
+    let json = dir.path().join("real.json");
+    let mut c = et(&lib, &["eval", "real", "--data"]);
+    c.arg(&data).arg("--json").arg(&json);
+    let r = run_within(c, 120);
+    assert!(r.ok(), "{}", r.text());
+    let e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let notes = e["notes"].to_string();
+    assert!(
+        notes.contains("captiv8-empty left out") && notes.contains("no CSV files"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn prune_keeps_the_index_of_the_models_promoted_in_the_library() {
+    use crate::library_prune::{add_set, sets};
+    use endotwin::store::{OpenMode, Store};
+    let (lib, _src) = library_with_cases();
+    // The library's own twin encoder: a copy of the shipped card under another version.
+    let run_dir = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            run_dir.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = run_dir.path().join("captions.json");
+    endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
+    endotwin::engine::promote::promote(lib.path(), &card, Some(7)).unwrap();
+    {
+        let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+        let media: Vec<i64> = store
+            .all_polyp_view_ids()
+            .unwrap()
+            .into_values()
+            .flatten()
+            .collect();
+        add_set(&mut store, "captions", "run-7-own", &media);
+        add_set(&mut store, "captions", "run-0-old", &media);
+    }
+    // Pruning against the shipped models only: the library's own version stays.
+    let r = run(et(
+        lib.path(),
+        &[
+            "library",
+            "prune",
+            "--apply",
+            "--include-recent",
+            "--models",
+            endotwin::default_models_dir().to_str().unwrap(),
+        ],
+    ));
+    assert!(r.ok() && r.says("library's own models"), "{}", r.text());
+    let left: Vec<String> = sets(lib.path()).into_iter().map(|s| s.1).collect();
+    assert_eq!(left, vec!["run-7-own".to_string()], "{}", r.text());
+}

@@ -101,7 +101,22 @@ fn kept_versions(folders: &[PathBuf]) -> Result<Vec<String>> {
 const RECENT_S: i64 = 3600;
 
 fn prune(library: &Path, folders: &[PathBuf], apply: bool, include_recent: bool) -> Result<()> {
-    let kept = kept_versions(folders)?;
+    // The library's own models (a promotion made it use them) are always kept: their sets
+    // are the index it answers with.
+    let mut folders = folders.to_vec();
+    let own = endotwin::engine::promote::active_dir(library);
+    if endotwin::engine::promote::is_library_models(&own) {
+        println!(
+            "kept: the versions of the library's own models ({})",
+            own.display()
+        );
+        for dir in [own.clone(), own.join("previous")] {
+            if dir.is_dir() && !folders.contains(&dir) {
+                folders.push(dir);
+            }
+        }
+    }
+    let kept = kept_versions(&folders)?;
     let current = |version: &str| {
         kept.iter().any(|k| {
             version == k

@@ -154,6 +154,16 @@ pub fn run(
         .filter(|p| p.join("images").is_dir() && p.join("masks").is_dir())
         .collect();
     let captiv8 = folders(data, "captiv8");
+    if !data.is_dir() {
+        return Err(RealError::Data(format!(
+            "{}: {}",
+            data.display(),
+            match std::fs::metadata(data) {
+                Err(e) => e.to_string(),
+                Ok(_) => "not a folder".into(),
+            }
+        )));
+    }
     if cvc.is_empty() && kvasir.is_empty() && captiv8.is_empty() {
         return Err(RealError::Data(format!(
             "{}: no cvc-clinicdb*/, kvasir-seg*/ or captiv8*/ folder inside",
@@ -701,14 +711,20 @@ fn capsule(
     let tmp = TempDir::new()?;
     let mut store = Store::open_in_memory(tmp.path())?;
     for root in roots {
-        eval.sources.push(root.display().to_string());
-        import::run(
+        // A folder that holds no CAPTIV8 tables is left out with a note, as an empty
+        // cvc-clinicdb*/ folder is; the rest of the evaluation goes on.
+        match import::run(
             ImportLayout::Captiv8,
             &mut store,
             root,
             ImportOptions::default(),
             &Progress::new(),
-        )?;
+        ) {
+            Ok(_) => eval.sources.push(root.display().to_string()),
+            Err(e) => eval
+                .notes
+                .push(format!("capsule: {} left out: {e}", root.display())),
+        }
     }
     let mut frames = Vec::new();
     for e in store.examinations()? {
