@@ -314,3 +314,47 @@ fn prune_keeps_the_index_of_the_models_promoted_in_the_library() {
     let left: Vec<String> = sets(lib.path()).into_iter().map(|s| s.1).collect();
     assert_eq!(left, vec!["run-7-own".to_string()], "{}", r.text());
 }
+
+#[test]
+fn the_librarys_promoted_models_are_never_written_over_and_a_damaged_one_is_not_demoted_to() {
+    let (lib, _src) = library_with_cases();
+    let run_dir = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            run_dir.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = run_dir.path().join("captions.json");
+    endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
+    use endotwin::engine::promote;
+    let p = promote::promote(lib.path(), &card, Some(7)).unwrap();
+    let models = p.dir;
+    let before = files(&models);
+    for (command, target) in [
+        (&["labels", "export", "--out"][..], "captions.json"),
+        (&["contact-sheet", "--out"][..], "previous/captions.bpk"),
+        (&["labels", "export", "--out"][..], "ACTIVE"),
+    ] {
+        let mut c = et(lib.path(), &["--force"]);
+        c.args(command).arg(models.join(target));
+        let r = run(c);
+        assert!(
+            !r.ok() && r.says("library's own file"),
+            "{command:?} {target}: {}",
+            r.text()
+        );
+    }
+    assert_eq!(files(&models), before, "the library's models changed");
+    // A damaged model to go back to: named, nothing moved.
+    std::fs::write(models.join("previous/captions.bpk"), b"not weights").unwrap();
+    let before = files(&models);
+    let r = run(et(lib.path(), &["model", "demote", "captions"]));
+    assert!(
+        !r.ok() && r.says("previous/captions.bpk") && r.says("does not match"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(&models), before);
+}

@@ -107,6 +107,7 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "weights missing"),
         });
     }
+    weights::verify_pair(card)?;
     // Promoting the active model again would push it over the one demote goes back to.
     let current = active_dir(library).join(format!("{name}.json"));
     if is_library_models(&active_dir(library))
@@ -180,6 +181,8 @@ pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     if !previous.is_file() {
         return Err(PromoteError::NothingToDemote(name.to_string()));
     }
+    // The model to go back to must load: a damaged one is named, nothing is moved.
+    weights::verify_pair(&previous)?;
     let active = dir.join(format!("{name}.json"));
     let demoted_dir = dir.join("demoted");
     mkdir(&demoted_dir)?;

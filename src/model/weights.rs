@@ -368,6 +368,23 @@ pub(crate) fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsE
     Ok(bytes)
 }
 
+/// The card at `path`, once its record beside it is read and hashes to the card's SHA-256:
+/// a pair that would load (short of building the model), checked before it is moved into use.
+pub fn verify_pair(path: &Path) -> Result<ModelCard, WeightsError> {
+    let card = read_card(path)?;
+    let record = record_path(path);
+    let bytes = read_model_file(&record, MAX_RECORD_BYTES)?;
+    let found = hex(&Sha256::digest(&bytes));
+    if found != card.sha256 {
+        return Err(WeightsError::Checksum {
+            path: record,
+            expected: card.sha256.clone(),
+            found,
+        });
+    }
+    Ok(card)
+}
+
 pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
     let text = read_model_file(path, MAX_CARD_BYTES)?;
     serde_json::from_slice(&text).map_err(|e| WeightsError::Card {

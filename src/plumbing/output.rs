@@ -1,7 +1,8 @@
 //! Where a command may write a file it was asked to write (`--out`, `--json`): never over a
 //! library's own files (its database under whatever name it was opened, the database's
-//! journal files, anything in `media/`), never over anything that is not a regular file, and
-//! over an existing file only when the user said `--force`.
+//! journal files, anything in `media/` or in the `models/` a promotion made for it), never
+//! over anything that is not a regular file, and over an existing file only when the user
+//! said `--force`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -68,10 +69,14 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
     });
     let in_library_folder = library_root.as_deref() == Some(parent.as_path())
         || parent.join("library.sqlite").is_file();
+    // Inside a library's media/, or inside the models folder a promotion made for it (its
+    // active models, `previous/`, `demoted/`: changed only by promote and demote).
     let in_media = resolved.ancestors().skip(1).any(|a| {
-        a.file_name().is_some_and(|n| n == "media")
-            && (library_root.as_deref() == a.parent()
-                || a.with_file_name("library.sqlite").is_file())
+        let beside_library =
+            library_root.as_deref() == a.parent() || a.with_file_name("library.sqlite").is_file();
+        beside_library
+            && a.file_name()
+                .is_some_and(|n| n == "media" || (n == "models" && a.join("ACTIVE").is_file()))
     });
     let databases: Vec<PathBuf> = OPEN_DATABASES
         .lock()
