@@ -324,7 +324,7 @@ fn a_fifo_or_a_device_named_as_input_is_refused_at_once() {
 
 /// An executable shell script at `path`.
 #[cfg(unix)]
-fn script(path: &Path, text: &str) {
+pub(crate) fn script(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -30,6 +30,8 @@ pub const FFMPEG_ENV: &str = "ENDOTWIN_FFMPEG";
 pub const TOOL_TIMEOUT_ENV: &str = "ENDOTWIN_TOOL_TIMEOUT_S";
 /// Two minutes: far longer than any healthy decoder pauses between frames.
 pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 120;
+/// The most frames one video import reads: about 2 hours at 25 frames a second.
+pub const MAX_VIDEO_FRAMES: u64 = 180_000;
 
 fn tool_timeout() -> std::time::Duration {
     let given = std::env::var(TOOL_TIMEOUT_ENV).ok();
@@ -477,8 +479,24 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
     let frame_bytes = info.width as usize * info.height as usize * 3;
     let mut buf = vec![0u8; frame_bytes];
     let mut frames = Vec::new();
+    // A decoder that never stops (a damaged stream, a wrong tool) is stopped past what the
+    // video announces (half again, for variable frame rates), or past MAX_VIDEO_FRAMES.
+    let announced = info.frames.or(info.estimated_frames);
+    let most = announced
+        .map(|n| n.saturating_mul(3) / 2 + 300)
+        .unwrap_or(MAX_VIDEO_FRAMES)
+        .min(MAX_VIDEO_FRAMES);
     loop {
         check_cancel(progress)?;
+        if frames.len() as u64 >= most {
+            // Dropping the decoder stops ffmpeg's whole process group.
+            watchdog.stop();
+            return Err(fail(format!(
+                "ffmpeg gave more than {most} frames for a video that announces {}; stopped \
+                 (nothing was written)",
+                announced.map_or("no frame count".into(), |n| format!("{n} frames"))
+            )));
+        }
         // Stops waiting when the watchdog fires or ffmpeg has ended with nothing more in the
         // pipe (a process it left behind may hold the pipe open for ever).
         let read = read_full_until(&mut stdout, &mut buf, || {
