@@ -385,3 +385,21 @@ fn a_decoder_that_never_stops_is_stopped_past_the_frames_the_video_announces() {
     );
     assert_eq!(files(lib.path()), before);
 }
+
+#[test]
+fn prompts_index_names_the_frames_it_leaves_out() {
+    let (lib, _src) = library_with_cases();
+    // A view's file swapped for another image's bytes: its hash no longer matches.
+    let mut media = Vec::new();
+    common::walk(&lib.path().join("media"), &mut media);
+    media.sort();
+    let (a, b) = (&media[0], &media[1]);
+    std::fs::copy(b, a).unwrap();
+    let swapped = a.file_name().unwrap().to_string_lossy().into_owned();
+    let r = run(et(lib.path(), &["prompts", "index"]));
+    assert!(
+        !r.ok() && r.says("left out") && r.says(&swapped),
+        "{}",
+        r.text()
+    );
+}

@@ -210,8 +210,17 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
         PromptsWhat::Index { model } => {
             let loaded = load(&models_dir, model, &device)?;
             let mut store = Store::open(library, OpenMode::Existing)?;
-            let n = index(&loaded, &mut store, &device)?;
-            println!("encoded {n} frames with {}", loaded.named());
+            let done = index(&loaded, &mut store, &device)?;
+            println!("encoded {} frames with {}", done.encoded, loaded.named());
+            if !done.skipped.is_empty() {
+                for line in &done.skipped {
+                    println!("left out: {line}");
+                }
+                anyhow::bail!(
+                    "{} frames left out (named above; `endotwin library check` lists every changed file)",
+                    done.skipped.len()
+                );
+            }
             Ok(())
         }
     }
@@ -222,7 +231,7 @@ fn index(
     loaded: &LoadedPromptModel,
     store: &mut Store,
     device: &burn::tensor::Device,
-) -> Result<usize> {
+) -> Result<query::Indexed> {
     let progress = Arc::new(Progress::new());
     let bar = super::stage_bar();
     let watcher = super::watch(progress.clone(), bar.clone());

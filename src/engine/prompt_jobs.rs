@@ -85,7 +85,8 @@ pub(super) fn run(
             query::check_prompt(&loaded, &text).map_err(|e| e.to_string())?;
             let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
             let encoded = query::index_library(&loaded, &mut store, device, progress)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .encoded;
             let hits =
                 query::search(&loaded, &store, &text, top, device).map_err(|e| e.to_string())?;
             Ok(PromptOutput::Search {

@@ -196,15 +196,23 @@ pub fn scores(
         .collect())
 }
 
+/// What [`index_library`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Indexed {
+    /// Frames encoded and cached.
+    pub encoded: usize,
+    /// Frames left out, each "file: why" (a file changed on disk, unreadable).
+    pub skipped: Vec<String>,
+}
+
 /// Encodes every colonoscopy still and video frame of the library that `model`'s version has
-/// not encoded yet (or whose file changed) and caches the embeddings in the store. Returns how
-/// many were encoded.
+/// not encoded yet (or whose file changed) and caches the embeddings in the store.
 pub fn index_library(
     model: &LoadedPromptModel,
     store: &mut Store,
     device: &Device,
     progress: &Progress,
-) -> Result<usize, PromptError> {
+) -> Result<Indexed, PromptError> {
     let model_id = model_row(model, store)?;
     let cached: HashMap<i64, String> = store
         .embeddings(model_id, EmbeddingTarget::Media)?
@@ -217,8 +225,20 @@ pub fn index_library(
         .collect();
     progress.stage("encoding frames for text prompts", todo.len() as u64);
     let refs: Vec<&MediaRow> = todo.iter().collect();
-    encode_and_cache(model, store, model_id, &refs, device, progress)?;
-    Ok(todo.len())
+    let mut skipped = Vec::new();
+    let fresh = encode_and_cache(
+        model,
+        store,
+        model_id,
+        &refs,
+        device,
+        progress,
+        &mut skipped,
+    )?;
+    Ok(Indexed {
+        encoded: fresh.len(),
+        skipped,
+    })
 }
 
 /// The cached embeddings of `model`'s version, by media id (empty when never indexed).
@@ -539,7 +559,16 @@ pub fn video_polyp_strip(
         "encoding video frames for the polyp strip",
         todo.len() as u64,
     );
-    let fresh = encode_and_cache(detector, store, model_id, &todo, device, progress)?;
+    let mut skipped = Vec::new();
+    let fresh = encode_and_cache(
+        detector,
+        store,
+        model_id,
+        &todo,
+        device,
+        progress,
+        &mut skipped,
+    )?;
     if progress.is_cancelled() {
         return Err(PromptError::Image("cancelled".into()));
     }
@@ -558,7 +587,8 @@ pub fn video_polyp_strip(
 }
 
 /// Encodes `rows` with `model` in chunks of 64 and caches the embeddings under `model_id`;
-/// returns them by media id. Unreadable files are skipped; a cancel stops between chunks.
+/// returns them by media id. Files that cannot be read (or changed on disk) are skipped, each
+/// named in `skipped`; a cancel stops between chunks.
 fn encode_and_cache(
     model: &LoadedPromptModel,
     store: &mut Store,
@@ -566,6 +596,7 @@ fn encode_and_cache(
     rows: &[&MediaRow],
     device: &Device,
     progress: &Progress,
+    skipped: &mut Vec<String>,
 ) -> Result<HashMap<i64, Vec<f32>>, PromptError> {
     let mut out = HashMap::new();
     for chunk in rows.chunks(64) {
@@ -575,9 +606,12 @@ fn encode_and_cache(
         let mut decoded = Vec::new();
         let mut kept = Vec::new();
         for m in chunk {
-            if let Ok(d) = images::decode_media(store, m) {
-                decoded.push(d.image);
-                kept.push(*m);
+            match images::decode_media(store, m) {
+                Ok(d) => {
+                    decoded.push(d.image);
+                    kept.push(*m);
+                }
+                Err(e) => skipped.push(format!("{}: {e}", m.rel_path)),
             }
             progress.inc();
         }
