@@ -47,7 +47,8 @@ fn each_shipped_prompt_model_keeps_its_floor_beside_the_colour_histogram() {
     };
     let detection_baseline = auroc("detection", "colour_histogram_lr");
     let pathology_baseline = auroc("pathology", "colour_histogram_lr");
-    // Measured here (debug build, 80 s; 115 s with the 20 draws), 27 Nov 2026: polyp detection
+    // Measured here (debug build on the 2 shared cores, 27 Nov 2026: the command 101 s without
+    // the draws, 103 s with the 20; this test 122 s under a heavier load): polyp detection
     // per frame (286 frames, 160 with a polyp), colour histogram 0.863; benign vs neoplastic
     // per polyp (40 polyps, 11 benign), colour histogram 0.906. `eval prompts`' own untrained
     // rows (one initialisation each): detection 0.757, pathology 0.937. Earlier, the same
