@@ -31,11 +31,9 @@ impl App {
             .collect();
         for key in wanted {
             let source = match &key {
-                ImageKey::Media(id) => self.state.library.as_ref().and_then(|lib| {
-                    lib.store.media(*id).ok().flatten().map(|m| Source::Media {
-                        path: lib.store.media_path(&m),
-                        hash: m.hash.clone(),
-                    })
+                ImageKey::Media(id) => self.state.library.as_ref().map(|lib| Source::Media {
+                    library: lib.store.db_path().to_path_buf(),
+                    id: *id,
                 }),
                 ImageKey::Thumbnail(id) => {
                     self.state.library.as_ref().map(|lib| Source::Thumbnail {

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use endotwin::compute::{self, BackendPref};
 use endotwin::eval::held_out::HeldOut;
-use endotwin::eval::prompts::{Curves, HeldOutItems, Named};
+use endotwin::eval::prompts::{Curves, HeldOutItems, Named, UntrainedDraws, draw_seeds};
 use endotwin::model::twin_encoder::TwinEncoderConfig;
 use endotwin::plumbing::Progress;
 use endotwin::prompts::model::{self, LoadedPromptModel, PromptModelConfig};
@@ -276,6 +276,12 @@ pub struct EvalArgs {
     /// `--pool mean`): their zero-shot benign-vs-neoplastic AUROC joins the ablation list.
     #[arg(long = "ablation", value_name = "LABEL=CARD")]
     pub ablations: Vec<String>,
+    /// Also score the stage-3 and stage-2 architectures at this many random initialisations
+    /// (draw i seeded `--seed * 1000 + i`) for pathology: the untrained mean, spread and how
+    /// many draws reach the trained model's AUROC (one untrained row alone can rank well by
+    /// chance).
+    #[arg(long, default_value_t = 0, value_parser = super::eval::count(0, 1000))]
+    pub untrained_draws: usize,
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -434,10 +440,13 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             *c,
         ));
     }
-    if let Some(s2) = &stage2 {
+    let stage2_curves = stage2
+        .as_ref()
+        .map(|s2| items.pathology(&Named::of("stage 2", s2), &device));
+    if let Some(c) = stage2_curves {
         ablation_rows.push((
             "after stage 2, soft attribute targets (pathology)".into(),
-            items.pathology(&Named::of("stage 2", s2), &device),
+            c,
         ));
     }
     for (label, m) in &ablations {
@@ -445,6 +454,29 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             format!("{label} (pathology)"),
             items.pathology(&Named::of(label, m), &device),
         ));
+    }
+    // Last, so that no row above depends on whether draws were asked for.
+    let seeds = draw_seeds(a.seed, a.untrained_draws);
+    let mut draws: Vec<(&str, UntrainedDraws)> = Vec::new();
+    if !seeds.is_empty() {
+        let trained = [
+            ("stage3", stage3.as_ref(), pathology.first().map(|p| p.1)),
+            ("stage2", stage2.as_ref(), stage2_curves),
+        ];
+        // Stage 2 and stage 3 share one architecture as shipped: the same seeds then give the
+        // same untrained models, scored once.
+        let mut scored: Vec<(serde_json::Value, Vec<f64>)> = Vec::new();
+        for (name, m, curves) in trained {
+            if let (Some(m), Some(c)) = (m, curves) {
+                let arch = serde_json::to_value(&m.config)?;
+                let d = match scored.iter().find(|(a, _)| *a == arch) {
+                    Some((_, aurocs)) => UntrainedDraws::of(c.auroc, seeds.clone(), aurocs.clone()),
+                    None => items.untrained_pathology_draws(&m.config, c.auroc, &seeds, &device),
+                };
+                scored.push((arch, d.aurocs.clone()));
+                draws.push((name, d));
+            }
+        }
     }
     let row = |name: &str, c: &Curves| {
         println!(
@@ -473,6 +505,28 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
     for (name, c) in &ablation_rows {
         row(name, c);
     }
+    if !draws.is_empty() {
+        println!(
+            "untrained draws (pathology; each architecture at {} random initialisations, seeds {}..={}):",
+            seeds.len(),
+            seeds[0],
+            seeds[seeds.len() - 1]
+        );
+    }
+    for (name, d) in &draws {
+        println!(
+            "  {name:<8} trained AUROC {:.3}; untrained mean {:.3} (sd {:.3}), quartiles {:.3} {:.3} {:.3}, max {:.3}; {} of {} draws reach the trained",
+            d.trained,
+            d.mean,
+            d.sd,
+            d.quartiles[0],
+            d.quartiles[1],
+            d.quartiles[2],
+            d.max,
+            d.reaching_trained,
+            d.aurocs.len()
+        );
+    }
     let stage3_name = stage3.as_ref().map_or("none".to_string(), |m| m.named());
     println!(
         "models: round 1 {}, round 2 {}, stage 3 {stage3_name} ({:.0} s)",
@@ -488,7 +542,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
                     .collect(),
             )
         };
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "held_out": {
                 "described": lib.described,
                 "seed": a.seed,
@@ -509,6 +563,14 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
                 "name": name, "auroc": c.auroc, "auroc_ci": c.auroc_ci, "aupr": c.aupr,
             })).collect::<Vec<_>>(),
         });
+        if !draws.is_empty() {
+            json["untrained_draws"] = serde_json::Value::Object(
+                draws
+                    .iter()
+                    .map(|(k, d)| (k.to_string(), serde_json::to_value(d).expect("draws")))
+                    .collect(),
+            );
+        }
         super::write_output(path, serde_json::to_string_pretty(&json)?.as_bytes())?;
         println!("wrote {}", path.display());
     }

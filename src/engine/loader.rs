@@ -21,8 +21,10 @@ pub enum ImageKey {
 pub enum Source {
     /// An image file opened from disk.
     File(PathBuf),
-    /// A library media file, shown only while its bytes still hash to `hash`.
-    Media { path: PathBuf, hash: String },
+    /// Media `id` of the library at `library`, read through the store's hash-checked read
+    /// (the one every command and engine job decodes media with): a file swapped or damaged
+    /// on disk is refused by name, never shown as the view.
+    Media { library: PathBuf, id: i64 },
     /// The stored thumbnail of media `id` in the library at `library`.
     Thumbnail { library: PathBuf, id: i64 },
 }
@@ -51,18 +53,14 @@ impl ImageLoader {
                         Source::File(path) => images::decode_file(&path)
                             .map(|d| d.image.to_rgba8())
                             .map_err(|e| format!("{}: {e}", path.display())),
-                        Source::Media { path, hash } => images::decode_file(&path)
-                            .map_err(|e| format!("{}: {e}", path.display()))
-                            .and_then(|d| {
-                                if crate::store::content_hash(&d.bytes) == hash {
-                                    Ok(d.image.to_rgba8())
-                                } else {
-                                    Err(format!(
-                                        "{}: no longer the image imported as it (its bytes changed on disk); `endotwin library check` lists such files",
-                                        path.display()
-                                    ))
-                                }
-                            }),
+                        Source::Media { library: path, id } => {
+                            if library.as_ref().is_none_or(|(p, _)| *p != path) {
+                                library = Store::open(&path, OpenMode::Existing)
+                                    .ok()
+                                    .map(|s| (path.clone(), s));
+                            }
+                            media(library.as_ref().map(|(_, s)| s), id)
+                        }
                         Source::Thumbnail { library: path, id } => {
                             if library.as_ref().is_none_or(|(p, _)| *p != path) {
                                 library = Store::open(&path, OpenMode::Existing)
@@ -98,6 +96,17 @@ impl ImageLoader {
     pub fn poll(&self) -> Vec<Loaded> {
         self.loaded.try_iter().collect()
     }
+}
+
+fn media(store: Option<&Store>, id: i64) -> Result<image::RgbaImage, String> {
+    let store = store.ok_or("the library cannot be read")?;
+    let row = store
+        .media(id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("media {id} is not in the library"))?;
+    images::decode_media(store, &row)
+        .map(|d| d.image.to_rgba8())
+        .map_err(|e| e.to_string())
 }
 
 fn thumbnail(store: Option<&Store>, id: i64) -> Result<image::RgbaImage, String> {

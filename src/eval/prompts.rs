@@ -315,6 +315,93 @@ impl HeldOutItems {
     }
 }
 
+/// A trained model's pathology AUROC beside its architecture's at several random
+/// initialisations on the same polyps: a random model's ranking can be strong (and of random
+/// sign), so one untrained row says little; the draws say how often chance alone gets there.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct UntrainedDraws {
+    /// The trained model's zero-shot AUROC.
+    pub trained: f64,
+    /// Each draw's initialisation seed and AUROC, in draw order.
+    pub seeds: Vec<u64>,
+    pub aurocs: Vec<f64>,
+    pub mean: f64,
+    /// Standard deviation over the draws.
+    pub sd: f64,
+    /// Lower quartile, median and upper quartile of the draws.
+    pub quartiles: [f64; 3],
+    pub max: f64,
+    /// How many draws reach the trained model's AUROC (>=).
+    pub reaching_trained: usize,
+}
+
+impl UntrainedDraws {
+    pub fn of(trained: f64, seeds: Vec<u64>, aurocs: Vec<f64>) -> UntrainedDraws {
+        let n = aurocs.len().max(1) as f64;
+        let mean = aurocs.iter().sum::<f64>() / n;
+        let sd = (aurocs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let mut sorted = aurocs.clone();
+        sorted.sort_by(f64::total_cmp);
+        // Linear interpolation between order statistics.
+        let at = |q: f64| {
+            if sorted.is_empty() {
+                return f64::NAN;
+            }
+            let x = (sorted.len() - 1) as f64 * q;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo as f64)
+        };
+        UntrainedDraws {
+            trained,
+            mean,
+            sd,
+            quartiles: [at(0.25), at(0.5), at(0.75)],
+            max: sorted.last().copied().unwrap_or(f64::NAN),
+            reaching_trained: aurocs.iter().filter(|&&a| a >= trained).count(),
+            seeds,
+            aurocs,
+        }
+    }
+}
+
+/// The initialisation seeds of `n` untrained draws for the evaluation seed `seed`: draw `i`
+/// (from 1) is seeded `seed * 1000 + i`, so a draw can be rebuilt on its own.
+pub fn draw_seeds(seed: u64, n: usize) -> Vec<u64> {
+    (1..=n as u64)
+        .map(|i| seed.wrapping_mul(1000).wrapping_add(i))
+        .collect()
+}
+
+impl HeldOutItems {
+    /// [`UntrainedDraws`] of the architecture `config` (each draw initialised on `device`
+    /// seeded with its seed), beside the trained model's pathology AUROC `trained`.
+    pub fn untrained_pathology_draws(
+        &self,
+        config: &PromptModelConfig,
+        trained: f64,
+        seeds: &[u64],
+        device: &Device,
+    ) -> UntrainedDraws {
+        let aurocs = seeds
+            .iter()
+            .map(|&s| {
+                device.seed(s);
+                let model = config.init(device);
+                let named = Named {
+                    label: format!("untrained, seed {s}"),
+                    model: &model,
+                    config,
+                };
+                let items = self.pathology_items(&named, device);
+                let scores: Vec<f64> = items.iter().map(|i| i.0).collect();
+                let truth: Vec<bool> = items.iter().map(|i| i.1).collect();
+                auroc(&scores, &truth)
+            })
+            .collect();
+        UntrainedDraws::of(trained, seeds.to_vec(), aurocs)
+    }
+}
+
 /// Area under the precision-recall curve (average precision) of `scores` ranked high first.
 pub fn aupr(scores: &[f64], positive: &[bool]) -> f64 {
     let mut idx: Vec<usize> = (0..scores.len()).collect();
