@@ -460,6 +460,19 @@ fn a_cvc_readme_row_past_every_frame_or_overlapping_another_is_refused_by_line()
             "       |      1 to 2    |\t 1\t|\n       |      2 to 3    |\t 2\t|\n",
             &["line 1", "line 2", "two sequences"][..],
         ),
+        // Rows that are no frame range: named by line, never read as another range.
+        (
+            "       |      451 to 429    |\t 21\t|\n",
+            &["line 1", "run backwards"][..],
+        ),
+        (
+            "       |      -5 to 440    |\t 21\t|\n",
+            &["line 1", "not a whole number"][..],
+        ),
+        (
+            "       |      429 to 18446744073709551615    |\t 21\t|\n",
+            &["line 1", "not a whole number"][..],
+        ),
     ];
     for (readme, names) in cases {
         small_cvc(src.path(), readme);

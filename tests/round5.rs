@@ -403,3 +403,42 @@ fn prompts_index_names_the_frames_it_leaves_out() {
         r.text()
     );
 }
+
+#[test]
+fn asked_for_data_and_models_that_are_not_there_are_named_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("unused");
+    let missing = dir.path().join("nonexistent");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let text = dir.path().join("existing.txt");
+    std::fs::write(&text, b"hello\n").unwrap();
+    let cases: Vec<(Vec<&str>, &Path, &str)> = vec![
+        (vec!["eval", "trust", "--real"], &missing, "not a folder"),
+        (vec!["eval", "trust", "--real"], &empty, "no cvc-clinicdb*/"),
+        (
+            vec![
+                "eval",
+                "real",
+                "--data",
+                empty.to_str().unwrap(),
+                "--models",
+            ],
+            &missing,
+            "not a folder of model cards",
+        ),
+        (vec!["demo", "--out"], &text, "is not a folder"),
+    ];
+    for (args, path, says) in cases {
+        let mut c = et(&lib, &args);
+        c.arg(path);
+        let r = run_within(c, 30);
+        assert!(
+            !r.ok() && r.says(says),
+            "{args:?} {}: {}",
+            path.display(),
+            r.text()
+        );
+    }
+    assert_eq!(std::fs::read(&text).unwrap(), b"hello\n");
+}

@@ -138,6 +138,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
         image_size: args.size,
         ..PhantomConfig::default()
     };
+    if out.exists() && !out.is_dir() {
+        anyhow::bail!(
+            "{}: exists and is not a folder; a demo library is a new folder (nothing was written)",
+            out.display()
+        );
+    }
     if endotwin::store::resolve_db_path(out).exists() {
         anyhow::bail!(
             "{}: already holds a library; choose a new folder",

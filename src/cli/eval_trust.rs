@@ -61,6 +61,21 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
             super::check_output(&diagram_path(dir, i))?;
         }
     }
+    // Asked-for real rows are never dropped without a word: checked before the evaluation.
+    if let Some(data) = &args.real {
+        if !data.is_dir() {
+            anyhow::bail!("--real {}: not a folder", data.display());
+        }
+        let found = ["captiv8", "kvasir-seg", "cvc-clinicdb"]
+            .iter()
+            .any(|p| !endotwin::eval::real::folders(data, p).is_empty());
+        if !found {
+            anyhow::bail!(
+                "--real {}: no cvc-clinicdb*/, kvasir-seg*/ or captiv8*/ folder inside",
+                data.display()
+            );
+        }
+    }
     let compute = compute::select(pref)?;
     let device = &compute.device;
     let models = args.models.unwrap_or_else(endotwin::default_models_dir);

@@ -238,11 +238,48 @@ struct ReadmeRow {
 /// The README's `first to last | sequence` rows. A row spanning more than
 /// [`MAX_ROW_FRAMES`] frames, and two rows whose ranges share a frame but not their
 /// sequence, are refused by line (as `sequences.csv` refuses a frame in two sequences).
+/// Why a line shaped as `first to last | sequence` is no row, if it is shaped so.
+fn malformed_row(line: &str) -> Option<String> {
+    let cells: Vec<&str> = line
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let [range, sequence] = cells[..] else {
+        return None;
+    };
+    let (first, last) = range.split_once(" to ")?;
+    fn integer(t: &str) -> Option<&str> {
+        let t = t.trim();
+        let digits = t.strip_prefix('-').unwrap_or(t);
+        (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())).then_some(t)
+    }
+    let (first, last, sequence) = (integer(first)?, integer(last)?, integer(sequence)?);
+    let parse = |t: &str| t.parse::<u32>().ok();
+    match (parse(first), parse(last), parse(sequence)) {
+        (Some(a), Some(b), Some(_)) if a > b => Some(format!("frames {a} to {b} run backwards")),
+        (Some(_), Some(_), Some(_)) => None,
+        _ => Some(
+            "a frame or sequence number that is not a whole number from 0 to 4294967295".into(),
+        ),
+    }
+}
+
 fn readme_rows(text: &str, readme: &Path) -> Result<Vec<ReadmeRow>, String> {
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if !line.contains(" to ") {
             continue;
+        }
+        // A line shaped as a row (`first to last | sequence`, signs and all) whose numbers are
+        // no frame range is named, not passed over or read as something else.
+        if let Some(why) = malformed_row(line) {
+            return Err(format!(
+                "{} line {}: {why}: `{}`",
+                readme.display(),
+                i + 1,
+                line.trim()
+            ));
         }
         let numbers: Vec<u32> = line
             .split(|c: char| !c.is_ascii_digit())
