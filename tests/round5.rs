@@ -442,3 +442,41 @@ fn asked_for_data_and_models_that_are_not_there_are_named_before_any_work() {
     }
     assert_eq!(std::fs::read(&text).unwrap(), b"hello\n");
 }
+
+#[test]
+fn resuming_a_run_that_finished_every_epoch_is_refused_not_trained_again() {
+    let (lib, _src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    // A finished run's model and its last checkpoint (epoch 2 of 2), as a run leaves them.
+    std::fs::write(out.path().join("t.json"), b"{\"keep\": \"me\"}").unwrap();
+    std::fs::write(out.path().join("t.bpk"), b"weights").unwrap();
+    let checkpoints = out.path().join("t.checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    std::fs::write(
+        checkpoints.join("state.json"),
+        b"{\"epoch\": 2, \"config\": {}}",
+    )
+    .unwrap();
+    let before = files(out.path());
+    let out_s = out.path().to_str().unwrap();
+    let r = run(et(
+        lib.path(),
+        &[
+            "train",
+            "image-encoder",
+            "--out",
+            out_s,
+            "--name",
+            "t",
+            "--epochs",
+            "2",
+            "--resume",
+        ],
+    ));
+    assert!(
+        !r.ok() && r.says("finished its 2 epochs") && r.says("nothing was trained"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(out.path()), before);
+}

@@ -52,6 +52,11 @@ fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> TrainError {
     TrainError::Checkpoint(format!("{what} {}: {e}", path.display()))
 }
 
+/// The epochs the checkpoint in `dir` has finished, when there is one.
+pub(crate) fn epochs_done(dir: &Path) -> Option<usize> {
+    read_state(dir).ok().map(|s| s.epoch)
+}
+
 fn read_state(dir: &Path) -> Result<State, TrainError> {
     let state_path = dir.join("state.json");
     let text = std::fs::read(&state_path).map_err(|e| err("no checkpoint at", &state_path, e))?;

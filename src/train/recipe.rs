@@ -301,6 +301,20 @@ fn check_target(
     if recipe.writes_over_its_card() && !settings.flag(&o, "resume") {
         refuse_existing(&out, &name, ctx)?;
     }
+    // Resuming a run whose model is saved and whose checkpoint has every epoch would train
+    // nothing and write its model again under a new version: said, nothing done.
+    if settings.flag(&o, "resume")
+        && has("epochs")
+        && out.join(format!("{name}.json")).is_file()
+        && let Some(done) = super::checkpoint::epochs_done(&out.join(format!("{name}.checkpoints")))
+        && done >= settings.count(&o, "epochs")?
+    {
+        return Err(RecipeError::Setting(format!(
+            "--resume: the run of {} finished its {done} epochs and saved its model; nothing to \
+             resume (--fork it to train on from its weights); nothing was trained or written",
+            out.join(format!("{name}.json")).display()
+        )));
+    }
     Ok(())
 }
 
