@@ -290,6 +290,7 @@ impl App {
                 text,
                 hits,
                 encoded,
+                skipped,
                 model,
             })) => {
                 if panel.searching == Some(id) {
@@ -301,6 +302,17 @@ impl App {
                         model: model.clone(),
                     });
                     panel.problem = None;
+                }
+                // Frames the search could not read are never passed over without a word.
+                if let Some(first) = skipped.first() {
+                    self.state.toast(
+                        ToastLevel::Warning,
+                        format!(
+                            "text search: {} frames left out ({first}{})",
+                            skipped.len(),
+                            if skipped.len() > 1 { "; ..." } else { "" }
+                        ),
+                    );
                 }
                 true
             }

@@ -37,6 +37,8 @@ pub enum PromptOutput {
         hits: Vec<PolypHit>,
         /// Frames encoded first because this model had not seen them.
         encoded: usize,
+        /// Frames it could not read, each "file: why" (changed on disk, unreadable).
+        skipped: Vec<String>,
         model: String,
     },
     Strip {
@@ -84,15 +86,15 @@ pub(super) fn run(
             let loaded = load(&models, &name, compute)?;
             query::check_prompt(&loaded, &text).map_err(|e| e.to_string())?;
             let mut store = Store::open(library, OpenMode::Existing).map_err(|e| e.to_string())?;
-            let encoded = query::index_library(&loaded, &mut store, device, progress)
-                .map_err(|e| e.to_string())?
-                .encoded;
+            let indexed = query::index_library(&loaded, &mut store, device, progress)
+                .map_err(|e| e.to_string())?;
             let hits =
                 query::search(&loaded, &store, &text, top, device).map_err(|e| e.to_string())?;
             Ok(PromptOutput::Search {
                 text,
                 hits,
-                encoded,
+                encoded: indexed.encoded,
+                skipped: indexed.skipped,
                 model: loaded.named(),
             })
         }
