@@ -480,3 +480,44 @@ fn resuming_a_run_that_finished_every_epoch_is_refused_not_trained_again() {
     );
     assert_eq!(files(out.path()), before);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_decoder_that_closes_its_output_and_floods_its_error_pipe_is_stopped_in_bounded_memory() {
+    let (lib, src) = library_with_cases();
+    let before = files(lib.path());
+    let tools = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| crate::guards::script(&tools.path().join(name), text);
+    write(
+        "ffprobe",
+        "#!/bin/sh\necho '{\"streams\":[{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}],\"format\":{\"duration\":\"0.12\"}}'\n",
+    );
+    // No frame ever; an endless stream of decoder errors on stderr.
+    write(
+        "ffmpeg",
+        "#!/bin/sh\nexec yes 'Error while decoding stream #0:0: Invalid data found' >&2\n",
+    );
+    let video = src.path().join("noisy.mp4");
+    std::fs::write(&video, b"\0\0\0\x18ftypmp42 not really").unwrap();
+    let mut c = std::process::Command::new("sh");
+    // The import under a 2 GB address-space limit: an unbounded error buffer dies here.
+    c.arg("-c")
+        .arg("ulimit -v 2000000; exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_endotwin"))
+        .arg("--backend")
+        .arg("cpu")
+        .arg("--library")
+        .arg(lib.path())
+        .args(["import", "video"])
+        .arg(&video)
+        .env("ENDOTWIN_FFMPEG", tools.path().join("ffmpeg"))
+        .env("ENDOTWIN_TOOL_TIMEOUT_S", "3");
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("did not end within 3 s") && !r.says("memory allocation"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(lib.path()), before);
+}

@@ -238,25 +238,26 @@ struct ReadmeRow {
 /// The README's `first to last | sequence` rows. A row spanning more than
 /// [`MAX_ROW_FRAMES`] frames, and two rows whose ranges share a frame but not their
 /// sequence, are refused by line (as `sequences.csv` refuses a frame in two sequences).
-/// Why a line shaped as `first to last | sequence` is no row, if it is shaped so.
+/// Why a table line whose first cell is a range (`first to last | sequence`) is no row; `None`
+/// for a good row and for any other line (prose, headers).
 fn malformed_row(line: &str) -> Option<String> {
+    if !line.contains('|') {
+        return None;
+    }
     let cells: Vec<&str> = line
         .split('|')
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect();
-    let [range, sequence] = cells[..] else {
-        return None;
-    };
-    let (first, last) = range.split_once(" to ")?;
-    fn integer(t: &str) -> Option<&str> {
-        let t = t.trim();
-        let digits = t.strip_prefix('-').unwrap_or(t);
-        (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())).then_some(t)
+    let (first, last) = cells.first()?.split_once(" to ")?;
+    if cells.len() != 2 {
+        return Some(format!(
+            "{} cells where a row has 2 (frames, sequence)",
+            cells.len()
+        ));
     }
-    let (first, last, sequence) = (integer(first)?, integer(last)?, integer(sequence)?);
-    let parse = |t: &str| t.parse::<u32>().ok();
-    match (parse(first), parse(last), parse(sequence)) {
+    let number = |t: &str| t.trim().parse::<u32>().ok();
+    match (number(first), number(last), number(cells[1])) {
         (Some(a), Some(b), Some(_)) if a > b => Some(format!("frames {a} to {b} run backwards")),
         (Some(_), Some(_), Some(_)) => None,
         _ => Some(

@@ -102,6 +102,9 @@ struct Drain {
 /// session (out of reach of [`kill_group`]) can hold them open for ever.
 const PIPE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The most bytes of a tool's pipe [`drain`] keeps (its end).
+const DRAIN_KEEP: usize = 256 * 1024;
+
 fn drain(mut r: Box<dyn Read + Send>) -> Drain {
     let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (tx, ended) = std::sync::mpsc::channel();
@@ -111,10 +114,16 @@ fn drain(mut r: Box<dyn Read + Send>) -> Drain {
         loop {
             match r.read(&mut chunk) {
                 Ok(0) => break,
-                Ok(n) => into
-                    .lock()
-                    .expect("drain buffer")
-                    .extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    // A tool that floods its pipe keeps only its last DRAIN_KEEP bytes (what
+                    // a message quotes is the tail): memory stays bounded.
+                    let mut kept = into.lock().expect("drain buffer");
+                    kept.extend_from_slice(&chunk[..n]);
+                    if kept.len() > 2 * DRAIN_KEEP {
+                        let cut = kept.len() - DRAIN_KEEP;
+                        kept.drain(..cut);
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -532,12 +541,30 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         progress.inc();
     }
     watchdog.stop();
-    let status = decoder
-        .0
-        .lock()
-        .expect("decoder lock")
-        .wait()
-        .map_err(|e| fail(format!("waiting for ffmpeg: {e}")))?;
+    // ffmpeg closed its output: it ends now, or within the tool limit (a process that closed
+    // the pipe and goes on, e.g. writing errors for ever, is stopped when the decoder drops).
+    let limit = tool_timeout();
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        let ended = decoder
+            .0
+            .lock()
+            .expect("decoder lock")
+            .try_wait()
+            .map_err(|e| fail(format!("waiting for ffmpeg: {e}")))?;
+        if let Some(status) = ended {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(fail(format!(
+                "ffmpeg closed its output after frame {} but did not end within {} s and was \
+                 stopped ({TOOL_TIMEOUT_ENV} sets the limit)",
+                frames.len(),
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let stderr = String::from_utf8_lossy(&errors.finish()).into_owned();
     if !status.success() {
         return Err(fail(format!(
