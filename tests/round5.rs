@@ -521,3 +521,79 @@ fn a_decoder_that_closes_its_output_and_floods_its_error_pipe_is_stopped_in_boun
     );
     assert_eq!(files(lib.path()), before);
 }
+
+#[test]
+fn prune_runs_after_a_promote_and_a_demote_left_previous_empty() {
+    let (lib, _src) = library_with_cases();
+    let run_dir = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            run_dir.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = run_dir.path().join("captions.json");
+    endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
+    use endotwin::engine::promote;
+    promote::promote(lib.path(), &card, Some(7)).unwrap();
+    promote::demote(lib.path(), "captions").unwrap();
+    let r = run(et(
+        lib.path(),
+        &[
+            "library",
+            "prune",
+            "--models",
+            endotwin::default_models_dir().to_str().unwrap(),
+        ],
+    ));
+    assert!(r.ok() && !r.says("holds no model card"), "{}", r.text());
+}
+
+#[test]
+fn model_trust_refuses_a_fit_library_named_twice_and_a_validation_copy_of_it() {
+    let (lib, _src) = library_with_cases();
+    let copy = tempfile::tempdir().unwrap();
+    let mut c = Command::new("cp");
+    c.arg("-r")
+        .arg(lib.path().join("library.sqlite"))
+        .arg(lib.path().join("media"))
+        .arg(copy.path());
+    assert!(c.status().unwrap().success());
+    let cards = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            cards.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = cards.path().join("captions.json");
+    let before = std::fs::read(&card).unwrap();
+    let twice = {
+        let mut c = et(lib.path(), &["model", "trust"]);
+        c.arg(&card).arg("--fit").arg(lib.path()).arg(lib.path());
+        run_within(c, 60)
+    };
+    assert!(
+        !twice.ok() && twice.says("named twice") && twice.says("nothing was changed"),
+        "{}",
+        twice.text()
+    );
+    let copied = {
+        let mut c = et(lib.path(), &["model", "trust"]);
+        c.arg(&card)
+            .arg("--fit")
+            .arg(lib.path())
+            .arg("--validation")
+            .arg(copy.path())
+            .args(["--hold-out-every", "0"]);
+        run_within(c, 60)
+    };
+    assert!(
+        !copied.ok() && copied.says("of its images are in the fit libraries"),
+        "{}",
+        copied.text()
+    );
+    assert_eq!(std::fs::read(&card).unwrap(), before);
+}

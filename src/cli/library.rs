@@ -110,8 +110,14 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool, include_recent: bool)
             "kept: the versions of the library's own models ({})",
             own.display()
         );
-        for dir in [own.clone(), own.join("previous")] {
-            if dir.is_dir() && !folders.contains(&dir) {
+        // previous/ and demoted/ may be empty (after a demote): read only when they hold a card.
+        let holds_card = |dir: &Path| {
+            std::fs::read_dir(dir).is_ok_and(|mut d| {
+                d.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+            })
+        };
+        for dir in [own.clone(), own.join("previous"), own.join("demoted")] {
+            if holds_card(&dir) && !folders.contains(&dir) {
                 folders.push(dir);
             }
         }

@@ -195,8 +195,22 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             let loaded = load(&models_dir, model, &device)?;
             query::check_prompt(&loaded, &text)?;
             let mut store = Store::open(library, OpenMode::Existing)?;
-            index(&loaded, &mut store, &device)?;
-            let hits = query::search(&loaded, &store, &text, top, &device)?;
+            let done = index(&loaded, &mut store, &device)?;
+            // Frames the search could not read are named, never passed over.
+            for line in &done.skipped {
+                eprintln!("left out: {line}");
+            }
+            let hits = match query::search(&loaded, &store, &text, top, &device) {
+                Ok(hits) => hits,
+                Err(e) if !done.skipped.is_empty() => {
+                    return Err(anyhow::Error::from(e).context(format!(
+                        "{} frames could not be read (named above; `endotwin library check` \
+                         lists every changed file)",
+                        done.skipped.len()
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            };
             for h in hits {
                 println!(
                     "{:.3}  {}  {}",

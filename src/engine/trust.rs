@@ -59,6 +59,41 @@ impl Libraries {
             let db = crate::store::resolve_db_path(a);
             std::fs::canonicalize(&db).unwrap_or(db)
         };
+        for (i, f) in self.fit.iter().enumerate() {
+            if self.fit[..i].iter().any(|g| same(g) == same(f)) {
+                return Err(format!(
+                    "{} is named twice as a fit library (its items would count twice); \
+                     nothing was changed",
+                    f.display()
+                ));
+            }
+        }
+        // Another path to the same images (a copy) is no validation either: by content hash.
+        let hashes = |p: &PathBuf| -> Result<std::collections::HashSet<String>, String> {
+            let store = Store::open_read_only(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            Ok(store
+                .media_rows()
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .into_iter()
+                .map(|m| m.hash)
+                .collect())
+        };
+        if !self.validation.is_empty() {
+            let mut fit_hashes = std::collections::HashSet::new();
+            for f in &self.fit {
+                fit_hashes.extend(hashes(f)?);
+            }
+            for v in &self.validation {
+                let shared = hashes(v)?.intersection(&fit_hashes).count();
+                if shared > 0 && !self.fit.iter().any(|f| same(f) == same(v)) {
+                    return Err(format!(
+                        "{}: {shared} of its images are in the fit libraries: validation data \
+                         must be data the fit never saw; nothing was changed",
+                        v.display()
+                    ));
+                }
+            }
+        }
         if let Some(both) = self
             .validation
             .iter()
