@@ -357,6 +357,16 @@ fn the_librarys_promoted_models_are_never_written_over_and_a_damaged_one_is_not_
         r.text()
     );
     assert_eq!(files(&models), before);
+    // `library check` looks at the library's models too; `info` names the folder it answers
+    // with.
+    let check = run(et(lib.path(), &["library", "check"]));
+    assert!(
+        !check.ok() && check.says("models: ") && check.says("previous/captions.bpk"),
+        "{}",
+        check.text()
+    );
+    let info = run(et(lib.path(), &["info"]));
+    assert!(info.says("(the library's own"), "{}", info.text());
 }
 
 #[cfg(unix)]

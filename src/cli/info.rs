@@ -19,7 +19,17 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
     let store = Store::open_to_inspect(library)?;
     let stats = store.stats()?;
     println!("library: {}", store.db_path().display());
-    println!("models:  {}", endotwin::default_models_dir().display());
+    // The models the library's commands answer with: its own once one was promoted in it.
+    let models = endotwin::engine::promote::models_dir_for(library);
+    println!(
+        "models:  {}{}",
+        models.display(),
+        if endotwin::engine::promote::is_library_models(&models) {
+            " (the library's own: a model was promoted in it)"
+        } else {
+            ""
+        }
+    );
     println!(
         "schema:  v{}{}",
         store.schema_version()?,

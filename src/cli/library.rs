@@ -287,19 +287,44 @@ fn check(library: &Path) -> Result<()> {
         endotwin::store::EngineKind::Sqlite => store.root().to_path_buf(),
         endotwin::store::EngineKind::Postgres => store.db_path().to_path_buf(),
     };
+    // The library's own models (a promotion made them its answers): each card against its
+    // record, as demote and every load check them.
+    let mut models = Vec::new();
+    let own = endotwin::engine::promote::active_dir(library);
+    if store.engine() == endotwin::store::EngineKind::Sqlite
+        && endotwin::engine::promote::is_library_models(&own)
+    {
+        for dir in [own.clone(), own.join("previous"), own.join("demoted")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut cards: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json") && !is_report(p))
+                .collect();
+            cards.sort();
+            for card in cards {
+                if let Err(e) = endotwin::model::weights::verify_pair(&card) {
+                    models.push(e.to_string());
+                }
+            }
+        }
+    }
     let sections = [
         ("database", &report.integrity),
         ("changed", &report.changed),
         ("missing", &report.missing),
         ("unnamed", &report.unnamed),
         ("invalid", &report.invalid),
+        ("models", &models),
     ];
     for (what, lines) in sections {
         for line in lines.iter() {
             println!("{what}: {line}");
         }
     }
-    if report.is_healthy() {
+    if report.is_healthy() && models.is_empty() {
         println!(
             "library {} is whole: database intact, {} media files match their hashes",
             shown.display(),
@@ -313,4 +338,10 @@ fn check(library: &Path) -> Result<()> {
         shown.display(),
         if count == 1 { "" } else { "s" }
     )
+}
+
+/// Whether `path` is a model report (`<card>.report.json`), not a card.
+fn is_report(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with(".report.json"))
 }
