@@ -607,3 +607,90 @@ fn model_trust_refuses_a_fit_library_named_twice_and_a_validation_copy_of_it() {
     );
     assert_eq!(std::fs::read(&card).unwrap(), before);
 }
+
+#[test]
+fn another_librarys_database_under_another_name_and_its_media_are_never_written_over() {
+    let (lib, _src) = library_with_cases();
+    let (other, _src2) = library_with_cases();
+    std::fs::rename(
+        other.path().join("library.sqlite"),
+        other.path().join("cases.sqlite"),
+    )
+    .unwrap();
+    let before = files(other.path());
+    for target in ["cases.sqlite", "cases.sqlite-wal", "media/zz.csv"] {
+        let mut c = et(lib.path(), &["--force", "labels", "export", "--out"]);
+        c.arg(other.path().join(target));
+        let r = run(c);
+        assert!(
+            !r.ok() && r.says("library's own file"),
+            "{target}: {}",
+            r.text()
+        );
+    }
+    assert_eq!(files(other.path()), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_where_a_checkpoint_or_a_media_file_should_be_are_named_not_waited_on() {
+    let (lib, _src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::write(out.path().join("t.json"), b"{}").unwrap();
+    std::fs::write(out.path().join("t.bpk"), b"w").unwrap();
+    let checkpoints = out.path().join("t.checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    let fifo = |p: &Path| assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    fifo(&checkpoints.join("state.json"));
+    let mut c = et(lib.path(), &["train", "image-encoder", "--out"]);
+    c.arg(out.path())
+        .args(["--name", "t", "--epochs", "2", "--resume"]);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("not a regular file") && r.says("state.json"),
+        "{}",
+        r.text()
+    );
+    // A media file replaced by a FIFO: said as such, not as changed bytes.
+    let mut media = Vec::new();
+    common::walk(&lib.path().join("media"), &mut media);
+    media.sort();
+    std::fs::remove_file(&media[0]).unwrap();
+    fifo(&media[0]);
+    let r = run_within(et(lib.path(), &["prompts", "index"]), 60);
+    assert!(!r.ok() && r.says("is not a regular file"), "{}", r.text());
+}
+
+#[test]
+fn model_trust_refuses_a_damaged_library() {
+    let (lib, _src) = library_with_cases();
+    {
+        let conn = rusqlite::Connection::open(lib.path().join("library.sqlite")).unwrap();
+        conn.execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
+              WHERE name = 'media_examination';
+             PRAGMA writable_schema = OFF;",
+        )
+        .unwrap();
+    }
+    let cards = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            cards.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = cards.path().join("captions.json");
+    let before = std::fs::read(&card).unwrap();
+    let mut c = et(lib.path(), &["model", "trust"]);
+    c.arg(&card).arg("--fit").arg(lib.path());
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("damaged") && r.says("nothing was changed"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(std::fs::read(&card).unwrap(), before);
+}

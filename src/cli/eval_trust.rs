@@ -139,15 +139,19 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
             let root = tmp.join(format!("{k}-{prefix}"));
             std::fs::create_dir_all(&root)?;
             let mut store = Store::open_in_memory(&root)?;
+            // A folder that does not import (empty, no tables) is left out with a note, as
+            // `eval real` leaves it out; the other rows go on.
+            let mut used = Vec::new();
             for r in &roots {
-                import::run(layout, &mut store, r, ImportOptions::default(), &progress)
-                    .with_context(|| r.display().to_string())?;
+                match import::run(layout, &mut store, r, ImportOptions::default(), &progress) {
+                    Ok(_) => used.push(r.display().to_string()),
+                    Err(e) => println!("note: {} left out: {e}", r.display()),
+                }
             }
-            let named = roots
-                .iter()
-                .map(|r| r.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" + ");
+            if used.is_empty() {
+                continue;
+            }
+            let named = used.join(" + ");
             match (prefix, &twins, &captions, &detector) {
                 ("captiv8", _, Some(c), _) => {
                     let items = trust::caption_items(c, &store, device, &progress)?;

@@ -108,6 +108,18 @@ impl Libraries {
         let read = |path: &PathBuf| -> Result<G, String> {
             let store = Store::open(path, OpenMode::Existing)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
+            // Statistics fitted on a damaged database's rows would be stored without a word.
+            if let Some(problem) = store
+                .integrity_problems(None)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .first()
+            {
+                return Err(format!(
+                    "{}: the database is damaged ({problem}); `endotwin library check` names \
+                     every problem; nothing was changed",
+                    path.display()
+                ));
+            }
             gather(&store, &path.display().to_string())
         };
         let join = |a: Option<G>, b: G| {

@@ -69,15 +69,25 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
     });
     let in_library_folder = library_root.as_deref() == Some(parent.as_path())
         || parent.join("library.sqlite").is_file();
-    // Inside a library's media/, or inside the models folder a promotion made for it (its
-    // active models, `previous/`, `demoted/`: changed only by promote and demote).
+    // Inside a library's media/ (a library: its folder or any folder holding a database
+    // beside a media/ folder, whatever the database is called), or inside the models folder
+    // a promotion made for one (marked ACTIVE; changed only by promote and demote).
     let in_media = resolved.ancestors().skip(1).any(|a| {
-        let beside_library =
-            library_root.as_deref() == a.parent() || a.with_file_name("library.sqlite").is_file();
-        beside_library
-            && a.file_name()
-                .is_some_and(|n| n == "media" || (n == "models" && a.join("ACTIVE").is_file()))
+        let name = a.file_name();
+        (name.is_some_and(|n| n == "media")
+            && (library_root.as_deref() == a.parent() || a.parent().is_some_and(holds_database)))
+            || (name.is_some_and(|n| n == "models") && a.join("ACTIVE").is_file())
     });
+    // Another library's database under another name (with its journal files): a SQLite
+    // database beside a media/ folder.
+    let other_database = {
+        let base = JOURNAL_SUFFIXES
+            .iter()
+            .filter(|s| !s.is_empty())
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name);
+        parent.join("media").is_dir() && is_sqlite(&parent.join(base))
+    };
     let databases: Vec<PathBuf> = OPEN_DATABASES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -87,6 +97,7 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
         .collect();
     if (in_library_folder && LIBRARY_NAMES.contains(&name.as_str()))
         || in_media
+        || other_database
         || databases.iter().any(|db| belongs_to(&resolved, db))
     {
         return Err(OutputError::LibraryFile(out.to_path_buf()));
@@ -96,6 +107,30 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
         Ok(_) if !force => Err(OutputError::Exists(out.to_path_buf())),
         _ => Ok(()),
     }
+}
+
+/// Whether `path` is a SQLite database file (by its header; a FIFO or device is not read).
+fn is_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0")
+}
+
+/// Whether `folder` holds a library's database: `library.sqlite`, or any SQLite database
+/// beside a `media/` folder.
+fn holds_database(folder: &Path) -> bool {
+    folder.join("library.sqlite").is_file()
+        || (folder.join("media").is_dir()
+            && std::fs::read_dir(folder).is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    e.path().extension().is_some_and(|x| x == "sqlite") && is_sqlite(&e.path())
+                })
+            }))
 }
 
 /// Whether `out` (resolved) is the database `db`, one of its journal files, the same file

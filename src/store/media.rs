@@ -307,7 +307,14 @@ impl Store {
             path: path.clone(),
             source,
         })?;
-        if !meta.is_file() || meta.len() != media.bytes {
+        if !meta.is_file() {
+            return Err(StoreError::MediaNotAFile {
+                path: self.root().to_path_buf(),
+                id: media.id,
+                file: media.rel_path.clone(),
+            });
+        }
+        if meta.len() != media.bytes {
             return Err(changed());
         }
         let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {

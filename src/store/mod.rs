@@ -144,6 +144,14 @@ pub enum StoreError {
         file: String,
     },
     #[error(
+        "{path}: media {id}'s file {file} is not a regular file (a FIFO, device or link to one); not read; `endotwin library check` lists every such file"
+    )]
+    MediaNotAFile {
+        path: PathBuf,
+        id: i64,
+        file: String,
+    },
+    #[error(
         "{path}: lies inside the {MEDIA_DIR}/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },

@@ -52,6 +52,19 @@ fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> TrainError {
     TrainError::Checkpoint(format!("{what} {}: {e}", path.display()))
 }
 
+/// A checkpoint file's bytes, never opened unless a regular file (a FIFO would block the open
+/// for ever, a device never end).
+fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>, TrainError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(err(
+            "not a regular file (a FIFO, device or link), not read:",
+            path,
+            "nothing was trained",
+        ));
+    }
+    std::fs::read(path).map_err(|e| err(what, path, e))
+}
+
 /// The epochs the checkpoint in `dir` has finished, when there is one.
 pub(crate) fn epochs_done(dir: &Path) -> Option<usize> {
     read_state(dir).ok().map(|s| s.epoch)
@@ -59,14 +72,14 @@ pub(crate) fn epochs_done(dir: &Path) -> Option<usize> {
 
 fn read_state(dir: &Path) -> Result<State, TrainError> {
     let state_path = dir.join("state.json");
-    let text = std::fs::read(&state_path).map_err(|e| err("no checkpoint at", &state_path, e))?;
+    let text = read_regular(&state_path, "no checkpoint at")?;
     serde_json::from_slice(&text).map_err(|e| err("unreadable", &state_path, e))
 }
 
 /// `model` with the weights of checkpoint `folder` (an `epoch-NNN/`).
 fn load_model<M: Module + ModuleSnapshot>(folder: &Path, mut model: M) -> Result<M, TrainError> {
     let model_path = folder.join("model.bpk");
-    let bytes = std::fs::read(&model_path).map_err(|e| err("cannot read", &model_path, e))?;
+    let bytes = read_regular(&model_path, "cannot read")?;
     let result = model
         .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
             bytes,
@@ -146,8 +159,7 @@ impl<M: Module + ModuleSnapshot> Checkpoint<M> {
         let folder = dir.join(format!("epoch-{:03}", state.epoch));
         let model = load_model(&folder, model)?;
         let optimizer_path = folder.join("optimizer.bpk");
-        let bytes =
-            std::fs::read(&optimizer_path).map_err(|e| err("cannot read", &optimizer_path, e))?;
+        let bytes = read_regular(&optimizer_path, "cannot read")?;
         let optimizer = optimizer
             .from_bytes(Bytes::from_bytes_vec(bytes))
             .map_err(|e| err("cannot load", &optimizer_path, e))?;
