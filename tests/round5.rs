@@ -694,3 +694,84 @@ fn model_trust_refuses_a_damaged_library() {
     );
     assert_eq!(std::fs::read(&card).unwrap(), before);
 }
+
+#[test]
+fn no_new_library_is_made_inside_a_librarys_promoted_models_folder() {
+    let (lib, _src) = library_with_cases();
+    let run_dir = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            run_dir.path().join(file),
+        )
+        .unwrap();
+    }
+    let card = run_dir.path().join("captions.json");
+    endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
+    let p = endotwin::engine::promote::promote(lib.path(), &card, Some(7)).unwrap();
+    let before = files(&p.dir);
+    let inside = p.dir.join("new");
+    let mut c = et(&inside, &["demo", "--out"]);
+    c.arg(&inside)
+        .args(["--polyps", "3", "--videos", "0", "--capsule", "0"]);
+    let r = run(c);
+    assert!(
+        !r.ok() && r.says("models/ folder of the library"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(&p.dir), before);
+}
+
+#[test]
+fn tracklets_with_a_models_folder_that_holds_no_card_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, _src) = library_with_cases();
+    let r = run(et(
+        lib.path(),
+        &[
+            "tracklets",
+            "V1",
+            "--models",
+            dir.path().join("nonexistent").to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        !r.ok() && r.says("not a folder of model cards"),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
+fn a_checkpoint_damaged_on_disk_is_refused_at_resume_not_trained_on() {
+    use burn::tensor::Device;
+    use endotwin::train::Checkpoint;
+    let _rng = crate::common::device_rng();
+    let device = Device::flex();
+    let config = endotwin::model::unifier::UnifierConfig::new(8);
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = || config.init(&device);
+    let optimizer = || burn::optim::AdamWConfig::new().init();
+    Checkpoint {
+        model: fresh(),
+        optimizer: optimizer(),
+        epoch: 1,
+    }
+    .save(dir.path(), &config)
+    .unwrap();
+    assert!(Checkpoint::load(dir.path(), &config, fresh(), optimizer()).is_ok());
+    // Same size, other bytes: the weights of the checkpoint are damaged.
+    let model = dir.path().join("epoch-001/model.bpk");
+    let mut bytes = std::fs::read(&model).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&model, bytes).unwrap();
+    let Err(e) = Checkpoint::load(dir.path(), &config, fresh(), optimizer()) else {
+        panic!("a damaged checkpoint was loaded");
+    };
+    assert!(
+        e.to_string().contains("damaged on disk") && e.to_string().contains("model.bpk"),
+        "{e}"
+    );
+}

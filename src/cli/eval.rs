@@ -318,16 +318,8 @@ fn real(pref: BackendPref, args: RealArgs) -> Result<()> {
     } = args;
     let data = data.as_path();
     let compute = compute::select(pref)?;
-    // A --models folder that is not there (or holds no card) would leave only the baselines.
-    if let Some(dir) = &models
-        && !std::fs::read_dir(dir).is_ok_and(|mut d| {
-            d.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
-        })
-    {
-        anyhow::bail!(
-            "--models {}: not a folder of model cards (nothing was evaluated)",
-            dir.display()
-        );
+    if let Some(dir) = &models {
+        super::check_models_folder(dir)?;
     }
     let models = models.unwrap_or_else(endotwin::default_models_dir);
     let backbone = backbone.or_else(|| {

@@ -179,3 +179,18 @@ pub fn compare_arg(c: &str) -> anyhow::Result<(&str, &std::path::Path)> {
         _ => anyhow::bail!("--compare {c}: write LABEL=FOLDER"),
     }
 }
+
+/// A `--models` folder the user named must hold model cards: a folder that is not there (or
+/// holds none) would leave only fallbacks and baselines, without a word.
+pub fn check_models_folder(dir: &std::path::Path) -> anyhow::Result<()> {
+    let holds_card = std::fs::read_dir(dir).is_ok_and(|mut d| {
+        d.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+    });
+    if !holds_card {
+        anyhow::bail!(
+            "--models {}: not a folder of model cards (nothing was evaluated)",
+            dir.display()
+        );
+    }
+    Ok(())
+}

@@ -51,6 +51,9 @@ pub fn run(library: &Path, pref: BackendPref, args: LinksArgs) -> Result<()> {
     }
     let compute = compute::select(pref)?;
     let store = Store::open(library, OpenMode::Existing)?;
+    if let Some(dir) = &args.models {
+        super::check_models_folder(dir)?;
+    }
     let models = args
         .models
         .unwrap_or_else(|| endotwin::engine::promote::models_dir_for(library));

@@ -152,7 +152,7 @@ pub enum StoreError {
         file: String,
     },
     #[error(
-        "{path}: lies inside the {MEDIA_DIR}/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
+        "{path}: lies inside the {MEDIA_DIR}/ or models/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },
     #[error(
@@ -180,7 +180,7 @@ pub fn library_name(path: &Path) -> String {
     }
 }
 
-/// The library whose `media/` folder holds `folder` (at any depth), if any: the folder of
+/// The library whose `media/` (or promoted `models/`) folder holds `folder` (at any depth), if any: the folder of
 /// such a library's database. Links in the part that exists are resolved first.
 pub fn library_around(folder: &Path) -> Option<PathBuf> {
     let absolute = if folder.is_absolute() {
@@ -199,9 +199,14 @@ pub fn library_around(folder: &Path) -> Option<PathBuf> {
     for part in rest.into_iter().rev() {
         resolved.push(part);
     }
+    // Inside a library's media/, or inside the models folder a promotion made for it
+    // (marked ACTIVE beside the library's database).
     resolved
         .ancestors()
-        .filter(|a| a.file_name().is_some_and(|n| n == MEDIA_DIR))
+        .filter(|a| {
+            a.file_name().is_some_and(|n| n == MEDIA_DIR)
+                || (a.file_name().is_some_and(|n| n == "models") && a.join("ACTIVE").is_file())
+        })
         .filter_map(Path::parent)
         .find(|library| library.join(DB_FILE).is_file())
         .map(Path::to_path_buf)

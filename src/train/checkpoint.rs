@@ -46,6 +46,29 @@ struct State {
     epoch: usize,
     /// The training config, so a resume with different settings is caught.
     config: serde_json::Value,
+    /// SHA-256 of the checkpoint's model.bpk and optimizer.bpk: a file damaged on disk is
+    /// refused by name at resume, not trained on (absent in checkpoints of older versions).
+    #[serde(default)]
+    model_sha256: Option<String>,
+    #[serde(default)]
+    optimizer_sha256: Option<String>,
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    crate::model::weights::hex(&Sha256::digest(bytes))
+}
+
+/// Refuses `bytes` of `path` when they do not hash to what the checkpoint recorded.
+fn check_sha(path: &Path, bytes: &[u8], expected: Option<&str>) -> Result<(), TrainError> {
+    match expected {
+        Some(want) if sha256(bytes) != want => Err(err(
+            "damaged on disk (its SHA-256 is not the one the checkpoint recorded):",
+            path,
+            "nothing was trained; --fork an earlier run or train afresh",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn err(what: &str, path: &Path, e: impl std::fmt::Display) -> TrainError {
@@ -77,9 +100,14 @@ fn read_state(dir: &Path) -> Result<State, TrainError> {
 }
 
 /// `model` with the weights of checkpoint `folder` (an `epoch-NNN/`).
-fn load_model<M: Module + ModuleSnapshot>(folder: &Path, mut model: M) -> Result<M, TrainError> {
+fn load_model<M: Module + ModuleSnapshot>(
+    folder: &Path,
+    mut model: M,
+    sha: Option<&str>,
+) -> Result<M, TrainError> {
     let model_path = folder.join("model.bpk");
     let bytes = read_regular(&model_path, "cannot read")?;
+    check_sha(&model_path, &bytes, sha)?;
     let result = model
         .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
             bytes,
@@ -100,7 +128,10 @@ pub fn load_weights<M: Module + ModuleSnapshot>(
 ) -> Result<(M, usize), TrainError> {
     let state = read_state(dir)?;
     let folder = dir.join(format!("epoch-{:03}", state.epoch));
-    Ok((load_model(&folder, model)?, state.epoch))
+    Ok((
+        load_model(&folder, model, state.model_sha256.as_deref())?,
+        state.epoch,
+    ))
 }
 
 impl<M: Module + ModuleSnapshot> Checkpoint<M> {
@@ -126,6 +157,8 @@ impl<M: Module + ModuleSnapshot> Checkpoint<M> {
         let state = State {
             epoch: self.epoch,
             config: serde_json::to_value(config).map_err(|e| err("cannot describe", dir, e))?,
+            model_sha256: Some(sha256(&bytes[..])),
+            optimizer_sha256: Some(sha256(&optimizer[..])),
         };
         let tmp = dir.join("state.json.partial");
         let json = serde_json::to_vec_pretty(&state).expect("state serialises");
@@ -157,9 +190,10 @@ impl<M: Module + ModuleSnapshot> Checkpoint<M> {
             )));
         }
         let folder = dir.join(format!("epoch-{:03}", state.epoch));
-        let model = load_model(&folder, model)?;
+        let model = load_model(&folder, model, state.model_sha256.as_deref())?;
         let optimizer_path = folder.join("optimizer.bpk");
         let bytes = read_regular(&optimizer_path, "cannot read")?;
+        check_sha(&optimizer_path, &bytes, state.optimizer_sha256.as_deref())?;
         let optimizer = optimizer
             .from_bytes(Bytes::from_bytes_vec(bytes))
             .map_err(|e| err("cannot load", &optimizer_path, e))?;

@@ -311,7 +311,8 @@ fn check_target(
     {
         return Err(RecipeError::Setting(format!(
             "--resume: the run of {} finished its {done} epochs and saved its model; nothing to \
-             resume (--fork it to train on from its weights); nothing was trained or written",
+             resume (give a higher --epochs with --resume to train on, or --fork it); nothing was \
+             trained or written",
             out.join(format!("{name}.json")).display()
         )));
     }

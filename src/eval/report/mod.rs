@@ -378,9 +378,26 @@ impl Report {
         }
         if let Some(c) = &self.calibration {
             out.push_str(&c.text());
+            if let Some(f) = c.figures()
+                && fitted_on_held_out(&f.fitted_on, &self.held_out)
+            {
+                out.push_str(
+                    "  note: the calibration was fitted on this split (its card says so): the \
+                     calibrated error here is not a held-out figure; --seed N or --held-out \
+                     LIBRARY measures it on data it never saw\n",
+                );
+            }
         }
         out
     }
+}
+
+/// Whether a calibration `fitted_on` names the held-out data of a report (`held_out`: "phantom
+/// validation split of seed 29, 200 polyps ..." or a library's path): then the report's
+/// calibrated error is measured on the calibration's own data.
+fn fitted_on_held_out(fitted_on: &str, held_out: &str) -> bool {
+    let key = held_out.split([',', ':']).next().unwrap_or_default().trim();
+    !key.is_empty() && fitted_on.contains(key)
 }
 
 impl Curves {
@@ -453,6 +470,21 @@ fn diagram_missing(pictures: &[(PathBuf, Vec<u8>)], diagram: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_on_the_split_a_calibration_was_fitted_on_is_told_apart() {
+        let fitted =
+            "train11kv (every 5th polyp) + the phantom validation split of seed 29 (200 polyps)";
+        assert!(fitted_on_held_out(
+            fitted,
+            "phantom validation split of seed 29, 200 polyps x 4 views"
+        ));
+        assert!(!fitted_on_held_out(
+            fitted,
+            "phantom validation split of seed 31, 200 polyps x 4 views"
+        ));
+        assert!(!fitted_on_held_out(fitted, ""));
+    }
 
     #[test]
     fn a_report_without_calibration_replacing_one_with_takes_its_stale_diagram_away() {
