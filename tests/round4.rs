@@ -177,7 +177,11 @@ fn d2_no_library_is_made_inside_another_librarys_media() {
     for target in [media.clone(), sub.clone(), media.join("new/deeper")] {
         let r = common::import(&target, "images", &src.path().join("imgs"), &[]);
         assert!(!r.ok(), "{}: {}", target.display(), r.text());
-        assert!(r.says("inside the media/ or models/ folder"), "{}", r.text());
+        assert!(
+            r.says("inside the media/ or models/ folder"),
+            "{}",
+            r.text()
+        );
         let out = target.to_str().unwrap().to_string();
         let r = run(et(
             lib.path(),
@@ -194,7 +198,11 @@ fn d2_no_library_is_made_inside_another_librarys_media() {
             ],
         ));
         assert!(!r.ok(), "{}: {}", target.display(), r.text());
-        assert!(r.says("inside the media/ or models/ folder"), "{}", r.text());
+        assert!(
+            r.says("inside the media/ or models/ folder"),
+            "{}",
+            r.text()
+        );
     }
     assert_eq!(files(lib.path()), before, "the library's folder changed");
 }

@@ -75,7 +75,24 @@ pub fn run(library: &Path, clients: usize, seconds: f64) -> Result<LibraryBench,
             .map(|h| h.join().expect("a bench client panicked"))
             .collect()
     });
-    let logs: Vec<ClientLog> = logs.into_iter().collect::<Result<_, _>>()?;
+    // A client whose connection was lost mid-change says what the user must know (a change in
+    // flight not confirmed); it goes before another client's error (one that never connected
+    // while the server restarted says only that it could not reach it).
+    let (mut errors, mut done) = (Vec::new(), Vec::new());
+    for log in logs {
+        match log {
+            Ok(l) => done.push(l),
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(i) = errors
+        .iter()
+        .position(|e| matches!(e, StoreError::ConnectionLost(_)))
+        .or((!errors.is_empty()).then_some(0))
+    {
+        return Err(errors.swap_remove(i));
+    }
+    let logs = done;
     let store = Store::open(library, OpenMode::Existing)?;
     let mut report = check(&store, &polyps, &logs, before)?;
     report.clients = clients;
