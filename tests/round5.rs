@@ -28,6 +28,19 @@ fn bare(args: &[&str]) -> common::Ran {
     run_within(c, 120)
 }
 
+/// A folder holding a copy of the shipped caption model (card and record), to change freely.
+fn shipped_captions_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(
+            endotwin::default_models_dir().join(file),
+            dir.path().join(file),
+        )
+        .unwrap();
+    }
+    dir
+}
+
 #[test]
 fn bench_library_never_edits_the_source_trees_sample_library() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db");
@@ -175,14 +188,7 @@ fn a_model_promoted_again_is_refused_so_demote_still_reaches_the_one_before() {
 #[test]
 fn model_trust_refuses_a_validation_library_that_is_its_fit_library() {
     let (lib, _src) = library_with_cases();
-    let cards = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            cards.path().join(file),
-        )
-        .unwrap();
-    }
+    let cards = shipped_captions_copy();
     let card = cards.path().join("captions.json");
     let before = std::fs::read(&card).unwrap();
     let db = lib.path().join("library.sqlite");
@@ -276,14 +282,7 @@ fn prune_keeps_the_index_of_the_models_promoted_in_the_library() {
     use endotwin::store::{OpenMode, Store};
     let (lib, _src) = library_with_cases();
     // The library's own twin encoder: a copy of the shipped card under another version.
-    let run_dir = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.path().join(file),
-        )
-        .unwrap();
-    }
+    let run_dir = shipped_captions_copy();
     let card = run_dir.path().join("captions.json");
     endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
     endotwin::engine::promote::promote(lib.path(), &card, Some(7)).unwrap();
@@ -318,14 +317,7 @@ fn prune_keeps_the_index_of_the_models_promoted_in_the_library() {
 #[test]
 fn the_librarys_promoted_models_are_never_written_over_and_a_damaged_one_is_not_demoted_to() {
     let (lib, _src) = library_with_cases();
-    let run_dir = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.path().join(file),
-        )
-        .unwrap();
-    }
+    let run_dir = shipped_captions_copy();
     let card = run_dir.path().join("captions.json");
     endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
     use endotwin::engine::promote;
@@ -535,14 +527,7 @@ fn a_decoder_that_closes_its_output_and_floods_its_error_pipe_is_stopped_in_boun
 #[test]
 fn prune_runs_after_a_promote_and_a_demote_left_previous_empty() {
     let (lib, _src) = library_with_cases();
-    let run_dir = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.path().join(file),
-        )
-        .unwrap();
-    }
+    let run_dir = shipped_captions_copy();
     let card = run_dir.path().join("captions.json");
     endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
     use endotwin::engine::promote;
@@ -570,14 +555,7 @@ fn model_trust_refuses_a_fit_library_named_twice_and_a_validation_copy_of_it() {
         .arg(lib.path().join("media"))
         .arg(copy.path());
     assert!(c.status().unwrap().success());
-    let cards = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            cards.path().join(file),
-        )
-        .unwrap();
-    }
+    let cards = shipped_captions_copy();
     let card = cards.path().join("captions.json");
     let before = std::fs::read(&card).unwrap();
     let twice = {
@@ -674,14 +652,7 @@ fn model_trust_refuses_a_damaged_library() {
         )
         .unwrap();
     }
-    let cards = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            cards.path().join(file),
-        )
-        .unwrap();
-    }
+    let cards = shipped_captions_copy();
     let card = cards.path().join("captions.json");
     let before = std::fs::read(&card).unwrap();
     let mut c = et(lib.path(), &["model", "trust"]);
@@ -698,14 +669,7 @@ fn model_trust_refuses_a_damaged_library() {
 #[test]
 fn no_new_library_is_made_inside_a_librarys_promoted_models_folder() {
     let (lib, _src) = library_with_cases();
-    let run_dir = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.path().join(file),
-        )
-        .unwrap();
-    }
+    let run_dir = shipped_captions_copy();
     let card = run_dir.path().join("captions.json");
     endotwin::model::weights::update_card(&card, |c| c.version = "run-7-own".into()).unwrap();
     let p = endotwin::engine::promote::promote(lib.path(), &card, Some(7)).unwrap();
