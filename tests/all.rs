@@ -52,6 +52,7 @@ mod recipes;
 mod retrieval;
 mod round4;
 mod round5;
+mod round5b;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

@@ -19,6 +19,11 @@ pub enum CaptionDataError {
         "the library has no captioned capsule frames (import CAPTIV8 data or run `endotwin demo --capsule N`)"
     )]
     Empty,
+    #[error(
+        "none of the library's {count} captioned capsule frames could be read: {first}{}",
+        if *.count > 1 { format!(" (and {} more)", .count - 1) } else { String::new() }
+    )]
+    Unreadable { count: usize, first: String },
 }
 
 /// One captioned frame.
@@ -79,7 +84,13 @@ impl CaptionSet {
             }
         }
         if frames.is_empty() {
-            return Err(CaptionDataError::Empty);
+            return Err(match skipped.first() {
+                Some(first) => CaptionDataError::Unreadable {
+                    count: skipped.len(),
+                    first: first.clone(),
+                },
+                None => CaptionDataError::Empty,
+            });
         }
         Ok(CaptionSet::from_frames(
             frames,

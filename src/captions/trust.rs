@@ -19,6 +19,8 @@ pub struct Gathered {
     pub logits: Vec<Vec<f32>>,
     /// The true top category (index in [`CATEGORIES`]) of each frame's refined finding.
     pub truth: Vec<usize>,
+    /// Frames whose file could not be read (named, with why): left out, and said so.
+    pub left_out: Vec<String>,
 }
 
 impl crate::trust::Gathered for Gathered {
@@ -34,12 +36,14 @@ impl crate::trust::Gathered for Gathered {
                 embeddings,
                 logits,
                 truth,
+                left_out: self.left_out,
             },
             Gathered {
                 name: format!("{} (every {every}th frame)", self.name),
                 embeddings: held_embeddings,
                 logits: held_logits,
                 truth: held_truth,
+                left_out: Vec::new(),
             },
         )
     }
@@ -49,11 +53,13 @@ impl crate::trust::Gathered for Gathered {
         self.embeddings.extend(other.embeddings);
         self.logits.extend(other.logits);
         self.truth.extend(other.truth);
+        self.left_out.extend(other.left_out);
         self
     }
 }
 
-/// Every captioned capsule frame of `store` (frames that fail to decode are skipped).
+/// Every captioned capsule frame of `store` (frames that fail to decode are left out, named in
+/// [`Gathered::left_out`]).
 pub fn gather(
     store: &Store,
     loaded: &LoadedCaptionModel,
@@ -70,6 +76,7 @@ pub fn gather(
         embeddings: Vec::new(),
         logits: Vec::new(),
         truth: Vec::new(),
+        left_out: Vec::new(),
     };
     for chunk in frames.chunks(64) {
         let mut images = Vec::new();
@@ -78,8 +85,12 @@ pub fn gather(
             let Some(raw) = captions.get(&m.id) else {
                 continue;
             };
-            let Ok(d) = crate::data::images::decode_media(store, m) else {
-                continue;
+            let d = match crate::data::images::decode_media(store, m) {
+                Ok(d) => d,
+                Err(e) => {
+                    out.left_out.push(format!("{}: {e}", m.source_path));
+                    continue;
+                }
             };
             let category = Refiner::shipped().refine(raw).category;
             let Some(t) = CATEGORIES.iter().position(|c| *c == category) else {

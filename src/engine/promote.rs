@@ -22,6 +22,10 @@ pub enum PromoteError {
     NotPromotable { card: String, kind: ModelKind },
     #[error("{0}: no earlier model to go back to (nothing was changed)")]
     NothingToDemote(String),
+    #[error(
+        "{0} already exists and is not this library's models folder (it has no ACTIVE marker; its files are someone else's): move it away, then promote again; nothing was changed"
+    )]
+    ForeignModelsFolder(String),
     #[error("{card}: it is already the library's {name} (version {version}); nothing was changed")]
     AlreadyActive {
         card: String,
@@ -231,6 +235,13 @@ fn seeded(library: &Path) -> Result<PathBuf, PromoteError> {
     let dir = active_dir(library);
     if dir.join(MARKER).is_file() {
         return Ok(dir);
+    }
+    // A `models/` folder the user keeps beside the library is theirs: adopting it would mix
+    // their files with the library's models (an unrelated `prompts.json` became the
+    // library's prompt model).
+    let holds_files = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some());
+    if holds_files || (dir.exists() && !dir.is_dir()) {
+        return Err(PromoteError::ForeignModelsFolder(dir.display().to_string()));
     }
     mkdir(&dir)?;
     let shipped = crate::default_models_dir();

@@ -153,6 +153,33 @@ impl Libraries {
 /// above this is dropped.
 pub const MAX_STORED_ECE: f64 = 0.1;
 
+/// One line naming what a fit left out because its file could not be read (the first three,
+/// then a count), or nothing.
+fn left_out<'a>(what: &str, items: impl Iterator<Item = &'a String>) -> Option<String> {
+    let items: Vec<&String> = items.collect();
+    if items.is_empty() {
+        return None;
+    }
+    let named: Vec<&str> = items.iter().take(3).map(|s| s.as_str()).collect();
+    let more = match items.len().saturating_sub(3) {
+        0 => String::new(),
+        n => format!(" (and {n} more)"),
+    };
+    Some(format!(
+        "left out {} {what} whose file could not be read: {}{more}",
+        items.len(),
+        named.join("; ")
+    ))
+}
+
+/// `error`, and what was left out when that is why too little was left to fit on.
+fn with_note(error: String, note: &Option<String>) -> String {
+    match note {
+        Some(n) => format!("{error} ({n})"),
+        None => error,
+    }
+}
+
 /// What a fit found, one line each (the CLI prints them, the Training tab logs them).
 pub struct Refit {
     pub lines: Vec<String>,
@@ -216,7 +243,10 @@ pub fn refit(
                 let (fit, validation) = libraries.assemble(|store, name| {
                     trust::gather(store, &models, name, progress).map_err(|e| e.to_string())
                 })?;
-                let (f, vote) = trust::fit(&fit, &validation).map_err(|e| named(&e))?;
+                let note = left_out("views", fit.left_out.iter().chain(&validation.left_out));
+                let (f, vote) =
+                    trust::fit(&fit, &validation).map_err(|e| with_note(named(&e), &note))?;
+                lines.extend(note);
                 if vote.is_none() {
                     lines.push(
                         "vote not calibrated: fewer than 20 validation polyps with a pathology"
@@ -231,7 +261,13 @@ pub fn refit(
                 let (fit, validation) = libraries.assemble(|store, name| {
                     trust::gather(store, &loaded, name, device, progress).map_err(|e| e.to_string())
                 })?;
-                let (f, category) = trust::fit(&fit, &validation).map_err(|e| named(&e))?;
+                let note = left_out(
+                    "capsule frames",
+                    fit.left_out.iter().chain(&validation.left_out),
+                );
+                let (f, category) =
+                    trust::fit(&fit, &validation).map_err(|e| with_note(named(&e), &note))?;
+                lines.extend(note);
                 (
                     f,
                     Some((crate::trust::CATEGORY, Some(category))),
@@ -245,7 +281,10 @@ pub fn refit(
                     trust::gather(store, &loaded, name, libraries.frames, device, progress)
                         .map_err(|e| e.to_string())
                 })?;
-                let (f, detector) = trust::fit(&fit, &validation).map_err(|e| named(&e))?;
+                let note = left_out("frames", fit.left_out.iter().chain(&validation.left_out));
+                let (f, detector) =
+                    trust::fit(&fit, &validation).map_err(|e| with_note(named(&e), &note))?;
+                lines.extend(note);
                 if detector.is_none() {
                     lines.push(
                         "polyp probability not calibrated: the validation frames are all of one kind"

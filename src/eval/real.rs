@@ -220,6 +220,7 @@ fn twins(
                 continue;
             }
         };
+        let odd = std::cell::RefCell::new(Vec::new());
         let find = |sub: &str, n: u32| -> Option<PathBuf> {
             let dir = std::fs::read_dir(root)
                 .ok()?
@@ -229,16 +230,22 @@ fn twins(
                     p.file_name()
                         .is_some_and(|f| f.to_string_lossy().eq_ignore_ascii_case(sub))
                 })?;
-            ["tif", "tiff", "png"]
-                .iter()
-                .map(|e| dir.join(format!("{n}.{e}")))
-                .find(|p| p.is_file())
+            frame_file(&dir, n, &odd)
         };
         let mut by_sequence: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
         for (&frame, &seq) in &table {
             if find("original", frame).is_some() && find("ground truth", frame).is_some() {
                 by_sequence.entry(seq).or_default().push(frame);
             }
+        }
+        let odd = odd.take();
+        if !odd.is_empty() {
+            eval.notes.push(format!(
+                "twins: {}: {} frame or mask file(s) left out: {}",
+                root.display(),
+                odd.len(),
+                first_three(&odd)
+            ));
         }
         let mut short = Vec::new();
         for (seq, mut frames) in by_sequence {
@@ -423,6 +430,35 @@ fn over_draws(
     Ok(())
 }
 
+/// The file of CVC-ClinicDB frame `n` in `dir` (`.tif`, `.tiff` or `.png`). A name that is
+/// there but is no regular file (a FIFO, a device, a dangling link) is named in `odd` rather
+/// than counted as a missing frame without a word.
+fn frame_file(dir: &Path, n: u32, odd: &std::cell::RefCell<Vec<String>>) -> Option<PathBuf> {
+    for e in ["tif", "tiff", "png"] {
+        let p = dir.join(format!("{n}.{e}"));
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => return Some(p),
+            Ok(_) => odd
+                .borrow_mut()
+                .push(format!("{}: not a regular file", p.display())),
+            Err(_) if p.symlink_metadata().is_ok() => odd
+                .borrow_mut()
+                .push(format!("{}: a link to nothing", p.display())),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+/// "a, b, c (and N more)": the first three of `items`.
+fn first_three(items: &[String]) -> String {
+    let more = match items.len().saturating_sub(3) {
+        0 => String::new(),
+        n => format!(" (and {n} more)"),
+    };
+    format!("{}{more}", items[..items.len().min(3)].join("; "))
+}
+
 /// A frame and its polyp mask, as files.
 type Masked = (PathBuf, PathBuf);
 
@@ -431,6 +467,8 @@ type Masked = (PathBuf, PathBuf);
 struct Skipped {
     no_mask: usize,
     unreadable: usize,
+    /// The unreadable files, each with why.
+    unreadable_files: Vec<String>,
     other_size: usize,
     empty_mask: usize,
     no_free_window: usize,
@@ -453,7 +491,11 @@ impl Skipped {
         .filter(|(n, _)| *n > 0)
         .map(|(n, why)| format!("{n} {why}"))
         .collect();
-        (!parts.is_empty()).then(|| parts.join(", "))
+        let named = match self.unreadable_files.is_empty() {
+            true => String::new(),
+            false => format!(" (unreadable: {})", first_three(&self.unreadable_files)),
+        };
+        (!parts.is_empty()).then(|| format!("{}{named}", parts.join(", ")))
     }
 }
 
@@ -508,16 +550,26 @@ fn cvc_frames(root: &Path, eval: &mut RealEval) -> Vec<Masked> {
     let (Some(original), Some(truth)) = (dir("original"), dir("ground truth")) else {
         return Vec::new();
     };
-    let find = |dir: &Path, n: u32| {
-        ["tif", "tiff", "png"]
-            .iter()
-            .map(|e| dir.join(format!("{n}.{e}")))
-            .find(|p| p.is_file())
-    };
-    table
+    let odd = std::cell::RefCell::new(Vec::new());
+    let frames = table
         .keys()
-        .filter_map(|&n| Some((find(&original, n)?, find(&truth, n)?)))
-        .collect()
+        .filter_map(|&n| {
+            Some((
+                frame_file(&original, n, &odd)?,
+                frame_file(&truth, n, &odd)?,
+            ))
+        })
+        .collect();
+    let odd = odd.into_inner();
+    if !odd.is_empty() {
+        eval.notes.push(format!(
+            "detection: {}: {} frame or mask file(s) left out: {}",
+            root.display(),
+            odd.len(),
+            first_three(&odd)
+        ));
+    }
+    frames
 }
 
 /// The polyp square and a same-size polyp-free window of each frame (`skipped` counts the
@@ -531,9 +583,22 @@ fn crop_pairs(
     use crate::data::images::decode_file;
     let mut pairs = Vec::new();
     for (f, mask_path) in frames {
-        let (Ok(image), Ok(mask)) = (decode_file(f), decode_file(mask_path)) else {
-            skipped.unreadable += 1;
-            continue;
+        let (image, mask) = match (decode_file(f), decode_file(mask_path)) {
+            (Ok(image), Ok(mask)) => (image, mask),
+            (Err(e), _) => {
+                skipped.unreadable += 1;
+                skipped
+                    .unreadable_files
+                    .push(format!("{}: {e}", f.display()));
+                continue;
+            }
+            (_, Err(e)) => {
+                skipped.unreadable += 1;
+                skipped
+                    .unreadable_files
+                    .push(format!("{}: {e}", mask_path.display()));
+                continue;
+            }
         };
         let (image, mask) = (image.image, mask.image.to_luma8());
         if mask.dimensions() != (image.width(), image.height()) {
@@ -675,6 +740,12 @@ fn score_detection(
             ));
         }
         figures.push(figure(label, &p));
+    }
+    if figures.is_empty() {
+        eval.notes.push(format!(
+            "detection: {} holds no detector or prompt model (prompts-detect, prompts-plain, prompts): the baseline alone is scored",
+            models.display()
+        ));
     }
     figures.push(figure("redness (baseline)".into(), &redness));
     Ok(figures)

@@ -23,6 +23,8 @@ pub struct Gathered {
     pub probability: Vec<f32>,
     /// Whether each frame shows a polyp (it is a polyp's view).
     pub truth: Vec<bool>,
+    /// Frames whose file could not be read (named, with why): left out, and said so.
+    pub left_out: Vec<String>,
 }
 
 impl crate::trust::Gathered for Gathered {
@@ -40,6 +42,7 @@ impl crate::trust::Gathered for Gathered {
                 sources,
                 probability,
                 truth,
+                left_out: self.left_out,
             },
             Gathered {
                 name: format!("{} (every {every}th frame)", self.name),
@@ -47,6 +50,7 @@ impl crate::trust::Gathered for Gathered {
                 sources: held_sources,
                 probability: held_probability,
                 truth: held_truth,
+                left_out: Vec::new(),
             },
         )
     }
@@ -57,13 +61,15 @@ impl crate::trust::Gathered for Gathered {
         self.sources.extend(other.sources);
         self.probability.extend(other.probability);
         self.truth.extend(other.truth);
+        self.left_out.extend(other.left_out);
         self
     }
 }
 
 /// Every colonoscopy still of `store` (polyp views and loose frames of non-capsule
 /// examinations; at most `limit`, spread evenly), encoded by `loaded`; a still shows a polyp
-/// when it is a polyp's view. Stills that fail to decode are skipped.
+/// when it is a polyp's view. Stills that fail to decode are left out, named in
+/// [`Gathered::left_out`].
 pub fn gather(
     store: &Store,
     loaded: &LoadedPromptModel,
@@ -104,16 +110,20 @@ pub fn gather(
         sources: Vec::new(),
         probability: Vec::new(),
         truth: Vec::new(),
+        left_out: Vec::new(),
     };
     for chunk in stills.chunks(128) {
         let mut images = Vec::new();
         for m in chunk {
             progress.inc();
-            if let Ok(d) = crate::data::images::decode_media(store, m) {
-                images.push(d.image);
-                out.truth.push(truth.contains_key(&m.id));
-                let source = m.examination_id.and_then(|e| sources.get(&e).cloned());
-                out.sources.push(source.unwrap_or_default());
+            match crate::data::images::decode_media(store, m) {
+                Ok(d) => {
+                    images.push(d.image);
+                    out.truth.push(truth.contains_key(&m.id));
+                    let source = m.examination_id.and_then(|e| sources.get(&e).cloned());
+                    out.sources.push(source.unwrap_or_default());
+                }
+                Err(e) => out.left_out.push(format!("{}: {e}", m.source_path)),
             }
         }
         if images.is_empty() {

@@ -22,6 +22,8 @@ pub struct Gathered {
     /// Views of each polyp, in `polyps` order (they follow each other in `views`).
     pub view_counts: Vec<usize>,
     pub polyps: Vec<GatheredPolyp>,
+    /// Views whose file could not be read (named, with why): left out, and said so.
+    pub left_out: Vec<String>,
 }
 
 pub struct GatheredPolyp {
@@ -31,7 +33,7 @@ pub struct GatheredPolyp {
 }
 
 /// Encodes the first four views of every polyp of `store` (views that fail to decode are
-/// skipped; a polyp without views is left out).
+/// left out, named in [`Gathered::left_out`]; a polyp without views is left out).
 pub fn gather(
     store: &Store,
     models: &TwinModels,
@@ -45,17 +47,19 @@ pub fn gather(
         views: Vec::new(),
         view_counts: Vec::new(),
         polyps: Vec::new(),
+        left_out: Vec::new(),
     };
     for p in polyps {
         if progress.is_cancelled() {
             return Err(TwinError::Cancelled);
         }
-        let images: Vec<_> = store
-            .polyp_views(p.id)?
-            .iter()
-            .take(VIEWS)
-            .filter_map(|m| load_view(store, m).ok())
-            .collect();
+        let mut images = Vec::new();
+        for m in store.polyp_views(p.id)?.iter().take(VIEWS) {
+            match load_view(store, m) {
+                Ok(image) => images.push(image),
+                Err(e) => out.left_out.push(format!("{}: {e}", m.source_path)),
+            }
+        }
         progress.inc();
         if images.is_empty() {
             continue;
@@ -81,12 +85,14 @@ impl crate::trust::Gathered for Gathered {
             views: Vec::new(),
             view_counts: Vec::new(),
             polyps: Vec::new(),
+            left_out: self.left_out,
         };
         let mut held = Gathered {
             name: format!("{} (every {every}th polyp)", self.name),
             views: Vec::new(),
             view_counts: Vec::new(),
             polyps: Vec::new(),
+            left_out: Vec::new(),
         };
         let mut views = self.views.into_iter();
         for (i, (p, n)) in self.polyps.into_iter().zip(self.view_counts).enumerate() {
@@ -107,6 +113,7 @@ impl crate::trust::Gathered for Gathered {
         self.views.extend(other.views);
         self.view_counts.extend(other.view_counts);
         self.polyps.extend(other.polyps);
+        self.left_out.extend(other.left_out);
         self
     }
 }

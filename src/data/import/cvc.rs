@@ -266,10 +266,38 @@ fn malformed_row(line: &str) -> Option<String> {
     }
 }
 
+/// The dash of a table line shaped `first – last | sequence` (any dash), else `None`.
+fn dash_range(line: &str) -> Option<char> {
+    let cells: Vec<&str> = line
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let [range, sequence] = cells[..] else {
+        return None;
+    };
+    let digits = |t: &str| !t.trim().is_empty() && t.trim().chars().all(|c| c.is_ascii_digit());
+    let dash = range
+        .chars()
+        .find(|c| matches!(c, '-' | '\u{2010}'..='\u{2015}' | '\u{2212}'))?;
+    let (a, b) = range.split_once(dash)?;
+    (digits(a) && digits(b) && digits(sequence)).then_some(dash)
+}
+
 fn readme_rows(text: &str, readme: &Path) -> Result<Vec<ReadmeRow>, String> {
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if !line.contains(" to ") {
+            // `448 – 451 | 22`: a row whose range is written with a dash is named, not passed
+            // over (its frames would then be "in no sequence of the table").
+            if let Some(dash) = dash_range(line) {
+                return Err(format!(
+                    "{} line {}: a range written with `{dash}`; write it `first to last`: `{}`",
+                    readme.display(),
+                    i + 1,
+                    line.trim()
+                ));
+            }
             continue;
         }
         // A line shaped as a row (`first to last | sequence`, signs and all) whose numbers are

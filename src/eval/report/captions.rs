@@ -21,6 +21,8 @@ struct Scored {
     eval: CaptionEval,
     /// (head probability, true) for every (frame, category) pair.
     pairs: Vec<(f64, bool)>,
+    /// "; left out: ..." when held-out frames could not be read, else empty.
+    left_out: String,
 }
 
 pub fn report(
@@ -93,7 +95,23 @@ pub fn report(
                     .collect::<Vec<_>>()
             })
             .collect();
-        Ok(Scored { eval, pairs })
+        let left_out = match test.skipped.len() {
+            0 => String::new(),
+            n => format!(
+                "; left out {n} whose file could not be read: {}{}",
+                test.skipped[0],
+                if n > 1 {
+                    format!(" (and {} more)", n - 1)
+                } else {
+                    String::new()
+                }
+            ),
+        };
+        Ok(Scored {
+            eval,
+            pairs,
+            left_out,
+        })
     };
     let mine = score(&loaded)?;
     let theirs = active.as_ref().map(score).transpose()?;
@@ -151,8 +169,12 @@ pub fn report(
         model: card.display().to_string(),
         active: active_card.map(|p| p.display().to_string()),
         held_out: format!(
-            "{}: {} frames of {} patients, {} distinct captions",
-            held.described, mine.eval.frames, mine.eval.patients, mine.eval.candidates
+            "{}: {} frames of {} patients, {} distinct captions{}",
+            held.described,
+            mine.eval.frames,
+            mine.eval.patients,
+            mine.eval.candidates,
+            mine.left_out
         ),
         seed: data.seed,
         bootstrap: mine.eval.bootstrap,
