@@ -251,6 +251,36 @@ fn bench_train_times_a_step_and_writes_the_rows_as_json() {
     assert!(!again.status.success());
 }
 
+/// `bench parity` runs every shipped model on both devices; the shipped detector reads its two
+/// sentences alone and was given the prompt model's, so the whole bench failed on it (seen on
+/// lavapipe). Both devices are the CPU here: the path, not the GPU, is under test.
+#[test]
+fn bench_parity_runs_the_shipped_detector_on_its_own_sentences() {
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let dir = tempfile::tempdir().unwrap();
+    let only = dir.path().join("models");
+    std::fs::create_dir(&only).unwrap();
+    for f in ["prompts-detect.json", "prompts-detect.bpk"] {
+        std::fs::copy(models.join(f), only.join(f)).unwrap();
+    }
+    let lib = dir.path().join("lib");
+    let cfg = endotwin::data::phantom::PhantomConfig {
+        polyps: 2,
+        videos: 0,
+        capsule_images: 0,
+        background_frames: 0,
+        ..Default::default()
+    };
+    crate::common::phantom_library(&lib, &cfg);
+    let store = endotwin::store::Store::open(&lib, endotwin::store::OpenMode::Existing).unwrap();
+    let cpu = burn::tensor::Device::flex();
+    let rows = endotwin::bench::parity(&store, &only, &cpu, &cpu, 2, |_| {}).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    // 2 views and the detector's 2 sentences, the same numbers on the same device.
+    assert_eq!(rows[0].inputs, 4, "{rows:?}");
+    assert_eq!(rows[0].max_abs, 0.0, "{rows:?}");
+}
+
 #[test]
 fn train_list_names_every_recipe_one_a_line() {
     let out = endotwin().args(["train", "--list"]).output().unwrap();

@@ -47,6 +47,8 @@ pub struct EncoderOptions {
     pub min_time: Duration,
     /// Time burn-wgpu too, on any adapter (software ones included).
     pub gpu: bool,
+    /// Time burn-flex (off for GPU-only runs on a many-core machine).
+    pub cpu: bool,
     pub models: Vec<&'static str>,
 }
 
@@ -82,11 +84,14 @@ pub fn model_config(name: &str) -> Option<TwinEncoderConfig> {
 }
 
 /// The backends this build and machine offer, named for the table.
-pub fn devices(gpu: bool) -> Vec<(String, Device)> {
-    let mut devices: Vec<(String, Device)> = vec![("burn-flex".into(), Device::flex())];
-    #[cfg(feature = "bench-ndarray")]
-    #[allow(deprecated)]
-    devices.push(("burn-ndarray".into(), Device::ndarray()));
+pub fn devices(cpu: bool, gpu: bool) -> Vec<(String, Device)> {
+    let mut devices: Vec<(String, Device)> = Vec::new();
+    if cpu {
+        devices.push(("burn-flex".into(), Device::flex()));
+        #[cfg(feature = "bench-ndarray")]
+        #[allow(deprecated)]
+        devices.push(("burn-ndarray".into(), Device::ndarray()));
+    }
     if gpu && let Ok(c) = compute::select(BackendPref::Gpu) {
         devices.push((format!("burn-wgpu ({})", c.adapter), c.device));
     }
@@ -96,7 +101,7 @@ pub fn devices(gpu: bool) -> Vec<(String, Device)> {
 /// Runs `report` after each row so a long run shows progress.
 pub fn encode(options: &EncoderOptions, mut report: impl FnMut(&EncoderRow)) -> Vec<EncoderRow> {
     let mut rows = Vec::new();
-    for (backend, device) in devices(options.gpu) {
+    for (backend, device) in devices(options.cpu, options.gpu) {
         for &model in &options.models {
             let Some(config) = model_config(model) else {
                 continue;

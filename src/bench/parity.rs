@@ -172,6 +172,15 @@ pub fn parity(
             prompt_model::load(&path, cpu)?,
             prompt_model::load(&path, gpu)?,
         );
+        // A detector reads its two sentences alone (the others are refused).
+        let texts: Vec<String> = if prompt_model::is_detector_only(&on_cpu.config) {
+            vec![
+                prompt_model::POLYP_SENTENCE.to_string(),
+                prompt_model::BACKGROUND_SENTENCE.to_string(),
+            ]
+        } else {
+            texts.clone()
+        };
         push(compare(
             format!("{name}: image and prompt embeddings"),
             n + texts.len(),

@@ -15,7 +15,7 @@ use burn::tensor::{Device, Distribution, Tensor};
 /// The loss is deliberately trivial so the figure is the encoder's forward and backward.
 pub fn train(options: &EncoderOptions, mut report: impl FnMut(&EncoderRow)) -> Vec<EncoderRow> {
     let mut rows = Vec::new();
-    for (backend, device) in devices(options.gpu) {
+    for (backend, device) in devices(options.cpu, options.gpu) {
         let device = device.autodiff();
         for &model in &options.models {
             let Some(config) = model_config(model) else {

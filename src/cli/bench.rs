@@ -111,6 +111,10 @@ pub struct EncoderArgs {
     /// Also time burn-wgpu on any adapter (software ones included).
     #[arg(long)]
     gpu: bool,
+    /// With --gpu: the GPU rows alone (no burn-flex rows and, with --pytorch-cuda, no PyTorch
+    /// CPU rows), for a machine whose many cores would take most of the run.
+    #[arg(long, requires = "gpu")]
+    gpu_only: bool,
     /// A Python with torch: runs tests/fixtures/bench_pytorch.py (bundled) with the same
     /// models and batches, as many threads as burn-flex uses (the machine's cores), after the
     /// burn rows, and adds `ratio_to_pytorch`.
@@ -245,7 +249,7 @@ pub fn run(library: &Path, what: BenchWhat) -> Result<()> {
             let largest = common.batches.iter().copied().max().unwrap_or(32);
             encoders(common, "forward")?;
             if breakdown {
-                for (name, device) in bench::devices(false) {
+                for (name, device) in bench::devices(true, false) {
                     println!("\n{name}: one ViT-B/32 block's ops at batch {largest}");
                     let mut t = Table::new(&["op", "ms"]);
                     for (op, ms) in bench::encode_breakdown(&device, largest, 3) {
@@ -357,6 +361,7 @@ fn encoders(args: EncoderArgs, mode: &str) -> Result<()> {
         min_runs: args.runs.max(1),
         min_time: std::time::Duration::from_secs_f64(args.seconds.max(0.0)),
         gpu: args.gpu,
+        cpu: !args.gpu_only,
         models: chosen.clone(),
     };
     // Each row is told as it is measured, so a run stopped early still says what it found.
@@ -371,8 +376,8 @@ fn encoders(args: EncoderArgs, mode: &str) -> Result<()> {
         _ => bench::encode(&options, progress),
     };
     let mut reference = match &args.pytorch {
-        Some(python) => pytorch(python, mode, &chosen, &batches, &args, "cpu")?,
-        None => Vec::new(),
+        Some(python) if !args.gpu_only => pytorch(python, mode, &chosen, &batches, &args, "cpu")?,
+        _ => Vec::new(),
     };
     if let (Some(python), true) = (&args.pytorch, args.pytorch_cuda) {
         reference.extend(pytorch(python, mode, &chosen, &batches, &args, "cuda")?);
