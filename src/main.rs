@@ -186,6 +186,7 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let library = parsed.library.unwrap_or_else(endotwin::default_library);
     cli::set_output_rules(&library, parsed.force);
     cli::check_named_outputs(matches)?;
+    cli::check_compare_labels(matches)?;
     let ran = match command {
         Command::Gui(args) => cli::gui::run(library.clone(), pref, args),
         Command::Info => cli::info::run(&library, pref),

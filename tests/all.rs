@@ -53,6 +53,7 @@ mod retrieval;
 mod round4;
 mod round5;
 mod round5b;
+mod round6;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

@@ -222,9 +222,40 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         Split::Train,
         a.train_frames,
     )?;
+    // Baselines fitted on the frames they are scored on would look better than they are.
+    let capsule_hashes =
+        |store: &endotwin::store::Store| -> Result<std::collections::HashSet<String>> {
+            Ok(endotwin::captions::data::capsule_frames(store)?
+                .into_iter()
+                .map(|(_, m)| m.hash)
+                .collect())
+        };
+    let shared = capsule_hashes(&test_lib.store)?
+        .intersection(&capsule_hashes(&train_lib.store)?)
+        .count();
+    if shared > 0 {
+        anyhow::bail!(
+            "{} of the held-out capsule frames ({}) are in the baselines' training frames ({}): the baselines would be scored on frames they were fitted on; nothing was evaluated",
+            shared,
+            test_lib.described,
+            train_lib.described
+        );
+    }
     let config = &loaded[0].1.config;
     let test = CaptionSet::load(&test_lib.store, config, &Progress::new())?;
     let train = CaptionSet::load(&train_lib.store, config, &Progress::new())?;
+    for (set, what) in [(&test, &test_lib.described), (&train, &train_lib.described)] {
+        if let Some(first) = set.skipped.first() {
+            eprintln!(
+                "note: {what}: left out {} capsule frame(s) whose file could not be read: {first}{}",
+                set.skipped.len(),
+                match set.skipped.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} more)", n - 1),
+                }
+            );
+        }
+    }
     device.seed(a.seed);
     let untrained = CaptionModelConfig::small();
     let zero = untrained.init(&device);

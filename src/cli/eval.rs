@@ -154,8 +154,14 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
                     endotwin::default_models_dir().display()
                 );
             }
-            let compute = compute::select(pref)?;
             let dir = models.unwrap_or_else(endotwin::default_models_dir);
+            // --record rewrites the card in place: never one of a library's own (its promoted
+            // models change only by promote and demote), checked before the evaluation.
+            if record {
+                let card = dir.join(format!("{}.json", endotwin::twins::IMAGE_MODEL));
+                endotwin::plumbing::output::check_output(&card, super::output_rules().0, true)?;
+            }
+            let compute = compute::select(pref)?;
             let models = TwinModels::load(&dir, &compute.device)?;
             let mut others = Vec::new();
             for c in &compare {

@@ -210,6 +210,17 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
             to_models.display()
         );
     }
+    // The library's own models are checked before anything is copied (they go last).
+    let own_models = endotwin::engine::promote::active_dir(from);
+    if !is_url(from) && endotwin::engine::promote::is_library_models(&own_models) {
+        endotwin::engine::promote::verify_models_folder(&own_models).map_err(|e| {
+            anyhow::Error::from(e).context(format!(
+                "library copy {} to {} (nothing was copied)",
+                from.display(),
+                to.display()
+            ))
+        })?;
+    }
     let made = !endotwin::store::resolve_db_path(to).exists();
     let mut target = Store::open(to, OpenMode::CreateIfMissing)?;
     let bar = super::stage_bar();

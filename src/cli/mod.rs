@@ -171,6 +171,30 @@ pub fn watch(progress: Arc<Progress>, bar: ProgressBar) -> std::thread::JoinHand
 }
 
 /// One `--compare LABEL=FOLDER` argument.
+/// Refuses two `--compare` (or `--head`) entries of one command under the same label: their
+/// rows could not be told apart.
+pub fn check_compare_labels(matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    let mut level = Some(matches);
+    while let Some(m) = level {
+        for (id, flag) in [("compare", "compare"), ("heads", "head")] {
+            if let Ok(Some(values)) = m.try_get_many::<String>(id) {
+                let mut seen: Vec<&str> = Vec::new();
+                for v in values {
+                    let label = v.split_once('=').map_or(v.as_str(), |(l, _)| l);
+                    if seen.contains(&label) {
+                        anyhow::bail!(
+                            "--{flag} {label}= is given twice: each needs its own label (their rows could not be told apart)"
+                        );
+                    }
+                    seen.push(label);
+                }
+            }
+        }
+        level = m.subcommand().map(|(_, sub)| sub);
+    }
+    Ok(())
+}
+
 pub fn compare_arg(c: &str) -> anyhow::Result<(&str, &std::path::Path)> {
     match c.split_once('=') {
         Some((label, folder)) if !label.is_empty() && !folder.is_empty() => {

@@ -170,6 +170,16 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             )?)
         }
     };
+    if let Some(v) = &validation {
+        let shared = endotwin::eval::held_out::shared_images(&held.store, &v.store)?;
+        if shared > 0 {
+            anyhow::bail!(
+                "{shared} of the held-out images ({}) are in the validation library ({}): thresholds and probes would be chosen on the frames they are scored on; nothing was evaluated",
+                held.described,
+                v.described
+            );
+        }
+    }
     // The untrained baseline has the loaded encoder's geometry, else the recipe's default.
     let untrained = match &main {
         Some(m) => m.config.clone(),

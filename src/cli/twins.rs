@@ -76,6 +76,10 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         Some(&[x, y, w, h]) if w > 0.0 && h > 0.0 && x.is_finite() && y.is_finite() => {
             Focus::Box([x, y, w, h])
         }
+        Some(b) if b.len() != 4 => anyhow::bail!(
+            "--box takes one box, x,y,w,h, used in every view ({} numbers given; one box per view is not supported)",
+            b.len()
+        ),
         Some(b) => anyhow::bail!("--box {b:?}: give x,y,w,h with a positive width and height"),
         None => Focus::FieldOfView,
     };

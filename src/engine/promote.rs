@@ -26,6 +26,18 @@ pub enum PromoteError {
         "{0} already exists and is not this library's models folder (it has no ACTIVE marker; its files are someone else's): move it away, then promote again; nothing was changed"
     )]
     ForeignModelsFolder(String),
+    #[error(
+        "{0}: a library on a server keeps no models of its own yet (they would land in a folder of this workstation, named after the server, shared by every database on it): give the model to each workstation with --models or ENDOTWIN_MODELS; nothing was changed"
+    )]
+    ServerLibrary(String),
+    #[error(
+        "{0}: the library database is damaged ({1}); its models were not changed (`endotwin library check` names every problem)"
+    )]
+    Damaged(String, String),
+    #[error(
+        "{0}: another promote or demote is changing this library's models right now; nothing was changed (try again when it is done)"
+    )]
+    Busy(String),
     #[error("{card}: it is already the library's {name} (version {version}); nothing was changed")]
     AlreadyActive {
         card: String,
@@ -40,10 +52,11 @@ pub fn active_dir(library: &Path) -> PathBuf {
 }
 
 /// The folder a library's panels load models from: its own when a model was ever promoted
-/// in it, else the shipped one.
+/// in it, else the shipped one. A server library has none of its own (see
+/// [`PromoteError::ServerLibrary`]).
 pub fn models_dir_for(library: &Path) -> PathBuf {
     let own = active_dir(library);
-    if is_library_models(&own) {
+    if crate::store::library_url(library).is_none() && is_library_models(&own) {
         own
     } else {
         crate::default_models_dir()
@@ -96,6 +109,9 @@ pub struct Promoted {
 
 /// Makes the model of `card` (a run's) the library's active one for its capability.
 pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted, PromoteError> {
+    refuse_server(library)?;
+    refuse_damaged(library)?;
+    let _lock = lock_models(library)?;
     let read = weights::read_card(card)?;
     let Some(name) = active_name_of(&read, card) else {
         return Err(PromoteError::NotPromotable {
@@ -180,6 +196,9 @@ pub fn can_demote(library: &Path, name: &str) -> bool {
 /// active models for `demoted/` (kept, never deleted: promote its run again to use it), so a
 /// second demote finds nothing earlier and says so instead of swapping back.
 pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
+    refuse_server(library)?;
+    refuse_damaged(library)?;
+    let _lock = lock_models(library)?;
     let dir = active_dir(library);
     let previous = dir.join("previous").join(format!("{name}.json"));
     if !previous.is_file() {
@@ -224,6 +243,58 @@ pub fn reindex_after(
     let stats =
         crate::twins::index_library(&mut store, &models, progress).map_err(|e| e.to_string())?;
     Ok(Some((stats, models.version())))
+}
+
+/// A PostgreSQL library: its "folder" is a URL, so promote and demote are refused.
+fn refuse_server(library: &Path) -> Result<(), PromoteError> {
+    match crate::store::library_url(library) {
+        Some(url) => Err(PromoteError::ServerLibrary(url.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// A library whose database fails its integrity check: its models are not changed either
+/// (the index rebuild after a promotion would be refused, leaving the two apart).
+fn refuse_damaged(library: &Path) -> Result<(), PromoteError> {
+    let db = crate::store::resolve_db_path(library);
+    if !db.is_file() {
+        return Ok(());
+    }
+    let store = crate::store::Store::open_read_only(library)
+        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))?;
+    let problems = store
+        .integrity_problems(None)
+        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))?;
+    match problems.first() {
+        Some(first) => Err(PromoteError::Damaged(
+            db.display().to_string(),
+            first.clone(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Held while a promote or demote changes a library's models folder: a second one at the
+/// same time is refused (two demotes at once left a library with no twin encoder). The
+/// lock is the operating system's on `.models.lock` beside the database, so a killed
+/// process never leaves it held.
+fn lock_models(library: &Path) -> Result<std::fs::File, PromoteError> {
+    let folder = library_folder(library);
+    mkdir(&folder)?;
+    let path = folder.join(".models.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(PromoteError::Busy(folder.display().to_string()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io(&path, e)),
+    }
 }
 
 /// Says that a library's models folder is in use (written once it is seeded).
@@ -287,6 +358,7 @@ pub fn copy_active_models(
             ),
         ));
     }
+    verify_models_folder(&source)?;
     let mut copied = 0;
     let mut folders = vec![(source, target.clone())];
     while let Some((from_dir, to_dir)) = folders.pop() {
@@ -313,6 +385,35 @@ pub fn copy_active_models(
         }
     }
     Ok(Some((target, copied)))
+}
+
+/// Every model in a library's own models folder (its `previous/` and `demoted/` too) read
+/// and checked against its card; a FIFO, device or link there is refused. `library copy`
+/// runs it before anything is copied: a broken model is refused as changed media are.
+pub fn verify_models_folder(source: &Path) -> Result<(), PromoteError> {
+    let mut pending = vec![source.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+            let entry = entry.map_err(|e| io(&dir, e))?;
+            let path = entry.path();
+            let kind = entry.file_type().map_err(|e| io(&path, e))?;
+            if kind.is_dir() {
+                pending.push(path);
+            } else if !kind.is_file() {
+                return Err(io(
+                    &path,
+                    std::io::Error::other(
+                        "not a regular file (a FIFO, device or link) among the library's models; nothing was copied",
+                    ),
+                ));
+            } else if path.extension().is_some_and(|e| e == "json")
+                && weights::record_path(&path).is_file()
+            {
+                weights::verify_pair(&path)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The folder a library lives in (the library path itself when it is a folder).

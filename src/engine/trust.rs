@@ -78,6 +78,22 @@ impl Libraries {
                 .map(|m| m.hash)
                 .collect())
         };
+        // Two fit libraries that share images (a copy named beside its original) would count
+        // those images twice, and a hold-out would validate on copies of fitted ones.
+        if self.fit.len() > 1 {
+            let mut seen = std::collections::HashSet::new();
+            for f in &self.fit {
+                let mine = hashes(f)?;
+                let shared = mine.intersection(&seen).count();
+                if shared > 0 {
+                    return Err(format!(
+                        "{}: {shared} of its images are in another fit library (a copy?): they                          would count twice; nothing was changed",
+                        f.display()
+                    ));
+                }
+                seen.extend(mine);
+            }
+        }
         if !self.validation.is_empty() {
             let mut fit_hashes = std::collections::HashSet::new();
             for f in &self.fit {

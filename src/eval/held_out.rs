@@ -6,6 +6,16 @@ use crate::plumbing::Progress;
 use crate::store::{OpenMode, Store};
 use std::path::{Path, PathBuf};
 
+/// How many images (by content) `a` and `b` share: a validation or training library that
+/// shares images with the held-out one would tune or fit on the test.
+pub fn shared_images(a: &Store, b: &Store) -> Result<usize, crate::store::StoreError> {
+    let hashes =
+        |s: &Store| -> Result<std::collections::HashSet<String>, crate::store::StoreError> {
+            Ok(s.media_rows()?.into_iter().map(|m| m.hash).collect())
+        };
+    Ok(hashes(a)?.intersection(&hashes(b)?).count())
+}
+
 /// An open held-out library; a generated one is deleted on drop.
 pub struct HeldOut {
     pub store: Store,
@@ -36,8 +46,17 @@ impl HeldOut {
         size: u32,
     ) -> Result<HeldOut, PhantomError> {
         if let Some(path) = path {
+            let store = Store::open(path, OpenMode::Existing)?;
+            // Figures from a damaged database's rows would be reported without a word.
+            if let Some(problem) = store.integrity_problems(None)?.first() {
+                return Err(crate::store::StoreError::Damaged {
+                    path: store.db_path().to_path_buf(),
+                    problem: problem.clone(),
+                }
+                .into());
+            }
             return Ok(HeldOut {
-                store: Store::open(path, OpenMode::Existing)?,
+                store,
                 described: path.display().to_string(),
                 generated: None,
             });

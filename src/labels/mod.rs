@@ -356,10 +356,21 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
         let value: serde_json::Value = match serde_json::from_str(raw) {
             Ok(v) => v,
             Err(e) => {
-                problems.push(format!("line {line}: {e}"));
+                // serde says "at line 1 column C" of the one line it read: the column alone.
+                let why = e.to_string();
+                let why = why.split(" at line ").next().unwrap_or(&why);
+                problems.push(format!("line {line}, column {}: {why}", e.column()));
                 continue;
             }
         };
+        // A label given twice in one object: JSON keeps the last without a word, as a CSV
+        // with a doubled column would not (it is refused as unclear).
+        if let Some(key) = twice_given_label(raw) {
+            problems.push(format!(
+                "line {line}: the label `{key}` is given twice; the line is not used"
+            ));
+            continue;
+        }
         let Some(polyp) = value.get("polyp").and_then(|p| p.as_str()) else {
             problems.push(format!("line {line}: no \"polyp\" code"));
             continue;
@@ -407,6 +418,42 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
     Ok((changes, problems))
 }
 
+/// The first key given twice in the `labels` object of one JSONL line, if any.
+fn twice_given_label(raw: &str) -> Option<String> {
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some((k, _)) = m.next_entry::<String, serde::de::IgnoredAny>()? {
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        labels: Option<Keys>,
+    }
+    let keys = serde_json::from_str::<Line>(raw).ok()?.labels?.0;
+    keys.iter()
+        .enumerate()
+        .find(|(i, k)| keys[..*i].contains(k))
+        .map(|(_, k)| k.clone())
+}
+
 /// [`coco::diff`] for a COCO JSON file (a single object with `images`), [`diff_jsonl`] for a
 /// JSONL file (its first non-blank character `{`, one object a line), else [`diff_csv`].
 pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
@@ -420,7 +467,7 @@ pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>)
         .is_some_and(|l| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.is_object()));
     if trimmed.starts_with('{') && coco::looks_like(trimmed) {
         coco::diff(store, text)
-    } else if trimmed.starts_with('{') && !first_line_is_object {
+    } else if trimmed.starts_with('{') && !first_line_is_object && !every_line_an_object(trimmed) {
         // One JSON document (not one object a line) that does not parse: a broken COCO file.
         let why = serde_json::from_str::<serde_json::Value>(trimmed)
             .err()
@@ -431,6 +478,13 @@ pub fn diff_file(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>)
     } else {
         diff_csv(store, text)
     }
+}
+
+/// Whether every non-blank line starts with `{` and ends with `}` (one object a line): a
+/// JSONL file whose first line is broken, not a broken COCO document.
+fn every_line_an_object(text: &str) -> bool {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines.all(|l| l.starts_with('{') && l.ends_with('}'))
 }
 
 /// Why `value` cannot be label `key`, if it cannot (checked before anything is applied):

@@ -17,6 +17,10 @@ pub enum OutputError {
     Exists(PathBuf),
     #[error("{0}: exists and is not a regular file; nothing was written")]
     NotAFile(PathBuf),
+    #[error(
+        "{0}: an SQLite database (a library's, or a copy of one); nothing was written, --force or not"
+    )]
+    Database(PathBuf),
 }
 
 /// The names in a library folder that belong to the library itself.
@@ -80,14 +84,12 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
     });
     // Another library's database under another name (with its journal files): a SQLite
     // database beside a media/ folder.
-    let other_database = {
-        let base = JOURNAL_SUFFIXES
-            .iter()
-            .filter(|s| !s.is_empty())
-            .find_map(|s| name.strip_suffix(s))
-            .unwrap_or(&name);
-        parent.join("media").is_dir() && is_sqlite(&parent.join(base))
-    };
+    let base = JOURNAL_SUFFIXES
+        .iter()
+        .filter(|s| !s.is_empty())
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(&name);
+    let other_database = parent.join("media").is_dir() && is_sqlite(&parent.join(base));
     let databases: Vec<PathBuf> = OPEN_DATABASES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -101,6 +103,11 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
         || databases.iter().any(|db| belongs_to(&resolved, db))
     {
         return Err(OutputError::LibraryFile(out.to_path_buf()));
+    }
+    // Any SQLite database (a library copied away as `backup.sqlite`, with no media/ beside
+    // it): an export never replaces one, --force or not.
+    if is_sqlite(&parent.join(base)) {
+        return Err(OutputError::Database(out.to_path_buf()));
     }
     match std::fs::symlink_metadata(&resolved) {
         Ok(m) if !m.is_file() => Err(OutputError::NotAFile(out.to_path_buf())),

@@ -28,6 +28,7 @@ impl Store {
             return Ok(store);
         }
         let db_path = resolve_db_path(path);
+        super::refuse_odd_journal(&db_path)?;
         let meta = std::fs::metadata(&db_path).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => StoreError::Missing {
                 path: path.to_path_buf(),

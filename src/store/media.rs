@@ -91,6 +91,9 @@ pub fn media_rel_path(hash: &str, extension: &str) -> String {
 /// deleted by EndoTwin.
 pub const PENDING_JOURNAL: &str = "media-pending.journal";
 
+/// The largest pending journal read: a line of about 80 bytes per file of one write.
+const MAX_JOURNAL_BYTES: u64 = 256 << 20;
+
 /// Media files written during one write transaction ([`Store::write_media`]): the ones it
 /// created are removed again when the transaction does not commit. On PostgreSQL the bytes
 /// go into the database, in the write's own transaction.
@@ -132,7 +135,24 @@ impl<'a> MediaFiles<'a> {
             return Ok((hash, rel));
         }
         let full = self.root.join(&rel);
-        if !full.exists() {
+        // A file already under this name is trusted only when it holds these bytes: a stray
+        // one (an interrupted copy's, a person's) would otherwise stand for the image imported.
+        let holds_these = match std::fs::symlink_metadata(&full) {
+            Err(_) => false,
+            Ok(m) if !m.is_file() => {
+                return Err(StoreError::Io {
+                    path: full,
+                    source: std::io::Error::other(
+                        "exists and is not a regular file (a FIFO, device or link) where this image belongs; remove it; nothing was imported",
+                    ),
+                });
+            }
+            Ok(m) => {
+                m.len() == bytes.len() as u64
+                    && std::fs::read(&full).is_ok_and(|b| content_hash(&b) == hash)
+            }
+        };
+        if !holds_these {
             self.journal_line(&rel)?;
             let dir = full.parent().expect("media path has a parent");
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
@@ -206,6 +226,19 @@ impl<'a> MediaFiles<'a> {
 /// other process is between those two steps. Returns how many files went.
 pub(super) fn sweep_pending(tx: &Transaction<'_>, root: &Path) -> Result<usize> {
     let journal = root.join(PENDING_JOURNAL);
+    // Only a regular file of a journal's size is read: a FIFO would block the write for ever
+    // and a link to /dev/zero would be read until memory runs out.
+    match std::fs::symlink_metadata(&journal) {
+        Ok(m) if !m.is_file() || m.len() > MAX_JOURNAL_BYTES => {
+            return Err(StoreError::Io {
+                path: journal,
+                source: std::io::Error::other(
+                    "not the library's pending-media journal (not a regular file, or larger than one is): remove it; nothing was changed",
+                ),
+            });
+        }
+        _ => {}
+    }
     let text = match std::fs::read_to_string(&journal) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),

@@ -45,6 +45,7 @@ pub use models::{
     EmbeddingRow, EmbeddingSet, EmbeddingTarget, ModelRow, RunRow, ensure_model, finish_run,
     link_run_model, log_metric, put_embedding, start_run,
 };
+pub use pg::library_url;
 pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;
 pub use values::{
@@ -254,6 +255,26 @@ impl std::fmt::Debug for Store {
 }
 
 /// Resolves a user-given path (a library folder or its database file) to the database file.
+/// Refuses a database whose journal files (`-journal`, `-wal`, `-shm` beside it) are not
+/// regular files: SQLite would open a FIFO there as a hot journal and wait for ever.
+pub(crate) fn refuse_odd_journal(db_path: &Path) -> Result<()> {
+    for suffix in ["-journal", "-wal", "-shm"] {
+        let mut name = db_path.as_os_str().to_owned();
+        name.push(suffix);
+        let path = PathBuf::from(name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(StoreError::NotALibrary {
+                path: db_path.to_path_buf(),
+                reason: format!(
+                    "{} is not a regular file (a FIFO, device or link) where SQLite keeps the database's journal: remove it; nothing was opened",
+                    path.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 pub fn resolve_db_path(path: &Path) -> PathBuf {
     if path.is_dir() || path.extension().is_none() {
         path.join(DB_FILE)
@@ -284,6 +305,21 @@ impl Store {
         if let Some(url) = pg::library_url(path) {
             return pg::open(url, mode);
         }
+        // A database that is a link to another library's: its media would be written beside
+        // the link while its rows went into the other library (which then names files it
+        // does not have). Open the library where it lives.
+        if std::fs::symlink_metadata(&db_path).is_ok_and(|m| m.file_type().is_symlink()) {
+            let target = std::fs::canonicalize(&db_path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "nothing".into());
+            return Err(StoreError::NotALibrary {
+                path: db_path.clone(),
+                reason: format!(
+                    "the database is a link to {target}; open that library's own folder (its media/ is beside it)"
+                ),
+            });
+        }
+        refuse_odd_journal(&db_path)?;
         let exists = db_path.exists();
         let empty =
             !exists || std::fs::metadata(&db_path).is_ok_and(|m| m.is_file() && m.len() == 0);

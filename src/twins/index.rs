@@ -308,18 +308,25 @@ pub struct TwinIndex {
 impl TwinIndex {
     pub fn load(store: &Store, models: &TwinModels) -> Result<TwinIndex, TwinError> {
         let version = models.version();
+        // Indexing a library without polyps leaves it as empty as before: "index it first"
+        // would send the user round in a circle.
+        let empty = || match store.polyps() {
+            Ok(p) if p.is_empty() => TwinError::NoPolyps,
+            Ok(_) => TwinError::EmptyIndex,
+            Err(e) => e.into(),
+        };
         let Some(model) = store.model(POLYP_MODEL, &version)? else {
             return Err(match store.indexed_versions(POLYP_MODEL)?.first() {
                 Some(v) => TwinError::StaleIndex {
                     indexed: v.clone(),
                     loaded: version,
                 },
-                None => TwinError::EmptyIndex,
+                None => empty(),
             });
         };
         let rows = store.embeddings(model.id, EmbeddingTarget::Polyp)?;
         if rows.is_empty() {
-            return Err(TwinError::EmptyIndex);
+            return Err(empty());
         }
         let mut by_id: HashMap<i64, PolypRow> =
             store.polyps()?.into_iter().map(|p| (p.id, p)).collect();

@@ -44,6 +44,8 @@ pub enum TwinError {
     StaleIndex { indexed: String, loaded: String },
     #[error("the library has no indexed polyps yet: index it first")]
     EmptyIndex,
+    #[error("the library has no polyps with views to retrieve")]
+    NoPolyps,
     #[error("{0}")]
     Image(String),
     #[error("cancelled")]

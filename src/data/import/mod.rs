@@ -329,7 +329,7 @@ pub enum ImportLayout {
     KvasirSeg,
     /// HyperKvasir labelled images: nested class folders give each image its label.
     Hyperkvasir,
-    /// Multi-view sets: one folder per polyp (optional pathology.csv: polyp,histology,vienna,size_mm).
+    /// Multi-view sets: one folder per polyp (optional pathology.csv: polyp,histology,vienna_class,size_mm).
     Multiview,
     /// CVC-ClinicDB as released: Original/ and Ground Truth/ (TIFF or PNG) and the
     /// frame-to-sequence table (sequences.csv, or the README.txt's); each sequence one polyp.

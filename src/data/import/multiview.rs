@@ -191,7 +191,8 @@ fn read_pathology_csv(path: &Path, problems: &mut Problems) -> Result<PathologyR
             "needs the columns polyp and histology",
         ));
     };
-    let (vc, sc) = (col("vienna_class"), col("size_mm"));
+    // `vienna` is what the import's help long said: read as `vienna_class`.
+    let (vc, sc) = (col("vienna_class").or(col("vienna")), col("size_mm"));
     for (i, row) in reader.records().enumerate() {
         let n = i + 2;
         let r = match row {
