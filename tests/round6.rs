@@ -575,3 +575,39 @@ fn an_image_that_would_take_more_than_a_gibibyte_decoded_is_refused_from_its_hea
         r.text()
     );
 }
+
+/// N65: promote took the run's card on trust: another model copied over the run's output was
+/// promoted under the run's name.
+#[test]
+fn promote_refuses_a_run_whose_card_was_replaced_since() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let card = run_output(dir.path());
+    let mut store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let card_text = card.display().to_string();
+    let run = store
+        .write(|tx| {
+            let run = endotwin::store::start_run(tx, None, "captions", "{}")?;
+            endotwin::store::link_run_model(
+                tx,
+                run,
+                ("captions", "run-1-made-here", "caption_model"),
+                "{}",
+                &card_text,
+            )?;
+            endotwin::store::finish_run(tx, run, "finished")?;
+            Ok::<_, endotwin::store::StoreError>(run)
+        })
+        .unwrap();
+    drop(store);
+    // The shipped card sits where the run's output was: not the model the run saved.
+    let err = endotwin::engine::promote::promote(lib.path(), &card, Some(run)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the run's output was replaced since")
+            && err.to_string().contains("run-1-made-here"),
+        "{err}"
+    );
+    assert!(!lib.path().join("models").exists());
+}

@@ -35,6 +35,15 @@ pub enum PromoteError {
     )]
     Damaged(String, String),
     #[error(
+        "{card} holds model {found}, but run #{run} saved {saved}: the run's output was replaced since; nothing was promoted"
+    )]
+    NotTheRunsModel {
+        card: String,
+        run: i64,
+        saved: String,
+        found: String,
+    },
+    #[error(
         "{0}: another promote or demote is changing this library's models right now; nothing was changed (try again when it is done)"
     )]
     Busy(String),
@@ -113,6 +122,20 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
     refuse_damaged(library)?;
     let _lock = lock_models(library)?;
     let read = weights::read_card(card)?;
+    // The card must still be the model the run saved (or one made of it: `model half` and
+    // the code settings add to its version): a card replaced after the run (another model
+    // copied over it) would be promoted under the run's name.
+    if let Some(run) = run
+        && let Some(saved) = run_version(library, run)?
+        && !read.version.starts_with(&saved)
+    {
+        return Err(PromoteError::NotTheRunsModel {
+            card: card.display().to_string(),
+            run,
+            saved,
+            found: read.version,
+        });
+    }
     let Some(name) = active_name_of(&read, card) else {
         return Err(PromoteError::NotPromotable {
             card: card.display().to_string(),
@@ -272,6 +295,19 @@ fn refuse_damaged(library: &Path) -> Result<(), PromoteError> {
         )),
         None => Ok(()),
     }
+}
+
+/// The model version run `run` saved in `library` (None: no database, or no such row).
+fn run_version(library: &Path, run: i64) -> Result<Option<String>, PromoteError> {
+    let db = crate::store::resolve_db_path(library);
+    if !db.is_file() {
+        return Ok(None);
+    }
+    let store = crate::store::Store::open_read_only(library)
+        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))?;
+    store
+        .run_model_version(run)
+        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))
 }
 
 /// Held while a promote or demote changes a library's models folder: a second one at the

@@ -272,6 +272,18 @@ impl Store {
             .optional()
     }
 
+    /// The version of the model run `run_id` saved (its models row), if it saved one.
+    pub fn run_model_version(&self, run_id: i64) -> Result<Option<String>> {
+        self.conn()
+            .query_row(
+                "SELECT m.version FROM training_runs r JOIN models m ON m.id = r.model_id
+                 WHERE r.id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
     /// Every model version the library knows, with how many embeddings it holds, oldest
     /// first. Embeddings of versions no longer shipped stay until [`Store::drop_embeddings`].
     pub fn embedding_sets(&self) -> Result<Vec<EmbeddingSet>> {
