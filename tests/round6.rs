@@ -611,3 +611,52 @@ fn promote_refuses_a_run_whose_card_was_replaced_since() {
     );
     assert!(!lib.path().join("models").exists());
 }
+
+/// N30 and N66: `train twin-backbone` found a bad checkpoint, or a damaged library, only after
+/// encoding every view (about 27 s on a small library, minutes on a real one), and left a
+/// checkpoint folder behind on the damaged one.
+#[test]
+fn train_twin_backbone_refuses_a_bad_checkpoint_or_a_damaged_library_before_encoding() {
+    let Some(backbone) = common::pretrained("mobilenetv2_imagenet_features.safetensors") else {
+        return;
+    };
+    let (lib, _src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    let checkpoints = out.path().join("t.checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    mkfifo(&checkpoints.join("state.json"));
+    let mut c = et(lib.path(), &["train", "twin-backbone", "--backbone"]);
+    c.arg(&backbone)
+        .arg("--out")
+        .arg(out.path())
+        .args(["--name", "t", "--epochs", "2", "--resume"]);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("state.json") && r.says("not a regular file") && !r.says("encoding"),
+        "{}",
+        r.text()
+    );
+    {
+        let conn = rusqlite::Connection::open(lib.path().join("library.sqlite")).unwrap();
+        conn.execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
+              WHERE name = 'media_examination';
+             PRAGMA writable_schema = OFF;",
+        )
+        .unwrap();
+    }
+    let fresh = out.path().join("fresh");
+    let mut c = et(lib.path(), &["train", "twin-backbone", "--backbone"]);
+    c.arg(&backbone)
+        .arg("--out")
+        .arg(&fresh)
+        .args(["--name", "t", "--epochs", "1"]);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("is damaged") && !r.says("encoding"),
+        "{}",
+        r.text()
+    );
+    assert!(!fresh.join("t.checkpoints").exists());
+}

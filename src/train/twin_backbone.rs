@@ -403,6 +403,26 @@ impl Recipe for TwinBackboneRecipe {
         let plain = ctx.device.clone();
         let mut frozen = frozen_backbone(&backbone_path, &config.twin, &plain)?;
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
+        // Everything that can refuse the run is asked before the minutes of encoding: the
+        // library's integrity (its run row is written at the end of them) and the checkpoint
+        // a resume starts from (hostile round 6, N30 and N66).
+        if let Some(problem) = store.integrity_problems(None)?.first() {
+            return Err(crate::store::StoreError::Damaged {
+                path: store.db_path().to_path_buf(),
+                problem: problem.clone(),
+            }
+            .into());
+        }
+        let device = ctx.device.clone().autodiff();
+        let checkpoints = checkpoint_dir(&out, &name)?;
+        let start = resume_from(
+            super::recipe::Start::of(settings, &o)?,
+            &checkpoints,
+            &config,
+            config.projection(&device),
+            config.weight_decay,
+            &mut *ctx.observer,
+        )?;
         let (samples, polyps) = super::data::polyp_view_samples(&store, &config.input())?;
         ctx.observer.message(&format!(
             "{} polyp views from {}; encoding {} copies of each with the frozen backbone",
@@ -430,16 +450,6 @@ impl Recipe for TwinBackboneRecipe {
         };
         let encode_seconds = started.elapsed().as_secs_f64();
         let distinct = features.by_polyp.len();
-        let device = ctx.device.clone().autodiff();
-        let checkpoints = checkpoint_dir(&out, &name)?;
-        let start = resume_from(
-            super::recipe::Start::of(settings, &o)?,
-            &checkpoints,
-            &config,
-            config.projection(&device),
-            config.weight_decay,
-            &mut *ctx.observer,
-        )?;
         let Recorded {
             model,
             run_id,
