@@ -660,3 +660,27 @@ fn train_twin_backbone_refuses_a_bad_checkpoint_or_a_damaged_library_before_enco
     );
     assert!(!fresh.join("t.checkpoints").exists());
 }
+
+/// N69: a library whose `media` is a file: an import failed with a raw "Not a directory".
+#[test]
+fn an_import_into_a_library_whose_media_is_a_file_says_so_and_writes_nothing() {
+    let (lib, src) = library_with_cases();
+    let media = lib.path().join("media");
+    std::fs::rename(&media, lib.path().join("media.away")).unwrap();
+    std::fs::write(&media, b"x").unwrap();
+    let db = std::fs::read(lib.path().join("library.sqlite")).unwrap();
+    let images = src.path().join("more");
+    common::png(&images.join("m.png"), 24, 16, 93);
+    let mut c = et(lib.path(), &["import", "images"]);
+    c.arg(&images);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("not a folder, where the library keeps its images"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        std::fs::read(lib.path().join("library.sqlite")).unwrap(),
+        db
+    );
+}

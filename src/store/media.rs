@@ -153,6 +153,15 @@ impl<'a> MediaFiles<'a> {
             }
         };
         if !holds_these {
+            let media = self.root.join(super::MEDIA_DIR);
+            if std::fs::metadata(&media).is_ok_and(|m| !m.is_dir()) {
+                return Err(StoreError::Io {
+                    path: media,
+                    source: std::io::Error::other(
+                        "not a folder, where the library keeps its images; nothing was written",
+                    ),
+                });
+            }
             self.journal_line(&rel)?;
             let dir = full.parent().expect("media path has a parent");
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
