@@ -35,6 +35,39 @@ pub(crate) fn library_with_cases() -> (tempfile::TempDir, tempfile::TempDir) {
     (lib, src)
 }
 
+/// Damages the database `db` as a torn page or a bad copy would: an index that no longer
+/// matches its table (its integrity check then fails).
+pub(crate) fn damage_an_index(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch(
+        "PRAGMA writable_schema = ON;
+         UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
+          WHERE name = 'media_examination';
+         PRAGMA writable_schema = OFF;",
+    )
+    .unwrap();
+}
+
+/// Copies the shipped caption model (card and record) into the folder `dir` (made if need
+/// be), as a run's output to change freely; returns the card's path.
+pub(crate) fn copy_shipped_captions(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    for file in ["captions.json", "captions.bpk"] {
+        std::fs::copy(endotwin::default_models_dir().join(file), dir.join(file)).unwrap();
+    }
+    dir.join("captions.json")
+}
+
+/// Makes a FIFO at `path`.
+pub(crate) fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
 /// Runs an import that must refuse: non-zero exit, every `names` in its message, and the
 /// library byte-identical.
 fn refused(lib: &Path, layout: &str, path: &Path, extra: &[&str], names: &[&str]) {

@@ -31,13 +31,7 @@ fn bare(args: &[&str]) -> common::Ran {
 /// A folder holding a copy of the shipped caption model (card and record), to change freely.
 fn shipped_captions_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            dir.path().join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(dir.path());
     dir
 }
 
@@ -132,16 +126,7 @@ fn eval_trust_diagrams_that_cannot_be_written_are_refused_before_the_evaluation(
 fn a_damaged_library_is_not_copied() {
     let (lib, _src) = library_with_cases();
     let db = lib.path().join("library.sqlite");
-    {
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute_batch(
-            "PRAGMA writable_schema = ON;
-             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
-              WHERE name = 'media_examination';
-             PRAGMA writable_schema = OFF;",
-        )
-        .unwrap();
-    }
+    crate::hostile::damage_an_index(&db);
     let before = files(lib.path());
     let out = tempfile::tempdir().unwrap();
     let copy = out.path().join("copy");
@@ -164,13 +149,7 @@ fn a_model_promoted_again_is_refused_so_demote_still_reaches_the_one_before() {
     std::fs::create_dir(&lib).unwrap();
     let run_dir = dir.path().join("run");
     std::fs::create_dir(&run_dir).unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(&run_dir);
     use endotwin::engine::promote;
     let card = run_dir.join("captions.json");
     promote::promote(&lib, &card, Some(1)).unwrap();
@@ -642,16 +621,7 @@ fn fifos_where_a_checkpoint_or_a_media_file_should_be_are_named_not_waited_on() 
 #[test]
 fn model_trust_refuses_a_damaged_library() {
     let (lib, _src) = library_with_cases();
-    {
-        let conn = rusqlite::Connection::open(lib.path().join("library.sqlite")).unwrap();
-        conn.execute_batch(
-            "PRAGMA writable_schema = ON;
-             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
-              WHERE name = 'media_examination';
-             PRAGMA writable_schema = OFF;",
-        )
-        .unwrap();
-    }
+    crate::hostile::damage_an_index(&lib.path().join("library.sqlite"));
     let cards = shipped_captions_copy();
     let card = cards.path().join("captions.json");
     let before = std::fs::read(&card).unwrap();

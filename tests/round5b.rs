@@ -2,7 +2,7 @@
 //! each through the path a user takes, now said by name.
 
 use crate::common;
-use crate::hostile::library_with_cases;
+use crate::hostile::{library_with_cases, mkfifo};
 use crate::store_safety::run_within;
 
 use std::path::Path;
@@ -12,15 +12,6 @@ fn et(lib: &Path, args: &[&str]) -> std::process::Command {
     let mut c = common::endotwin(lib);
     c.args(args);
     c
-}
-
-fn mkfifo(path: &Path) {
-    let ok = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "mkfifo {}", path.display());
 }
 
 /// A 48 px frame and its mask: a 12 px polyp in the top-left corner (a polyp-free window of
@@ -50,13 +41,7 @@ fn model_trust_names_the_capsule_frames_whose_files_could_not_be_read() {
         std::fs::write(f, bytes).unwrap();
     }
     let cards = tempfile::tempdir().unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            cards.path().join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(cards.path());
     let card = cards.path().join("captions.json");
     let before = std::fs::read(&card).unwrap();
     let mut c = et(lib.path(), &["model", "trust"]);
@@ -94,13 +79,7 @@ fn eval_real_names_frames_that_are_no_files_and_a_models_folder_without_a_detect
     frame_and_mask(&kvasir.join("images/a.png"), &kvasir.join("masks/a.png"), 9);
     let captions_only = dir.path().join("mcap");
     std::fs::create_dir(&captions_only).unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            captions_only.join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(&captions_only);
     let json = dir.path().join("real.json");
     let mut c = et(&dir.path().join("unused"), &["eval", "real", "--data"]);
     c.arg(&data)
@@ -159,13 +138,7 @@ fn promote_does_not_adopt_a_models_folder_of_the_users() {
     std::fs::write(mine.join("prompts.json"), "{\"mine\":1}").unwrap();
     let run_dir = dir.path().join("run");
     std::fs::create_dir(&run_dir).unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(&run_dir);
     let err = endotwin::engine::promote::promote(&lib, &run_dir.join("captions.json"), Some(1))
         .unwrap_err();
     assert!(

@@ -2,7 +2,7 @@
 //! nothing changed on disk, or said as it is.
 
 use crate::common;
-use crate::hostile::library_with_cases;
+use crate::hostile::{library_with_cases, mkfifo};
 use crate::store_safety::{files, run_within};
 
 use std::path::Path;
@@ -76,13 +76,7 @@ fn eval_twins_record_never_rewrites_a_librarys_promoted_card() {
     std::fs::create_dir(&lib).unwrap();
     let run_dir = dir.path().join("run");
     std::fs::create_dir(&run_dir).unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(&run_dir);
     endotwin::engine::promote::promote(&lib, &run_dir.join("captions.json"), Some(1)).unwrap();
     let models = endotwin::engine::promote::active_dir(&lib);
     let card = models.join("twin-image.json");
@@ -108,13 +102,7 @@ fn promote_and_demote_on_a_server_library_are_refused_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
     std::fs::create_dir(&run_dir).unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.join(file),
-        )
-        .unwrap();
-    }
+    crate::hostile::copy_shipped_captions(&run_dir);
     use endotwin::engine::promote;
     let url = Path::new("postgres://endotwin@127.0.0.1:1/lt_pg");
     let err = promote::promote(url, &run_dir.join("captions.json"), Some(1)).unwrap_err();
@@ -233,15 +221,6 @@ fn jsonl_labels_name_a_label_given_twice_and_a_broken_line_by_its_number() {
     );
 }
 
-fn mkfifo(path: &Path) {
-    let ok = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "mkfifo {}", path.display());
-}
-
 /// N37 and N38: a FIFO where SQLite keeps the database's journal hung every command; the
 /// library's pending-media journal as a FIFO hung the next write, as a link to /dev/zero it
 /// was read until memory ran out (17.8 GB in 30 s).
@@ -288,16 +267,7 @@ fn fifos_and_devices_where_a_librarys_journals_belong_are_named_not_waited_on() 
 
 /// A copy of the shipped caption model (card and record) in `dir/run`: a run's output.
 fn run_output(dir: &Path) -> std::path::PathBuf {
-    let run_dir = dir.join("run");
-    std::fs::create_dir_all(&run_dir).unwrap();
-    for file in ["captions.json", "captions.bpk"] {
-        std::fs::copy(
-            endotwin::default_models_dir().join(file),
-            run_dir.join(file),
-        )
-        .unwrap();
-    }
-    run_dir.join("captions.json")
+    crate::hostile::copy_shipped_captions(&dir.join("run"))
 }
 
 /// N49: `model promote` on a damaged library changed its models/ and then said "nothing was
@@ -305,16 +275,7 @@ fn run_output(dir: &Path) -> std::path::PathBuf {
 #[test]
 fn promote_into_a_damaged_library_changes_nothing() {
     let (lib, _src) = library_with_cases();
-    {
-        let conn = rusqlite::Connection::open(lib.path().join("library.sqlite")).unwrap();
-        conn.execute_batch(
-            "PRAGMA writable_schema = ON;
-             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
-              WHERE name = 'media_examination';
-             PRAGMA writable_schema = OFF;",
-        )
-        .unwrap();
-    }
+    crate::hostile::damage_an_index(&lib.path().join("library.sqlite"));
     let dir = tempfile::tempdir().unwrap();
     let card = run_output(dir.path());
     let err = endotwin::engine::promote::promote(lib.path(), &card, Some(1)).unwrap_err();
@@ -398,16 +359,7 @@ fn evaluations_refuse_a_held_out_library_that_is_damaged_or_whose_views_changed(
     );
 
     let (damaged, _src2) = library_with_cases();
-    {
-        let conn = rusqlite::Connection::open(damaged.path().join("library.sqlite")).unwrap();
-        conn.execute_batch(
-            "PRAGMA writable_schema = ON;
-             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
-              WHERE name = 'media_examination';
-             PRAGMA writable_schema = OFF;",
-        )
-        .unwrap();
-    }
+    crate::hostile::damage_an_index(&damaged.path().join("library.sqlite"));
     for args in [
         &["eval", "phantom"][..],
         &["eval", "captions", "--frames", "4"][..],
@@ -636,16 +588,7 @@ fn train_twin_backbone_refuses_a_bad_checkpoint_or_a_damaged_library_before_enco
         "{}",
         r.text()
     );
-    {
-        let conn = rusqlite::Connection::open(lib.path().join("library.sqlite")).unwrap();
-        conn.execute_batch(
-            "PRAGMA writable_schema = ON;
-             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
-              WHERE name = 'media_examination';
-             PRAGMA writable_schema = OFF;",
-        )
-        .unwrap();
-    }
+    crate::hostile::damage_an_index(&lib.path().join("library.sqlite"));
     let fresh = out.path().join("fresh");
     let mut c = et(lib.path(), &["train", "twin-backbone", "--backbone"]);
     c.arg(&backbone)

@@ -370,17 +370,8 @@ fn a_view_whose_file_was_swapped_is_refused_by_name_and_check_says_so() {
 fn a_damaged_database_refuses_writes_and_says_so_in_info_and_check() {
     let (lib, src) = library_with_cases();
     let db = lib.path().join("library.sqlite");
-    {
-        // An index that no longer matches its table: what a torn page or a bad copy leaves.
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute_batch(
-            "PRAGMA writable_schema = ON;
-             UPDATE sqlite_master SET sql = 'CREATE INDEX media_examination ON media(width)'
-              WHERE name = 'media_examination';
-             PRAGMA writable_schema = OFF;",
-        )
-        .unwrap();
-    }
+    // An index that no longer matches its table: what a torn page or a bad copy leaves.
+    crate::hostile::damage_an_index(&db);
     let before = files(lib.path());
     png(&src.path().join("more/m.png"), 8, 8, 77);
     let r = import(lib.path(), "images", &src.path().join("more"), &[]);

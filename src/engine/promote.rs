@@ -119,14 +119,13 @@ pub struct Promoted {
 /// Makes the model of `card` (a run's) the library's active one for its capability.
 pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted, PromoteError> {
     refuse_server(library)?;
-    refuse_damaged(library)?;
+    let saved = check_library(library, run)?;
     let _lock = lock_models(library)?;
     let read = weights::read_card(card)?;
     // The card must still be the model the run saved (or one made of it: `model half` and
     // the code settings add to its version): a card replaced after the run (another model
     // copied over it) would be promoted under the run's name.
-    if let Some(run) = run
-        && let Some(saved) = run_version(library, run)?
+    if let (Some(run), Some(saved)) = (run, saved)
         && !read.version.starts_with(&saved)
     {
         return Err(PromoteError::NotTheRunsModel {
@@ -220,7 +219,7 @@ pub fn can_demote(library: &Path, name: &str) -> bool {
 /// second demote finds nothing earlier and says so instead of swapping back.
 pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     refuse_server(library)?;
-    refuse_damaged(library)?;
+    check_library(library, None)?;
     let _lock = lock_models(library)?;
     let dir = active_dir(library);
     let previous = dir.join("previous").join(format!("{name}.json"));
@@ -276,38 +275,28 @@ fn refuse_server(library: &Path) -> Result<(), PromoteError> {
     }
 }
 
-/// A library whose database fails its integrity check: its models are not changed either
-/// (the index rebuild after a promotion would be refused, leaving the two apart).
-fn refuse_damaged(library: &Path) -> Result<(), PromoteError> {
-    let db = crate::store::resolve_db_path(library);
-    if !db.is_file() {
-        return Ok(());
-    }
-    let store = crate::store::Store::open_read_only(library)
-        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))?;
-    let problems = store
-        .integrity_problems(None)
-        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))?;
-    match problems.first() {
-        Some(first) => Err(PromoteError::Damaged(
-            db.display().to_string(),
-            first.clone(),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// The model version run `run` saved in `library` (None: no database, or no such row).
-fn run_version(library: &Path, run: i64) -> Result<Option<String>, PromoteError> {
+/// Opens the library's database, when it has one, once: refused when it fails its integrity
+/// check (its models are not changed either: the index rebuild after a promotion would be
+/// refused, leaving the two apart); else the model version run `run` saved, if any.
+fn check_library(library: &Path, run: Option<i64>) -> Result<Option<String>, PromoteError> {
     let db = crate::store::resolve_db_path(library);
     if !db.is_file() {
         return Ok(None);
     }
-    let store = crate::store::Store::open_read_only(library)
-        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))?;
-    store
-        .run_model_version(run)
-        .map_err(|e| PromoteError::Damaged(db.display().to_string(), e.to_string()))
+    let damaged =
+        |e: &dyn std::fmt::Display| PromoteError::Damaged(db.display().to_string(), e.to_string());
+    let store = crate::store::Store::open_read_only(library).map_err(|e| damaged(&e))?;
+    if let Some(first) = store
+        .integrity_problems(None)
+        .map_err(|e| damaged(&e))?
+        .first()
+    {
+        return Err(damaged(first));
+    }
+    match run {
+        Some(run) => store.run_model_version(run).map_err(|e| damaged(&e)),
+        None => Ok(None),
+    }
 }
 
 /// Held while a promote or demote changes a library's models folder: a second one at the

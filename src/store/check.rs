@@ -182,17 +182,11 @@ impl Store {
         }
         // The database's own journals and the pending-media journal: a FIFO or device there
         // hangs the next open or write, so it is named.
-        let db = self.db_path().to_path_buf();
-        for suffix in ["-journal", "-wal", "-shm"] {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            let path = std::path::PathBuf::from(name);
-            if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
-                out.unnamed.push(format!(
-                    "{}: not a regular file where SQLite keeps the database's journal (a FIFO, device or link): remove it",
-                    path.display()
-                ));
-            }
+        if let Some(path) = super::odd_journal(self.db_path()) {
+            out.unnamed.push(format!(
+                "{}: not a regular file where SQLite keeps the database's journal (a FIFO, device or link): remove it",
+                path.display()
+            ));
         }
         match std::fs::symlink_metadata(self.root().join(PENDING_JOURNAL)) {
             Ok(m) if !m.is_file() => out.unnamed.push(format!(

@@ -258,21 +258,29 @@ impl std::fmt::Debug for Store {
 /// Refuses a database whose journal files (`-journal`, `-wal`, `-shm` beside it) are not
 /// regular files: SQLite would open a FIFO there as a hot journal and wait for ever.
 pub(crate) fn refuse_odd_journal(db_path: &Path) -> Result<()> {
-    for suffix in ["-journal", "-wal", "-shm"] {
-        let mut name = db_path.as_os_str().to_owned();
-        name.push(suffix);
-        let path = PathBuf::from(name);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
-            return Err(StoreError::NotALibrary {
-                path: db_path.to_path_buf(),
-                reason: format!(
-                    "{} is not a regular file (a FIFO, device or link) where SQLite keeps the database's journal: remove it; nothing was opened",
-                    path.display()
-                ),
-            });
-        }
+    match odd_journal(db_path) {
+        Some(path) => Err(StoreError::NotALibrary {
+            path: db_path.to_path_buf(),
+            reason: format!(
+                "{} is not a regular file (a FIFO, device or link) where SQLite keeps the database's journal: remove it; nothing was opened",
+                path.display()
+            ),
+        }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The first of the database's journal files (`-journal`, `-wal`, `-shm`) that is there and
+/// is not a regular file.
+pub(crate) fn odd_journal(db_path: &Path) -> Option<PathBuf> {
+    ["-journal", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut name = db_path.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .find(|path| std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()))
 }
 
 pub fn resolve_db_path(path: &Path) -> PathBuf {
