@@ -54,6 +54,7 @@ mod round4;
 mod round5;
 mod round5b;
 mod round6;
+mod round6b;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

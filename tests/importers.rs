@@ -330,6 +330,44 @@ fn real_colon_voc_xml_and_csvs_become_videos_with_lesions() {
     assert_eq!(p.size_mm, Some(7.0));
 }
 
+/// Round 6 N81: with two columns starting alike (size_mm and size_category_mm, site and
+/// site_detail) the value came from either at random from run to run. The exact name wins;
+/// two alike columns and no exact one are named and neither is read.
+#[test]
+fn real_colon_lesion_columns_are_chosen_by_name_not_at_random() {
+    let one = |lesions: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("video_info.csv"), "unique_video_name,fps\nv1,30\n").unwrap();
+        std::fs::write(d.join("lesion_info.csv"), lesions).unwrap();
+        png(&d.join("v1_frames/v1_1.png"), 16, 16, 1);
+        std::fs::create_dir_all(d.join("v1_annotations")).unwrap();
+        std::fs::write(
+            d.join("v1_annotations/v1_1.xml"),
+            "<annotation><object><unique_id>v1_1</unique_id><bndbox><xmin>1</xmin><ymin>2</ymin>\
+             <xmax>9</xmax><ymax>10</ymax></bndbox></object></annotation>",
+        )
+        .unwrap();
+        let (_l, store, r) = run(ImportLayout::RealColon, d, false);
+        let p = store.polyps().unwrap()[0].clone();
+        (reasons(&r.unwrap()), p.size_mm, p.location)
+    };
+    for _ in 0..8 {
+        let (_, size, site) = one(
+            "unique_object_id,size_category_mm,size_mm,site_detail,site,histology\n\
+             v1_1,12,4,distal third,rectum,hyperplastic\n",
+        );
+        assert_eq!((size, site.as_deref()), (Some(4.0), Some("rectum")));
+    }
+    let (why, size, _) = one("unique_object_id,size_a,size_b,histology\nv1_1,4,12,adenoma\n");
+    assert!(
+        why.contains("columns size_a, size_b could each be the size")
+            && why.contains("none of them is read"),
+        "{why}"
+    );
+    assert_eq!(size, None);
+}
+
 #[test]
 fn captiv8_rows_become_captioned_capsule_images() {
     let dir = tempfile::tempdir().unwrap();

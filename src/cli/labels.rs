@@ -29,6 +29,10 @@ pub enum LabelsWhat {
         /// Who signs the audit rows (default: $USER).
         #[arg(long)]
         who: Option<String>,
+        /// Change nothing (and exit 1) when any line or label of the file cannot be used;
+        /// without it the usable lines are applied and the others named.
+        #[arg(long)]
+        strict: bool,
     },
     /// Every audited label change of the library, newest first: when, who, what, old -> new.
     History(HistoryArgs),
@@ -142,7 +146,12 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             }
             Ok(())
         }
-        LabelsWhat::Import { file, apply, who } => {
+        LabelsWhat::Import {
+            file,
+            apply,
+            who,
+            strict,
+        } => {
             let who = who.or_else(|| std::env::var("USER").ok());
             if apply && who.is_none() {
                 anyhow::bail!(
@@ -160,6 +169,14 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                 .with_context(|| file.display().to_string())?;
             for p in &problems {
                 eprintln!("skipped {p}");
+            }
+            if strict && !problems.is_empty() {
+                anyhow::bail!(
+                    "{}: {} lines or labels cannot be used (named above); with --strict nothing \
+                     was changed",
+                    file.display(),
+                    problems.len()
+                );
             }
             if changes.is_empty() && !problems.is_empty() {
                 anyhow::bail!(
@@ -184,6 +201,13 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             }
             let n = endotwin::labels::apply(&mut store, &who, &changes)?;
             println!("applied {n} changes, each audited as \"{who}\"");
+            if !problems.is_empty() {
+                println!(
+                    "{} lines or labels were skipped (named above); --strict changes nothing \
+                     when any is",
+                    problems.len()
+                );
+            }
             Ok(())
         }
     }

@@ -289,13 +289,24 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
             }
             continue;
         }
+        // A line with one value that cannot be used is not used at all (round 6 N68: the
+        // size of a line whose histology was refused was applied): the line is one record
+        // of one polyp, and half of it is not what its author wrote.
+        let refused: Vec<String> = cells
+            .iter()
+            .filter_map(|(key, new)| {
+                let reason = new.as_deref().and_then(|v| invalid(key, v))?;
+                Some(format!("{key}: {reason}"))
+            })
+            .collect();
+        if !refused.is_empty() {
+            problems.push(format!(
+                "line {line}, polyp `{code}`, {}; the line is not used (none of its labels)",
+                refused.join("; ")
+            ));
+            continue;
+        }
         for (key, new) in cells {
-            if let Some(reason) = new.as_deref().and_then(|v| invalid(&key, v)) {
-                problems.push(format!(
-                    "line {line}, polyp `{code}`, {key}: {reason}; not used"
-                ));
-                continue;
-            }
             // Tags in any order or spacing are the same tags; a vocabulary term in any case
             // is the vocabulary's term.
             let new = if key == tags::KEY {
@@ -376,6 +387,7 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
             continue;
         };
         let mut cells = Vec::new();
+        let mut unusable = false;
         if let Some(labels) = value.get("labels").and_then(|l| l.as_object()) {
             for (key, v) in labels {
                 if !POLYP_KEYS.contains(&key.as_str()) {
@@ -389,8 +401,9 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
                     serde_json::Value::String(s) => Some(s.trim().to_string()),
                     serde_json::Value::Number(n) => Some(n.to_string()),
                     other => {
+                        unusable = true;
                         problems.push(format!(
-                            "line {line}, polyp `{}`, {key}: {} is not a label value (text, a number or null); not used",
+                            "line {line}, polyp `{}`, {key}: {} is not a label value (text, a number or null); the line is not used (none of its labels)",
                             polyp.trim(),
                             match other {
                                 serde_json::Value::Object(_) => "a JSON object",
@@ -403,6 +416,9 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
                 };
                 cells.push((key.clone(), v.filter(|s| !s.is_empty())));
             }
+        }
+        if unusable {
+            continue;
         }
         rows.push(Row {
             line,

@@ -200,15 +200,7 @@ pub fn halve(
         });
     }
     let record = weights::record_path(path);
-    let bytes = weights::read_model_file(&record, weights::MAX_RECORD_BYTES)?;
-    let found = weights::hex(&Sha256::digest(&bytes));
-    if found != card.sha256 {
-        return Err(WeightsError::Checksum {
-            path: record,
-            expected: card.sha256.clone(),
-            found,
-        });
-    }
+    let bytes = weights::read_record(&record, &card.sha256)?;
     let floats = float_tensors(&bytes).map_err(|reason| WeightsError::Mismatch {
         path: record.clone(),
         reason,

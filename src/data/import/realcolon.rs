@@ -95,7 +95,13 @@ pub fn parse_voc(xml: &str) -> Result<Vec<Result<VocObject, String>>, String> {
     Ok(objects)
 }
 
-fn read_csv(path: &Path) -> Result<Vec<HashMap<String, String>>, ImportError> {
+/// A CSV file: lower-cased headers and each row's trimmed values.
+struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+fn read_csv(path: &Path) -> Result<Table, ImportError> {
     let mut reader = csv_reader(path).map_err(|e| ImportError::source_error(path, e))?;
     let headers: Vec<String> = reader
         .headers()
@@ -108,22 +114,54 @@ fn read_csv(path: &Path) -> Result<Vec<HashMap<String, String>>, ImportError> {
         let rec = rec.map_err(|e| {
             ImportError::source_error(path, format!("row {}: malformed CSV: {e}", i + 2))
         })?;
-        rows.push(
-            headers
-                .iter()
-                .cloned()
-                .zip(rec.iter().map(|v| v.trim().to_string()))
-                .collect(),
-        );
+        rows.push(rec.iter().map(|v| v.trim().to_string()).collect());
     }
-    Ok(rows)
+    Ok(Table { headers, rows })
 }
 
-fn find<'a>(row: &'a HashMap<String, String>, starts: &str) -> Option<&'a String> {
-    row.iter()
-        .find(|(k, _)| k.starts_with(starts))
-        .map(|(_, v)| v)
-        .filter(|v| !v.is_empty())
+impl Table {
+    /// The column holding one field: the first of `exact` that is a header, else the one
+    /// header starting with `prefix`. Two such headers and no exact one is ambiguous: both
+    /// are named and neither is read (the value never depends on the order of anything).
+    fn column(
+        &self,
+        exact: &[&str],
+        prefix: &str,
+        path: &Path,
+        problems: &mut Problems,
+    ) -> Option<usize> {
+        if let Some(i) = exact
+            .iter()
+            .find_map(|e| self.headers.iter().position(|h| h == e))
+        {
+            return Some(i);
+        }
+        let alike: Vec<usize> = (0..self.headers.len())
+            .filter(|&i| self.headers[i].starts_with(prefix))
+            .collect();
+        match alike[..] {
+            [i] => Some(i),
+            [] => None,
+            _ => {
+                let names: Vec<&str> = alike.iter().map(|&i| self.headers[i].as_str()).collect();
+                problems.push(
+                    path,
+                    format!(
+                        "columns {} could each be the {prefix} (none is named {}); none of \
+                         them is read: rename the one to use",
+                        names.join(", "),
+                        exact.join(" or ")
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// A row's value in a column, if the column exists and the value is not empty.
+fn cell(row: &[String], column: Option<usize>) -> Option<&String> {
+    column.and_then(|i| row.get(i)).filter(|v| !v.is_empty())
 }
 
 /// Trailing digits of a file stem (`001-001_1234` -> 1234).
@@ -151,19 +189,29 @@ fn read_lesions(
     problems: &mut Problems,
 ) -> Result<HashMap<String, Result<Lesion, String>>, ImportError> {
     let mut out: HashMap<String, (usize, Result<Lesion, String>)> = HashMap::new();
-    for (i, row) in read_csv(path)?.iter().enumerate() {
+    let table = read_csv(path)?;
+    let id_col = table.column(
+        &["unique_object_id", "unique_id"],
+        "unique_object",
+        path,
+        problems,
+    );
+    let size_col = table.column(&["size_mm", "size [mm]", "size"], "size", path, problems);
+    let site_col = table.column(&["site", "location"], "site", path, problems);
+    let histology_col = table.column(&["histology"], "histolog", path, problems);
+    for (i, row) in table.rows.iter().enumerate() {
         let n = i + 2;
-        let Some(id) = find(row, "unique_object_id").or_else(|| find(row, "unique_id")) else {
+        let Some(id) = cell(row, id_col) else {
             problems.push(path, format!("row {n}: no unique_object_id"));
             continue;
         };
-        let lesion = find(row, "size")
+        let lesion = cell(row, size_col)
             .map(|s| check_size_mm(s))
             .transpose()
             .map(|size_mm| Lesion {
                 size_mm,
-                site: find(row, "site").cloned(),
-                histology: find(row, "histology").and_then(|h| histology_name(h)),
+                site: cell(row, site_col).cloned(),
+                histology: cell(row, histology_col).and_then(|h| histology_name(h)),
             })
             .map_err(|reason| {
                 format!("row {n}, lesion {id}: {reason}; its pathology is not imported")
@@ -200,13 +248,15 @@ pub fn read(
     }
     let source = SourceRoot::with_links(root, links)?;
     let videos = read_csv(&vpath)?;
+    let name_col = videos.column(&["unique_video_name", "video"], "video", &vpath, problems);
+    let fps_col = videos.column(&["fps"], "fps", &vpath, problems);
     let lesions = read_lesions(&lpath, problems)?;
     let mut plan = Plan::default();
-    progress.stage("reading videos", videos.len() as u64);
-    for v in &videos {
+    progress.stage("reading videos", videos.rows.len() as u64);
+    for v in &videos.rows {
         check_cancel(progress)?;
         progress.inc();
-        let Some(name) = find(v, "unique_video_name").or_else(|| find(v, "video")) else {
+        let Some(name) = cell(v, name_col) else {
             problems.push(&vpath, "a row without unique_video_name");
             continue;
         };
@@ -224,7 +274,7 @@ pub fn read(
             problems.push(&frames_dir, reason);
             continue;
         }
-        let fps = match find(v, "fps").map(|f| f.parse::<f64>()) {
+        let fps = match cell(v, fps_col).map(|f| f.parse::<f64>()) {
             None => 25.0,
             Some(Ok(f)) if f.is_finite() && f > 0.0 && f <= 1000.0 => f,
             Some(_) => {
