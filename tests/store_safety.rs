@@ -12,15 +12,23 @@ use endotwin::store::{OpenMode, Store, TargetKind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every file of the library folder (database included) with its bytes' hash.
+/// Every file of the library folder (database included) with its bytes' hash (a FIFO, device
+/// or link: its kind).
 pub(crate) fn files(lib: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let mut stack = vec![lib.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             let p = e.path();
-            if p.is_dir() {
+            let kind = e.file_type().unwrap();
+            if kind.is_dir() {
                 stack.push(p);
+            } else if !kind.is_file() {
+                // A FIFO or device is named by kind, never opened (that would block).
+                out.push((
+                    p.strip_prefix(lib).unwrap().to_path_buf(),
+                    format!("{kind:?}"),
+                ));
             } else {
                 let bytes = std::fs::read(&p).unwrap();
                 out.push((

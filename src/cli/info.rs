@@ -30,6 +30,9 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
             ""
         }
     );
+    if let Some(problem) = endotwin::engine::promote::models_marker_problem(&models) {
+        println!("note:    {problem}");
+    }
     println!(
         "schema:  v{}{}",
         store.schema_version()?,

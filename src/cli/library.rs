@@ -5,7 +5,7 @@
 //! `endotwin library prune --models DIR`: the embeddings of model versions no card in DIR
 //! names any more (each re-train or `model half` leaves the old set behind), dropped.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use endotwin::store::{OpenMode, Store, StoreError};
 use std::path::{Path, PathBuf};
 
@@ -221,6 +221,14 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
             ))
         })?;
     }
+    // One copy at a time into a folder (round 6 N47: two into one new folder at once, the
+    // second failed with raw SQL, and its clean-up could have removed media files the first
+    // had just written). The OS lock on the folder goes when this process does.
+    let _one_at_a_time = if is_url(to) {
+        None
+    } else {
+        Some(lock_copy_target(to)?)
+    };
     let made = !endotwin::store::resolve_db_path(to).exists();
     let mut target = Store::open(to, OpenMode::CreateIfMissing)?;
     let bar = super::stage_bar();
@@ -279,6 +287,37 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Locks the folder a copy is written into, made if new: a second `library copy` into it at
+/// the same time is refused by name.
+fn lock_copy_target(to: &Path) -> Result<std::fs::File> {
+    let db = endotwin::store::resolve_db_path(to);
+    let folder = db.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder).with_context(|| {
+        format!(
+            "{}: cannot make the folder (nothing was written)",
+            folder.display()
+        )
+    })?;
+    let handle = std::fs::File::open(folder).with_context(|| {
+        format!(
+            "{}: cannot open the folder (nothing was written)",
+            folder.display()
+        )
+    })?;
+    match handle.try_lock() {
+        Ok(()) => Ok(handle),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: another `library copy` is writing into this folder right now; nothing was \
+             written (when it is done, the folder holds its copy)",
+            folder.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(anyhow::Error::from(e).context(format!(
+            "{}: cannot lock the folder (nothing was written)",
+            folder.display()
+        ))),
+    }
+}
+
 fn check(library: &Path) -> Result<()> {
     // Read-only: the check writes nothing, not even a stale run's status (a library that
     // needs a migration first is opened as `info` opens it).
@@ -305,6 +344,7 @@ fn check(library: &Path) -> Result<()> {
     if store.engine() == endotwin::store::EngineKind::Sqlite
         && endotwin::engine::promote::is_library_models(&own)
     {
+        models.extend(endotwin::engine::promote::models_marker_problem(&own));
         for dir in [own.clone(), own.join("previous"), own.join("demoted")] {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;

@@ -47,6 +47,8 @@ pub enum PromoteError {
         "{0}: another promote or demote is changing this library's models right now; nothing was changed (try again when it is done)"
     )]
     Busy(String),
+    #[error("{0}; nothing was changed (`endotwin library check` names every problem)")]
+    Marker(String),
     #[error("{card}: it is already the library's {name} (version {version}); nothing was changed")]
     AlreadyActive {
         card: String,
@@ -72,10 +74,7 @@ pub fn models_dir_for(library: &Path) -> PathBuf {
     }
 }
 
-/// Whether `dir` is some library's own models folder (made by a promotion).
-pub fn is_library_models(dir: &Path) -> bool {
-    dir.join(MARKER).is_file()
-}
+pub use crate::plumbing::output::{is_library_models, models_marker_problem};
 
 /// The name a model of `kind` has among the active models, if a panel uses that kind.
 pub fn active_name(kind: ModelKind) -> Option<&'static str> {
@@ -279,6 +278,9 @@ fn refuse_server(library: &Path) -> Result<(), PromoteError> {
 /// check (its models are not changed either: the index rebuild after a promotion would be
 /// refused, leaving the two apart); else the model version run `run` saved, if any.
 fn check_library(library: &Path, run: Option<i64>) -> Result<Option<String>, PromoteError> {
+    if let Some(problem) = models_marker_problem(&active_dir(library)) {
+        return Err(PromoteError::Marker(problem));
+    }
     let db = crate::store::resolve_db_path(library);
     if !db.is_file() {
         return Ok(None);
@@ -323,7 +325,7 @@ fn lock_models(library: &Path) -> Result<std::fs::File, PromoteError> {
 }
 
 /// Says that a library's models folder is in use (written once it is seeded).
-const MARKER: &str = "ACTIVE";
+const MARKER: &str = crate::plumbing::output::MODELS_MARKER;
 
 /// The library's models folder, created and seeded with copies of the shipped models (cards
 /// and records) on first use.
@@ -416,6 +418,9 @@ pub fn copy_active_models(
 /// and checked against its card; a FIFO, device or link there is refused. `library copy`
 /// runs it before anything is copied: a broken model is refused as changed media are.
 pub fn verify_models_folder(source: &Path) -> Result<(), PromoteError> {
+    if let Some(problem) = models_marker_problem(source) {
+        return Err(PromoteError::Marker(problem));
+    }
     let mut pending = vec![source.to_path_buf()];
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {

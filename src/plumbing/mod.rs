@@ -3,6 +3,7 @@
 //! Data, retrieval, models and training take their plumbing from here, never from the
 //! engine or the app above them.
 
+pub mod children;
 pub mod f32_hex;
 pub mod input;
 mod machine;

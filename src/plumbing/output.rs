@@ -80,7 +80,7 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
         let name = a.file_name();
         (name.is_some_and(|n| n == "media")
             && (library_root.as_deref() == a.parent() || a.parent().is_some_and(holds_database)))
-            || (name.is_some_and(|n| n == "models") && a.join("ACTIVE").is_file())
+            || (name.is_some_and(|n| n == "models") && is_library_models(a))
     });
     // Another library's database under another name (with its journal files): a SQLite
     // database beside a media/ folder.
@@ -187,6 +187,44 @@ fn resolve(path: &Path) -> PathBuf {
             .unwrap_or_else(|_| parent.to_path_buf())
             .join(name),
         _ => abs,
+    }
+}
+
+/// The file a promotion writes into a library's own `models/` folder to mark it as such.
+pub const MODELS_MARKER: &str = "ACTIVE";
+
+/// Whether `dir` is some library's own models folder (made by a promotion): it holds the
+/// ACTIVE marker, or it lost it but still holds what only promotions make (`previous/`,
+/// `demoted/`) or something else where the marker belongs. A `models/` folder of cards the
+/// user keeps beside a library is none of these (round 6 N39: a promoted library whose marker
+/// was deleted fell back to the shipped models without a word).
+pub fn is_library_models(dir: &Path) -> bool {
+    dir.is_dir()
+        && (std::fs::symlink_metadata(dir.join(MODELS_MARKER)).is_ok()
+            || dir.join("previous").is_dir()
+            || dir.join("demoted").is_dir())
+}
+
+/// What is wrong with a library models folder's marker, if anything: missing, or not a
+/// regular file (a FIFO, device, folder or link).
+pub fn models_marker_problem(dir: &Path) -> Option<String> {
+    if !is_library_models(dir) {
+        return None;
+    }
+    let marker = dir.join(MODELS_MARKER);
+    match std::fs::symlink_metadata(&marker) {
+        Ok(m) if m.is_file() => None,
+        Ok(_) => Some(format!(
+            "{}: the marker of the library's own models is not a regular file (a FIFO, device, \
+             folder or link); replace it with an empty file",
+            marker.display()
+        )),
+        Err(_) => Some(format!(
+            "{}: the marker of the library's own models is missing (previous/ or demoted/ \
+             show that models were promoted here); if these are the library's models, put an \
+             empty file there",
+            marker.display()
+        )),
     }
 }
 

@@ -206,7 +206,8 @@ pub fn library_around(folder: &Path) -> Option<PathBuf> {
         .ancestors()
         .filter(|a| {
             a.file_name().is_some_and(|n| n == MEDIA_DIR)
-                || (a.file_name().is_some_and(|n| n == "models") && a.join("ACTIVE").is_file())
+                || (a.file_name().is_some_and(|n| n == "models")
+                    && crate::plumbing::output::is_library_models(a))
         })
         .filter_map(Path::parent)
         .find(|library| library.join(DB_FILE).is_file())

@@ -282,6 +282,13 @@ impl Store {
         }
         for (from, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             let tx = self.conn.transaction()?;
+            // Another process may have made this step while this one waited for the write
+            // lock (two `library copy` into one new folder at once: the second ran the
+            // first migration again and failed with raw SQL, round 6 N47).
+            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now > from as i64 {
+                continue;
+            }
             tx.execute_batch(sql)?;
             tx.execute_batch(&format!(
                 "PRAGMA user_version = {}; PRAGMA application_id = {};",

@@ -64,6 +64,7 @@ fn output_within(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("could not run {name}: {e}"))?;
+    let _watched = crate::plumbing::children::watch(child.id());
     let drain = |r: Box<dyn Read + Send>| drain(r);
     let out = drain(Box::new(child.stdout.take().expect("piped")));
     let err = drain(Box::new(child.stderr.take().expect("piped")));
@@ -142,30 +143,7 @@ impl Drain {
     }
 }
 
-/// Starts `cmd` in a process group of its own, so [`kill_group`] stops what it started too:
-/// `ENDOTWIN_FFMPEG` may name a wrapper script whose child holds the pipe after the script
-/// itself is gone.
-fn own_group(cmd: &mut Command) -> &mut Command {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
-    cmd
-}
-
-/// Kills `child`'s whole process group ([`own_group`]), then `child` itself.
-fn kill_group(child: &mut Child) {
-    #[cfg(unix)]
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: kill(2) has no memory effects. `child` leads its own group (own_group) and is
-        // not reaped yet, so the group id is still its and names no other process's group.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-    let _ = child.kill();
-}
+use crate::plumbing::children::{kill_group, own_group};
 
 /// File extensions taken for video files (the GUI's file dialog and drops).
 pub const VIDEO_EXTENSIONS: &[&str] = &[
@@ -479,6 +457,7 @@ pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| fail(format!("could not run {}: {e}", tools.ffmpeg.display())))?;
+    let _watched = crate::plumbing::children::watch(child.id());
     let mut stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
     let errors = drain(Box::new(stderr));
