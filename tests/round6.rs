@@ -478,7 +478,7 @@ fn copies_of_broken_models_and_of_fit_libraries_and_twice_given_labels_are_refus
 }
 
 /// A PNG of `width` x `height` 16-bit RGBA pixels: its header, the start of its data, its end.
-fn png_header_only(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn png_header_only(width: u32, height: u32) -> Vec<u8> {
     fn crc(bytes: &[u8]) -> u32 {
         let mut c = 0xffff_ffffu32;
         for &b in bytes {

@@ -291,3 +291,72 @@ fn a_hung_decoder_and_its_children_end_when_endotwin_is_interrupted() {
     };
     assert_eq!(kept(files(lib.path())), kept(before));
 }
+
+/// N45 and N46: a view whose mask cannot be used (a FIFO, too large to decode) was either
+/// imported without it or left out without a word; Kvasir-SEG called a FIFO mask "no mask",
+/// an empty image "no mask", and passed over a mask named for no image.
+#[test]
+fn masks_that_cannot_be_used_are_named_with_the_image_they_keep_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mv = dir.path().join("mv");
+    common::png(&mv.join("p1/a.png"), 24, 16, 1);
+    common::png(&mv.join("p1/b.png"), 24, 16, 2);
+    crate::hostile::mkfifo(&mv.join("p1/a_mask.png"));
+    common::png(&mv.join("p2/a.png"), 24, 16, 3);
+    common::png(&mv.join("p2/b.png"), 24, 16, 4);
+    std::fs::write(
+        mv.join("p2/a_mask.png"),
+        crate::round6::png_header_only(20000, 20000),
+    )
+    .unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let r = common::import(lib.path(), "multiview", &mv, &[]);
+    assert!(r.ok(), "{}", r.text());
+    for polyp in ["p1", "p2"] {
+        let view = mv.join(polyp).join("a.png");
+        assert!(
+            r.text()
+                .lines()
+                .any(|l| l.contains(&format!("{polyp}/a_mask.png"))
+                    && l.contains(&format!("the view {} is not imported", view.display()))),
+            "{}",
+            r.text()
+        );
+    }
+    assert!(r.says("2 views"), "{}", r.text());
+
+    let kv = dir.path().join("kv");
+    common::png(&kv.join("images/ok.png"), 24, 16, 5);
+    common::png(&kv.join("masks/ok.png"), 24, 16, 6);
+    common::png(&kv.join("images/piped.png"), 24, 16, 7);
+    crate::hostile::mkfifo(&kv.join("masks/piped.png"));
+    common::png(&kv.join("masks/extra.png"), 24, 16, 8);
+    std::fs::write(kv.join("images/empty.jpg"), b"").unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let r = common::import(lib.path(), "kvasir-seg", &kv, &[]);
+    assert!(r.ok(), "{}", r.text());
+    let line = |name: &str| {
+        r.text()
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("masks/piped.png").contains("not a regular file")
+            && line("masks/piped.png").contains("its image"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        line("masks/extra.png").contains("a mask named for no image"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        !line("images/empty.jpg").is_empty() && !line("images/empty.jpg").contains("no mask"),
+        "{}",
+        r.text()
+    );
+    assert!(r.says("1 polyps"), "{}", r.text());
+}

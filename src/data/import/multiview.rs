@@ -47,19 +47,32 @@ pub fn read_folders(
         let mut views = Vec::new();
         let mut claimed = Vec::new();
         for path in files.iter().filter(|p| !is_mask_file(p)) {
-            let mask_path = mask_of(&source, path);
+            let mask_path = mask_of(path);
             claimed.extend(mask_path.clone());
             let Some(image) = try_prepare(path, problems) else {
                 continue;
             };
             let (width, height) = (image.width, image.height);
             let mut view = PlanImage::new(image, MediaKind::View);
+            // A view whose mask is there but cannot be used is not imported, and the line
+            // naming the mask says so (round 6 N45: a mask too large to decode took its view
+            // with it without a word; a FIFO mask left its view imported without one).
             if let Some(mask_path) = mask_path {
-                match prepare_mask(&mask_path, width, height).and_then(|m| check_not_black(m, path))
-                {
+                let mask = source
+                    .check(&mask_path)
+                    .and_then(|_| prepare_mask(&mask_path, width, height))
+                    .and_then(|m| check_not_black(m, path));
+                match mask {
                     Ok(mask) => view.mask = Some(mask),
                     Err(reason) => {
-                        problems.push(&mask_path, reason);
+                        problems.push(
+                            &mask_path,
+                            format!(
+                                "{reason}; the view {} is not imported (fix the mask, or remove \
+                                 it to import the view without one)",
+                                path.display()
+                            ),
+                        );
                         continue;
                     }
                 }
@@ -114,8 +127,7 @@ fn check_not_black(
         Ok(mask)
     } else {
         Err(format!(
-            "mask of view {} is all black (no polyp pixel); the view is not imported (fix the \
-             mask, or remove it to import the view without one)",
+            "mask of view {} is all black (no polyp pixel)",
             view.display()
         ))
     }
@@ -145,9 +157,9 @@ fn is_mask_file(path: &Path) -> bool {
 }
 
 /// The mask of view `path`: `masks/<its file name>` or `masks/<its stem>.<ext>` in its
-/// folder, else `<its stem>_mask.<ext>` beside it (white = polyp). Only files inside the
-/// import folder count.
-fn mask_of(source: &SourceRoot, path: &Path) -> Option<std::path::PathBuf> {
+/// folder, else `<its stem>_mask.<ext>` beside it (white = polyp): the first such name that
+/// exists, whatever it is (a FIFO, a link leading outside: refused with its view).
+fn mask_of(path: &Path) -> Option<std::path::PathBuf> {
     const EXT: [&str; 6] = ["png", "jpg", "jpeg", "tif", "tiff", "bmp"];
     let dir = path.parent()?;
     let stem = path.file_stem()?.to_string_lossy().into_owned();
@@ -155,7 +167,7 @@ fn mask_of(source: &SourceRoot, path: &Path) -> Option<std::path::PathBuf> {
     std::iter::once(masks.join(path.file_name()?))
         .chain(EXT.iter().map(|e| masks.join(format!("{stem}.{e}"))))
         .chain(EXT.iter().map(|e| dir.join(format!("{stem}_mask.{e}"))))
-        .find(|p| p.is_file() && source.check(p).is_ok())
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
 }
 
 type PathologyRow = (Option<String>, Option<i64>, Option<f64>);
