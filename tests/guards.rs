@@ -330,25 +330,32 @@ pub(crate) fn script(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// In `tools`: an ffprobe that describes a 3-frame video and an ffmpeg wrapper whose child
+/// (`sleep 600`, its pid written to the returned file) holds the pipe and never writes.
+pub(crate) fn hung_decoder(tools: &Path) -> std::path::PathBuf {
+    let pid_file = tools.join("child.pid");
+    script(
+        &tools.join("ffprobe"),
+        "#!/bin/sh\necho '{\"streams\":[{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}],\"format\":{\"duration\":\"0.12\"}}'\n",
+    );
+    // Not `exec`: the shell waits on a child that holds ffmpeg's stdout.
+    script(
+        &tools.join("ffmpeg"),
+        &format!(
+            "#!/bin/sh\nsleep 600 &\necho $! > '{}'\nwait\n",
+            pid_file.display()
+        ),
+    );
+    pid_file
+}
+
 #[cfg(unix)]
 #[test]
 fn a_wrapper_scripts_child_holding_the_pipe_is_stopped_with_it() {
     let (lib, src) = library_with_cases();
     let before = files(lib.path());
     let tools = tempfile::tempdir().unwrap();
-    let pid_file = tools.path().join("child.pid");
-    script(
-        &tools.path().join("ffprobe"),
-        "#!/bin/sh\necho '{\"streams\":[{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}],\"format\":{\"duration\":\"0.12\"}}'\n",
-    );
-    // Not `exec`: the shell waits on a child that holds ffmpeg's stdout.
-    script(
-        &tools.path().join("ffmpeg"),
-        &format!(
-            "#!/bin/sh\nsleep 600 &\necho $! > '{}'\nwait\n",
-            pid_file.display()
-        ),
-    );
+    let pid_file = hung_decoder(tools.path());
     let video = src.path().join("rec.mp4");
     std::fs::write(&video, b"\0\0\0\x18ftypmp42 not really").unwrap();
     let mut c = endotwin_cmd(lib.path(), &["import", "video"]);

@@ -338,9 +338,9 @@ const MAX_CARD_BYTES: u64 = 16 << 20;
 /// The largest weights record EndoTwin reads (ViT-B/32 in f32 is about 350 MB).
 pub(crate) const MAX_RECORD_BYTES: u64 = 4 << 30;
 
-/// The bytes of a model file: a regular file (a FIFO, a device or a link to one would block
-/// or never end) of at most `max` bytes, checked before a byte is read.
-pub(crate) fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsError> {
+/// The size of model file `path`, once it is known to be a regular file (a FIFO, a device or
+/// a link to one would block or never end) of at most `max` bytes.
+fn model_file_len(path: &Path, max: u64) -> Result<u64, WeightsError> {
     let read_error = |source| WeightsError::Read {
         path: path.to_path_buf(),
         source,
@@ -357,7 +357,18 @@ pub(crate) fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsE
             meta.len()
         ))));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    Ok(meta.len())
+}
+
+/// The bytes of a model file: a regular file (a FIFO, a device or a link to one would block
+/// or never end) of at most `max` bytes, checked before a byte is read.
+pub(crate) fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsError> {
+    let read_error = |source| WeightsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = model_file_len(path, max)?;
+    let mut bytes = Vec::with_capacity(len as usize);
     use std::io::Read;
     std::fs::File::open(path)
         .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
@@ -381,18 +392,11 @@ pub(crate) fn read_record(record: &Path, expected: &str) -> Result<Vec<u8>, Weig
         expected: expected.to_string(),
         found,
     };
-    let len = std::fs::metadata(record).map(|m| m.len()).unwrap_or(0);
-    if len > HASH_FIRST_ABOVE && len <= MAX_RECORD_BYTES {
+    if model_file_len(record, MAX_RECORD_BYTES)? > HASH_FIRST_ABOVE {
         let read_error = |source| WeightsError::Read {
             path: record.to_path_buf(),
             source,
         };
-        let meta = std::fs::metadata(record).map_err(read_error)?;
-        if !meta.is_file() {
-            return Err(read_error(std::io::Error::other(
-                "not a regular file (a folder, FIFO or device)",
-            )));
-        }
         let mut hasher = Sha256::new();
         let file = std::fs::File::open(record).map_err(read_error)?;
         use std::io::Read;
