@@ -158,6 +158,14 @@ fn the_library_bench_finds_nothing_lost_duplicated_or_silently_overwritten(engin
         (0, 0, 0),
         "{report:?}"
     );
+    // Imports from six stations at once, one image every client imports among them: each
+    // image and each examination held once.
+    assert!(report.imports >= 6, "{report:?}");
+    assert_eq!(
+        (report.imports_lost, report.imports_duplicated),
+        (0, 0),
+        "{report:?}"
+    );
     let store = place.open(OpenMode::Existing).unwrap();
     let polyps = store.polyps().unwrap();
     assert_eq!(polyps.len(), 3);

@@ -1,7 +1,7 @@
 //! `endotwin bench library`: several clients at once on one library, each a station of its
-//! own (its own connection), making label edits against the version it read and twin
-//! queries; then the library's audit trail is checked against every client's own log.
-//! It writes label edits: run it on a copy (`endotwin library copy`).
+//! own (its own connection), making label edits against the version it read, twin queries
+//! and imports; then the library's audit trail and media are checked against every client's
+//! own log. It writes label edits and images: run it on a copy (`endotwin library copy`).
 
 use crate::plumbing::Rng;
 use crate::retrieval::{Codes, hamming_knn};
@@ -34,6 +34,14 @@ pub struct LibraryBench {
     pub twin_queries: usize,
     /// Where the twin queries ran: "database" (PostgreSQL) or "in process" (SQLite).
     pub twin_search: String,
+    /// Imports made (one image each): a client's own image, or the one every client imports.
+    pub imports: usize,
+    /// Images a client was told were imported that the library does not hold, and images
+    /// (or the examinations they go to) it holds more than once (also counted in `lost` and
+    /// `duplicated`).
+    pub imports_lost: usize,
+    pub imports_duplicated: usize,
+    pub p95_import_ms: Option<f64>,
 }
 
 /// What one client did: its edits (polyp, value) as it was told they landed, its timings.
@@ -43,6 +51,62 @@ struct ClientLog {
     edit_ms: Vec<f64>,
     twin_ms: Vec<f64>,
     conflicts: usize,
+    /// The content hashes of the images this client imported (told they landed).
+    imported: Vec<String>,
+    import_ms: Vec<f64>,
+}
+
+/// Every IMPORT_EVERY-th step a client imports one image: its own (a PNG no other client
+/// makes), or every other time the one image every client imports, which must land once
+/// whoever imports it first (the library is content-addressed).
+const IMPORT_EVERY: usize = 7;
+
+/// The examination every client's shared image goes to.
+const SHARED_EXAM: &str = "bench-shared";
+
+/// A 16x16 PNG made from `seed` (the same seed, the same bytes).
+fn bench_png(seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let img = image::RgbImage::from_fn(16, 16, |_, _| {
+        image::Rgb([
+            rng.below(256) as u8,
+            rng.below(256) as u8,
+            rng.below(256) as u8,
+        ])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .expect("PNG encoding into memory cannot fail");
+    out.into_inner()
+}
+
+/// Imports the image `bytes` as `name` into examination `exam` (a folder of its own in the
+/// system's temporary folder, removed after), as a station's `import images` would.
+fn import_one(store: &mut Store, exam: &str, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    // One folder per import, even for two benches in one process.
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "endotwin-bench-{}-{n}-{exam}-{name}",
+        std::process::id()
+    ));
+    let root = dir.join(exam);
+    let io = |e: std::io::Error| StoreError::Invalid(format!("{}: {e}", root.display()));
+    std::fs::create_dir_all(&root).map_err(io)?;
+    std::fs::write(root.join(name), bytes).map_err(io)?;
+    let result = crate::data::import::run(
+        crate::data::import::ImportLayout::Images,
+        store,
+        &root,
+        crate::data::import::ImportOptions::default(),
+        &crate::plumbing::Progress::default(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    match result {
+        Ok(_) => Ok(()),
+        Err(crate::data::import::ImportError::Store(e)) => Err(e),
+        Err(e) => Err(StoreError::Invalid(format!("bench import: {e}"))),
+    }
 }
 
 fn who(client: usize) -> String {
@@ -102,6 +166,8 @@ pub fn run(library: &Path, clients: usize, seconds: f64) -> Result<LibraryBench,
     report.twin_queries = twin_ms.len();
     report.p95_edit_ms = p95(&mut edit_ms);
     report.p95_twin_ms = p95(&mut twin_ms);
+    let mut import_ms: Vec<f64> = logs.iter().flat_map(|l| l.import_ms.clone()).collect();
+    report.p95_import_ms = p95(&mut import_ms);
     report.twin_search = match engine {
         EngineKind::Postgres => "database".into(),
         EngineKind::Sqlite => "in process".into(),
@@ -140,6 +206,19 @@ fn client(
     let mut step = 0usize;
     while Instant::now() < deadline {
         step += 1;
+        if step.is_multiple_of(IMPORT_EVERY) {
+            let shared = (step / IMPORT_EVERY).is_multiple_of(2);
+            let (exam, seed) = match shared {
+                true => (SHARED_EXAM.to_string(), 0x5EED),
+                false => (format!("bench-c{c}"), ((c as u64) << 32) + step as u64),
+            };
+            let bytes = bench_png(seed);
+            let t = Instant::now();
+            import_one(&mut store, &exam, &format!("s{step}.png"), &bytes)?;
+            log.import_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            log.imported.push(crate::store::content_hash(&bytes));
+            continue;
+        }
         let polyp = polyps[rng.below(polyps.len())];
         if let Some(m) = model
             && step.is_multiple_of(5)
@@ -228,6 +307,33 @@ fn check(
         .filter(|(key, _)| !logged.contains_key(*key))
         .map(|(_, n)| n)
         .sum::<usize>();
+    // Each image a client imported is held once, whoever imported it; each examination the
+    // imports went to exists once.
+    let mut held: HashMap<String, usize> = HashMap::new();
+    for m in store.media_rows()? {
+        *held.entry(m.hash).or_default() += 1;
+    }
+    let imported: std::collections::HashSet<&String> =
+        logs.iter().flat_map(|l| l.imported.iter()).collect();
+    report.imports = logs.iter().map(|l| l.imported.len()).sum();
+    for hash in imported {
+        match held.get(hash).copied().unwrap_or(0) {
+            0 => report.imports_lost += 1,
+            n => report.imports_duplicated += n - 1,
+        }
+    }
+    let mut exams: HashMap<String, usize> = HashMap::new();
+    for e in store.examinations()? {
+        *exams.entry(e.code).or_default() += 1;
+    }
+    let bench_exams = (0..logs.len())
+        .map(|c| format!("bench-c{c}"))
+        .chain([SHARED_EXAM.to_string()]);
+    for code in bench_exams {
+        report.imports_duplicated += exams.get(&code).copied().unwrap_or(0).saturating_sub(1);
+    }
+    report.lost += report.imports_lost;
+    report.duplicated += report.imports_duplicated;
     Ok(report)
 }
 

@@ -209,22 +209,21 @@ impl<'a> MediaFiles<'a> {
             .map_err(io)
     }
 
-    /// The write committed: its files are named by rows, the journal is done.
-    pub(super) fn committed(self) {
-        if self.journal.is_some() {
+    /// The write is about to commit (still holding the write lock): its files will be named
+    /// by rows, the journal is done.
+    pub(super) fn close_journal(&mut self) {
+        if self.journal.take().is_some() {
             let _ = std::fs::remove_file(self.root.join(PENDING_JOURNAL));
         }
     }
 
-    /// Removes the files this write created (its transaction did not commit), then the
-    /// journal that named them.
-    pub(super) fn discard(self) {
+    /// Removes the files this write created (its transaction will not commit; called while
+    /// it still holds the write lock), then the journal that named them.
+    pub(super) fn discard(mut self) {
         for f in &self.created {
             let _ = std::fs::remove_file(f);
         }
-        if self.journal.is_some() {
-            let _ = std::fs::remove_file(self.root.join(PENDING_JOURNAL));
-        }
+        self.close_journal();
     }
 }
 
@@ -277,10 +276,15 @@ pub(super) fn sweep_pending(tx: &Transaction<'_>, root: &Path) -> Result<usize> 
             removed += 1;
         }
     }
-    std::fs::remove_file(&journal).map_err(|source| StoreError::Io {
-        path: journal,
-        source,
-    })?;
+    match std::fs::remove_file(&journal) {
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+            return Err(StoreError::Io {
+                path: journal,
+                source,
+            });
+        }
+        _ => {}
+    }
     Ok(removed)
 }
 

@@ -525,24 +525,32 @@ impl Store {
         if self.db_path != Path::new(":memory:") && self.conn.kind() == EngineKind::Sqlite {
             media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
+        // Every file operation of this write happens while it holds the write lock: a file
+        // removed after the lock went could be one the next writer had just found in place
+        // and committed a row for, and a journal removed then could be the next writer's
+        // (two stations importing at once: `bench library` found the next writer's sweep
+        // failing on a journal removed under it).
         let value = match f(&tx, &mut files) {
             Ok((v, true)) => v,
             Ok((v, false)) => {
-                drop(tx);
                 files.discard();
+                drop(tx);
                 return Ok(v);
             }
             Err(e) => {
-                drop(tx);
                 files.discard();
+                drop(tx);
                 return Err(e);
             }
         };
+        // The journal goes just before the commit: a crash between the two leaves this
+        // write's files without a row (never removed, no image lost), not a journal naming
+        // files that rows now name.
+        files.close_journal();
         if let Err(e) = tx.commit() {
             files.discard();
             return Err(E::from(locked(e, &db)));
         }
-        files.committed();
         Ok(value)
     }
 
