@@ -173,7 +173,7 @@ fn a_cancel_while_the_import_writes_leaves_no_row_and_no_file() {
     let mut left = Vec::new();
     crate::common::walk(&lib.path().join("media"), &mut left);
     assert!(left.is_empty(), "{left:?}");
-    assert!(!lib.path().join(endotwin::store::PENDING_JOURNAL).exists());
+    assert!(endotwin::store::pending_journals(lib.path()).is_empty());
 }
 
 #[test]

@@ -427,3 +427,77 @@ fn media_come_back_as_imported_and_changed_bytes_are_refused_by_name(engine: Eng
     let check = store.library_check(&|_, _| {}).unwrap();
     assert_eq!(check.changed.len(), 1, "{check:?}");
 }
+
+/// The folder of the test server's TLS files (`ca.crt`, the CA its certificate chains to,
+/// and `other-ca.crt`, one it does not): `.ci/postgres` makes them.
+fn test_server_tls() -> Option<PathBuf> {
+    match std::env::var_os("ENDOTWIN_TEST_POSTGRES_CA") {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ if std::env::var_os("ENDOTWIN_REQUIRE_POSTGRES").is_some() => {
+            panic!("ENDOTWIN_REQUIRE_POSTGRES is set but ENDOTWIN_TEST_POSTGRES_CA names no folder")
+        }
+        _ => {
+            eprintln!("skipped TLS: no ENDOTWIN_TEST_POSTGRES_CA (bash .ci/run sets it)");
+            None
+        }
+    }
+}
+
+/// #46: a department's server over TLS. The default (`prefer`) encrypts; `verify-full` with
+/// the server's CA connects; with another CA, or without one (the system's roots do not know
+/// the test CA), the server is refused by name and nothing is opened.
+#[test]
+fn a_server_library_is_reached_over_tls_and_one_the_url_does_not_trust_is_refused() {
+    let (Some(place), Some(tls)) = (Place::fresh(Engine::Postgres), test_server_tls()) else {
+        return;
+    };
+    let url = place.location.to_str().unwrap().to_string();
+    let store = place.open(OpenMode::CreateIfMissing).unwrap();
+    let version = store.server_tls().unwrap();
+    assert!(
+        version.as_deref().is_some_and(|v| v.starts_with("TLS")),
+        "{version:?}"
+    );
+    drop(store);
+    let with = |query: &str| PathBuf::from(format!("{url}&{query}"));
+    let ca = tls.join("ca.crt");
+    let store = Store::open(
+        &with(&format!("sslmode=verify-full&sslrootcert={}", ca.display())),
+        OpenMode::Existing,
+    )
+    .unwrap();
+    assert!(store.server_tls().unwrap().is_some());
+    drop(store);
+    for (query, says) in [
+        (
+            format!(
+                "sslmode=verify-full&sslrootcert={}",
+                tls.join("other-ca.crt").display()
+            ),
+            "certificate",
+        ),
+        (
+            format!(
+                "sslmode=verify-ca&sslrootcert={}",
+                tls.join("other-ca.crt").display()
+            ),
+            "certificate",
+        ),
+        ("sslmode=verify-full".to_string(), "certificate"),
+        ("sslmode=verify".to_string(), "sslmode 'verify' is none of"),
+        (
+            format!(
+                "sslmode=require&sslrootcert={}",
+                tls.join("nosuch.crt").display()
+            ),
+            "nosuch.crt",
+        ),
+    ] {
+        let err = Store::open(&with(&query), OpenMode::Existing).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, StoreError::Unreachable { .. }) && text.contains(says),
+            "{query}: {text}"
+        );
+    }
+}

@@ -71,10 +71,7 @@ impl Spot {
                     .get(0);
                 held > 0
             }
-            None => self
-                .location
-                .join(endotwin::store::PENDING_JOURNAL)
-                .exists(),
+            None => !endotwin::store::pending_journals(&self.location).is_empty(),
         }
     }
 }

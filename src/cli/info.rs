@@ -19,6 +19,16 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
     let store = Store::open_to_inspect(library)?;
     let stats = store.stats()?;
     println!("library: {}", store.db_path().display());
+    if store.engine() == endotwin::store::EngineKind::Postgres {
+        match store.server_tls()? {
+            Some(version) => println!(
+                "server:  connected over {version} (sslmode in the URL sets how the server is checked)"
+            ),
+            None => println!(
+                "server:  connected without encryption (add ?sslmode=verify-full&sslrootcert=CA.pem to the URL)"
+            ),
+        }
+    }
     // The models the library's commands answer with: its own once one was promoted in it.
     let models = endotwin::engine::promote::models_dir_for(library);
     println!(

@@ -1,8 +1,8 @@
 //! Whole-library checks: a change counter, a textual snapshot of every row (to prove that a
 //! refused import changed nothing), and the rows that break the library's rules.
 
+use super::media::content_hash;
 use super::media::{MEDIA_COLUMNS, media_from_row};
-use super::media::{PENDING_JOURNAL, content_hash};
 use super::{BoxRow, Result, Store};
 
 /// What `endotwin library check` found: each list names its problems, one line each.
@@ -188,14 +188,21 @@ impl Store {
                 path.display()
             ));
         }
-        match std::fs::symlink_metadata(self.root().join(PENDING_JOURNAL)) {
-            Ok(m) if !m.is_file() => out.unnamed.push(format!(
-                "{PENDING_JOURNAL}: not a regular file (a FIFO, device or link): every write is refused until it is removed"
-            )),
-            Ok(_) => out.unnamed.push(format!(
-                "{PENDING_JOURNAL}: a write did not finish; the next write (an import, a label change) removes the files it names that no row names"
-            )),
-            Err(_) => {}
+        for journal in super::media::pending_journals(self.root()) {
+            let name = journal
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            match std::fs::symlink_metadata(&journal) {
+                Ok(m) if !m.is_file() => out.unnamed.push(format!(
+                    "{name}: not a regular file (a FIFO, device or link): every write is refused until it is removed"
+                )),
+                Ok(_) => out.unnamed.push(format!(
+                    "{name}: a write did not finish (or is finishing now); the next write (an import, a label change) removes the files it names that no row names"
+                )),
+                Err(_) => {}
+            }
         }
         out.invalid = self
             .invalid_rows()?

@@ -91,6 +91,34 @@ pub fn media_rel_path(hash: &str, extension: &str) -> String {
 /// deleted by EndoTwin.
 pub const PENDING_JOURNAL: &str = "media-pending.journal";
 
+/// Each write's own pending journal: `media-pending.<pid>-<n>.journal` beside the database (a
+/// journal another station's write is still finishing is never this write's to remove). The
+/// old single name ([`PENDING_JOURNAL`]) is read and swept as one of them.
+fn own_journal_name() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("media-pending.{}-{n}.journal", std::process::id())
+}
+
+/// Whether `name` is a pending journal's file name (this version's or the old one).
+fn is_journal_name(name: &str) -> bool {
+    name == PENDING_JOURNAL || (name.starts_with("media-pending.") && name.ends_with(".journal"))
+}
+
+/// The pending journals in library folder `root`, sorted (none when it cannot be read).
+pub fn pending_journals(root: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| is_journal_name(&e.file_name().to_string_lossy()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 /// The largest pending journal read: a line of about 80 bytes per file of one write.
 const MAX_JOURNAL_BYTES: u64 = 256 << 20;
 
@@ -100,7 +128,8 @@ const MAX_JOURNAL_BYTES: u64 = 256 << 20;
 pub struct MediaFiles<'a> {
     root: PathBuf,
     created: Vec<PathBuf>,
-    journal: Option<std::fs::File>,
+    /// This write's own journal, once its first file is named in it.
+    journal: Option<(PathBuf, std::fs::File)>,
     /// The PostgreSQL library's connection (in the write's transaction); `None` on SQLite.
     database: Option<&'a Connection>,
 }
@@ -186,39 +215,46 @@ impl<'a> MediaFiles<'a> {
     /// Appends `rel` to the pending journal and syncs it.
     fn journal_line(&mut self, rel: &str) -> Result<()> {
         use std::io::Write;
-        let path = self.root.join(PENDING_JOURNAL);
-        let io = |source| StoreError::Io {
-            path: path.clone(),
-            source,
-        };
         if self.journal.is_none() {
             std::fs::create_dir_all(&self.root).map_err(|source| StoreError::Io {
                 path: self.root.clone(),
                 source,
             })?;
+            let path = self.root.join(own_journal_name());
             let file = std::fs::OpenOptions::new()
-                .create(true)
+                .create_new(true)
                 .append(true)
                 .open(&path)
-                .map_err(io)?;
-            self.journal = Some(file);
+                .map_err(|source| StoreError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            self.journal = Some((path, file));
         }
-        let file = self.journal.as_mut().expect("opened above");
+        let (path, file) = self.journal.as_mut().expect("opened above");
         file.write_all(format!("{rel}\n").as_bytes())
             .and_then(|_| file.sync_data())
-            .map_err(io)
+            .map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })
     }
 
-    /// The write is about to commit (still holding the write lock): its files will be named
-    /// by rows, the journal is done.
-    pub(super) fn close_journal(&mut self) {
-        if self.journal.take().is_some() {
-            let _ = std::fs::remove_file(self.root.join(PENDING_JOURNAL));
+    /// The write committed: its files are named by rows, its own journal is done (another
+    /// write's sweep may have removed it already: it named only files rows name).
+    pub(super) fn committed(mut self) {
+        self.close_journal();
+    }
+
+    fn close_journal(&mut self) {
+        if let Some((path, _)) = self.journal.take() {
+            let _ = std::fs::remove_file(path);
         }
     }
 
     /// Removes the files this write created (its transaction will not commit; called while
-    /// it still holds the write lock), then the journal that named them.
+    /// it still holds the write lock, so no other write can have trusted them), then its
+    /// journal.
     pub(super) fn discard(mut self) {
         for f in &self.created {
             let _ = std::fs::remove_file(f);
@@ -233,13 +269,21 @@ impl<'a> MediaFiles<'a> {
 /// backup's newer files, anything a person put there). Runs under the write lock, so no
 /// other process is between those two steps. Returns how many files went.
 pub(super) fn sweep_pending(tx: &Transaction<'_>, root: &Path) -> Result<usize> {
-    let journal = root.join(PENDING_JOURNAL);
+    let mut removed = 0;
+    for journal in pending_journals(root) {
+        removed += sweep_journal(tx, root, &journal)?;
+    }
+    Ok(removed)
+}
+
+/// [`sweep_pending`] for one journal.
+fn sweep_journal(tx: &Transaction<'_>, root: &Path, journal: &Path) -> Result<usize> {
     // Only a regular file of a journal's size is read: a FIFO would block the write for ever
     // and a link to /dev/zero would be read until memory runs out.
-    match std::fs::symlink_metadata(&journal) {
+    match std::fs::symlink_metadata(journal) {
         Ok(m) if !m.is_file() || m.len() > MAX_JOURNAL_BYTES => {
             return Err(StoreError::Io {
-                path: journal,
+                path: journal.to_path_buf(),
                 source: std::io::Error::other(
                     "not the library's pending-media journal (not a regular file, or larger than one is): remove it; nothing was changed",
                 ),
@@ -247,12 +291,13 @@ pub(super) fn sweep_pending(tx: &Transaction<'_>, root: &Path) -> Result<usize> 
         }
         _ => {}
     }
-    let text = match std::fs::read_to_string(&journal) {
+    let text = match std::fs::read_to_string(journal) {
         Ok(t) => t,
+        // Its write committed and removed it since the folder was listed.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(source) => {
             return Err(StoreError::Io {
-                path: journal,
+                path: journal.to_path_buf(),
                 source,
             });
         }
@@ -276,10 +321,10 @@ pub(super) fn sweep_pending(tx: &Transaction<'_>, root: &Path) -> Result<usize> 
             removed += 1;
         }
     }
-    match std::fs::remove_file(&journal) {
+    match std::fs::remove_file(journal) {
         Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
             return Err(StoreError::Io {
-                path: journal,
+                path: journal.to_path_buf(),
                 source,
             });
         }

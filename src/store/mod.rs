@@ -15,6 +15,7 @@ mod media;
 mod merge;
 mod models;
 mod pg;
+pub mod pg_tls;
 mod pg_value;
 mod schema;
 mod schema_pg;
@@ -35,7 +36,7 @@ pub use labels::{
 pub use listing::{CaseFilter, CaseListing, ExamNode};
 pub use media::{
     MediaFiles, MediaKind, MediaRow, NewMedia, PENDING_JOURNAL, content_hash, insert_media,
-    path_within, set_mask, set_thumbnail,
+    path_within, pending_journals, set_mask, set_thumbnail,
 };
 pub use merge::{
     LabelChange, LabelPolicy, Merge, merge_caption, merge_media_label, merge_polyp,
@@ -455,6 +456,24 @@ impl Store {
         self.conn.kind()
     }
 
+    /// How this station's connection to a library's server is protected: the TLS version
+    /// (`TLSv1.3`), or `None` when it is not encrypted. `Ok(None)` on SQLite too (no network).
+    pub fn server_tls(&self) -> Result<Option<String>> {
+        if self.engine() == EngineKind::Sqlite {
+            return Ok(None);
+        }
+        let row: Option<(bool, Option<String>)> = self
+            .conn
+            .rows(
+                "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                [],
+            )?
+            .first()
+            .map(|r| Ok::<_, StoreError>((r.get(0)?, r.get(1)?)))
+            .transpose()?;
+        Ok(row.and_then(|(ssl, version)| ssl.then(|| version.unwrap_or_else(|| "TLS".into()))))
+    }
+
     /// Says `notice` once whenever a write has to wait for another process's lock.
     pub fn on_wait(&mut self, notice: WaitNotice) {
         self.wait_notice = Some(notice);
@@ -525,11 +544,11 @@ impl Store {
         if self.db_path != Path::new(":memory:") && self.conn.kind() == EngineKind::Sqlite {
             media::sweep_pending(&tx, &self.root).map_err(E::from)?;
         }
-        // Every file operation of this write happens while it holds the write lock: a file
-        // removed after the lock went could be one the next writer had just found in place
-        // and committed a row for, and a journal removed then could be the next writer's
+        // A write that does not commit removes its files while it still holds the write
+        // lock: removed after the lock went, a file could be one the next writer had just
+        // found in place and committed a row for. Each write keeps a journal of its own
         // (two stations importing at once: `bench library` found the next writer's sweep
-        // failing on a journal removed under it).
+        // failing on a shared journal removed under it).
         let value = match f(&tx, &mut files) {
             Ok((v, true)) => v,
             Ok((v, false)) => {
@@ -543,14 +562,14 @@ impl Store {
                 return Err(e);
             }
         };
-        // The journal goes just before the commit: a crash between the two leaves this
-        // write's files without a row (never removed, no image lost), not a journal naming
-        // files that rows now name.
-        files.close_journal();
         if let Err(e) = tx.commit() {
             files.discard();
             return Err(E::from(locked(e, &db)));
         }
+        // After the commit (the lock is gone): only this write's own journal goes, naming
+        // only files its rows now name; a crash before it leaves a journal the next write
+        // sweeps, removing nothing.
+        files.committed();
         Ok(value)
     }
 

@@ -37,7 +37,10 @@ pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
         url: shown.clone(),
         reason,
     };
-    let mut config: postgres::Config = url
+    // TLS as libpq users know it (`sslmode`, `sslrootcert`): src/store/pg_tls.rs.
+    let (client_url, tls) = super::pg_tls::split(url).map_err(&unreachable)?;
+    let connector = super::pg_tls::connector(&tls).map_err(&unreachable)?;
+    let mut config: postgres::Config = client_url
         .parse()
         .map_err(|e: postgres::Error| unreachable(super::pg_message(&e)))?;
     // The password stays out of the URL (and so out of shell history and messages).
@@ -46,7 +49,7 @@ pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
     {
         config.password(password);
     }
-    let client = connect_within(config).map_err(unreachable)?;
+    let client = connect_within(config, connector).map_err(unreachable)?;
     let conn = Connection::postgres(client);
     // A write waits for another station's write as long as on SQLite, then says so.
     conn.execute_batch(&format!(
@@ -72,15 +75,28 @@ const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// `config.connect`, given up after its `connect_timeout` (else [`CONNECT_WAIT`]) even when
 /// the server accepted the socket and went silent (the client's own timeout covers only the
 /// socket's connect). A connection given up on is left to end with the process.
-fn connect_within(mut config: postgres::Config) -> std::result::Result<postgres::Client, String> {
+fn connect_within(
+    mut config: postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> std::result::Result<postgres::Client, String> {
     let wait = *config.get_connect_timeout().unwrap_or(&CONNECT_WAIT);
     config.connect_timeout(wait);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(config.connect(postgres::NoTls));
+        let _ = tx.send(config.connect(tls));
     });
     match rx.recv_timeout(wait + std::time::Duration::from_secs(1)) {
-        Ok(connected) => connected.map_err(|e| super::pg_message(&e)),
+        Ok(connected) => connected.map_err(|e| {
+            let reason = super::pg_message(&e);
+            if reason.contains("invalid peer certificate") {
+                format!(
+                    "{reason}: the server's certificate is not one this station trusts for \
+                     this sslmode; name the CA that signed it with sslrootcert=PATH in the URL"
+                )
+            } else {
+                reason
+            }
+        }),
         Err(_) => Err(format!(
             "the server did not answer within {} s (it accepted the connection but sent nothing; \
              is it a PostgreSQL server, and is it running?)",

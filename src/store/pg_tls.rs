@@ -1,0 +1,288 @@
+//! TLS to a library's PostgreSQL server, with the URL parameters libpq users know:
+//! `sslmode` = `disable`, `allow`, `prefer` (the default), `require`, `verify-ca` or
+//! `verify-full`, and `sslrootcert` (a PEM file of the CA certificates to trust).
+//!
+//! As libpq: `prefer` encrypts when the server offers TLS, `require` refuses a server that
+//! does not; neither checks who the server is unless `sslrootcert` names a CA file (then the
+//! certificate must chain to it, as `verify-ca`). `verify-ca` checks the chain, `verify-full`
+//! the chain and the host name. The CA certificates trusted are `sslrootcert`'s, else the
+//! system's (where a hospital's IT installs its own CA). rustls with the ring provider: no
+//! system OpenSSL to match at run time.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How much a connection checks of the server: libpq's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    Disable,
+    Allow,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+/// What the URL asks of TLS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tls {
+    pub mode: SslMode,
+    pub root_cert: Option<PathBuf>,
+}
+
+/// Splits the TLS parameters off `url`: the URL the PostgreSQL client parses (`sslmode`
+/// given as one it knows, `sslrootcert` taken out) and what they ask.
+pub fn split(url: &str) -> Result<(String, Tls), String> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut kept = Vec::new();
+    let mut tls = Tls {
+        mode: SslMode::Prefer,
+        root_cert: None,
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "sslmode" => {
+                tls.mode = match value {
+                    "disable" => SslMode::Disable,
+                    "allow" => SslMode::Allow,
+                    "prefer" => SslMode::Prefer,
+                    "require" => SslMode::Require,
+                    "verify-ca" => SslMode::VerifyCa,
+                    "verify-full" => SslMode::VerifyFull,
+                    other => {
+                        return Err(format!(
+                            "sslmode '{other}' is none of disable, allow, prefer, require, \
+                             verify-ca, verify-full"
+                        ));
+                    }
+                }
+            }
+            "sslrootcert" => tls.root_cert = Some(PathBuf::from(percent_decoded(value)?)),
+            _ => kept.push(pair),
+        }
+    }
+    // The client knows disable, prefer and require; TLS is then required or not as asked,
+    // and the connector below checks as much as the mode says.
+    let client_mode = match tls.mode {
+        SslMode::Disable => "disable",
+        SslMode::Allow | SslMode::Prefer => "prefer",
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => "require",
+    };
+    kept.push(match client_mode {
+        "disable" => "sslmode=disable",
+        "prefer" => "sslmode=prefer",
+        _ => "sslmode=require",
+    });
+    Ok((format!("{base}?{}", kept.join("&")), tls))
+}
+
+/// `%XX` escapes of a URL value decoded (a path with spaces or `&` in it).
+fn percent_decoded(value: &str) -> Result<String, String> {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = value
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("sslrootcert '{value}': a broken %-escape"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("sslrootcert '{value}' is not UTF-8"))
+}
+
+/// The connector for `tls`: it checks the server's certificate as the mode says.
+pub fn connector(tls: &Tls) -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let verify =
+        matches!(tls.mode, SslMode::VerifyCa | SslMode::VerifyFull) || tls.root_cert.is_some();
+    let config = if verify {
+        let roots = Arc::new(roots(tls.root_cert.as_deref())?);
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| format!("TLS: {e}"))?;
+        match tls.mode {
+            SslMode::VerifyFull => builder.with_webpki_verifier(webpki).with_no_client_auth(),
+            _ => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
+                .with_no_client_auth(),
+        }
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
+            .with_no_client_auth()
+    };
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The CA certificates trusted: the file's, else the system's.
+fn roots(file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match file {
+        Some(path) => {
+            let text = crate::plumbing::input::read_text(path, 16 << 20, "a CA certificate file")
+                .map_err(|e| format!("sslrootcert: {e}"))?;
+            let mut reader = std::io::Cursor::new(text.into_bytes());
+            for cert in rustls_pemfile::certs(&mut reader) {
+                let cert = cert.map_err(|e| format!("sslrootcert {}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("sslrootcert {}: {e}", path.display()))?;
+            }
+            if roots.is_empty() {
+                return Err(format!(
+                    "sslrootcert {}: no PEM certificate in it",
+                    path.display()
+                ));
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                let _ = roots.add(cert);
+            }
+            if roots.is_empty() {
+                return Err("no trusted CA certificates found on this system: name the \
+                            server's CA file with sslrootcert=PATH in the URL"
+                    .into());
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// `verify-ca` (or `sslrootcert` with `prefer`/`require`): the chain must lead to a trusted
+/// CA; the host name is not compared.
+#[derive(Debug)]
+struct ChainOnly(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                NotValidForName | NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// `prefer`/`require` without `sslrootcert`, as libpq: encrypted, the server not checked
+/// (the handshake's own signatures still are).
+#[derive(Debug)]
+struct Unchecked(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for Unchecked {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tls_parameters_are_split_off_and_the_client_gets_a_mode_it_knows() {
+        let (url, tls) = split(
+            "postgres://u@h:5/db?sslmode=verify-full&sslrootcert=/a%20b/ca.pem&connect_timeout=3",
+        )
+        .unwrap();
+        assert_eq!(url, "postgres://u@h:5/db?connect_timeout=3&sslmode=require");
+        assert_eq!(tls.mode, SslMode::VerifyFull);
+        assert_eq!(tls.root_cert.as_deref(), Some(Path::new("/a b/ca.pem")));
+        let (url, tls) = split("postgres://u@h/db").unwrap();
+        assert_eq!(
+            (url.as_str(), tls.mode),
+            ("postgres://u@h/db?sslmode=prefer", SslMode::Prefer)
+        );
+        assert!(split("postgres://u@h/db?sslmode=verify").is_err());
+    }
+}
