@@ -38,7 +38,9 @@ fn locate(
     name: &str,
     usable: impl Fn(&std::path::Path) -> bool,
 ) -> (std::path::PathBuf, Found) {
-    if let Some(p) = std::env::var_os(var) {
+    // An empty variable (`ENDOTWIN_MODELS=`) is as if unset: it names no folder (round 7 N21:
+    // "no digital-twin image encoder in : train one").
+    if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
         return (p.into(), Found::Env);
     }
     let local = std::path::PathBuf::from(name);

@@ -112,8 +112,35 @@ fn main() {
     let parsed = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = run(parsed, &matches) {
         eprintln!("error: {}", cli::one_line(&e));
+        if damaged_database(&e) {
+            // Said in words, whichever command met it (round 7 R24: "database disk image is
+            // malformed: Error code 11" alone, from read commands).
+            eprintln!(
+                "a library database is damaged: `endotwin --library LIB library check` names \
+                 every problem; restore library.sqlite from a backup (nothing was changed)"
+            );
+        }
         std::process::exit(1);
     }
+}
+
+/// Whether `e` came from SQLite finding a database file damaged (or not a database at all).
+fn damaged_database(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let code = cause
+            .downcast_ref::<rusqlite::Error>()
+            .or_else(
+                || match cause.downcast_ref::<endotwin::store::StoreError>() {
+                    Some(endotwin::store::StoreError::Sqlite(inner)) => Some(inner),
+                    _ => None,
+                },
+            )
+            .and_then(|inner| inner.sqlite_error_code());
+        matches!(
+            code,
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    })
 }
 
 /// Whether `command` may write to its library (the GUI labels, imports, trains, indexes,

@@ -55,6 +55,7 @@ mod round5;
 mod round5b;
 mod round6;
 mod round6b;
+mod round7;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

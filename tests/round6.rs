@@ -298,6 +298,8 @@ fn a_promote_or_demote_while_another_holds_the_models_is_refused() {
     promote::promote(&lib, &card, Some(1)).unwrap();
     // Another process's promote or demote in progress: its lock is held.
     let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
         .write(true)
         .open(lib.join(".models.lock"))
         .unwrap();

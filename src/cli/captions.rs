@@ -19,7 +19,8 @@ pub enum CaptionsWhat {
     /// The top captions and the category of capsule images (files), by the caption model.
     Describe {
         images: Vec<PathBuf>,
-        /// A caption model card; default: the shipped one (models/captions.json).
+        /// A caption model card; default: the library's (the one promoted in it, else the
+        /// shipped models/captions.json).
         #[arg(long)]
         model: Option<PathBuf>,
         /// Captions to print per image.
@@ -55,12 +56,23 @@ pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> 
                 anyhow::bail!("name at least one image file");
             }
             let compute = compute::select(pref)?;
+            // The library's caption model once one was promoted in it (round 7 N61: the
+            // shipped one answered after `model promote` said the run's model was in use).
+            let model = model.or_else(|| {
+                Some(model::shipped_path(
+                    &endotwin::engine::promote::models_dir_for(library),
+                ))
+            });
             let loaded = load(model, &compute.device)?;
             let mut decoded = Vec::new();
             for p in &images {
                 let d = endotwin::data::images::decode_file(p)
                     .with_context(|| format!("{}", p.display()))?;
-                decoded.push(d.image);
+                let (image, _) = endotwin::model::preprocess::bounded(
+                    d.image,
+                    endotwin::model::preprocess::Focus::FieldOfView,
+                );
+                decoded.push(image);
             }
             // Candidates: the library's refined captions when it has any, and every entity.
             let seen = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)

@@ -171,6 +171,15 @@ pub fn run(args: DemoArgs) -> Result<()> {
             );
         }
     }
+    // One demo (or copy) at a time into a folder; what another made meanwhile is refused.
+    let _one_at_a_time = super::lock_folder(out, "demo")?;
+    if endotwin::store::resolve_db_path(out).exists() || out.join("media").exists() {
+        anyhow::bail!(
+            "{}: another command made a library here meanwhile; choose a new folder (nothing \
+             was written)",
+            out.display()
+        );
+    }
     // The twin models of --scale are read before a frame is drawn.
     let models = match args.scale {
         Some(_) => {

@@ -5,7 +5,7 @@
 //! `endotwin library prune --models DIR`: the embeddings of model versions no card in DIR
 //! names any more (each re-train or `model half` leaves the old set behind), dropped.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use endotwin::store::{OpenMode, Store, StoreError};
 use std::path::{Path, PathBuf};
 
@@ -227,7 +227,11 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     let _one_at_a_time = if is_url(to) {
         None
     } else {
-        Some(lock_copy_target(to)?)
+        let db = endotwin::store::resolve_db_path(to);
+        Some(super::lock_folder(
+            db.parent().unwrap_or(Path::new(".")),
+            "library copy",
+        )?)
     };
     let made = !endotwin::store::resolve_db_path(to).exists();
     let mut target = Store::open(to, OpenMode::CreateIfMissing)?;
@@ -287,37 +291,6 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Locks the folder a copy is written into, made if new: a second `library copy` into it at
-/// the same time is refused by name.
-fn lock_copy_target(to: &Path) -> Result<std::fs::File> {
-    let db = endotwin::store::resolve_db_path(to);
-    let folder = db.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder).with_context(|| {
-        format!(
-            "{}: cannot make the folder (nothing was written)",
-            folder.display()
-        )
-    })?;
-    let handle = std::fs::File::open(folder).with_context(|| {
-        format!(
-            "{}: cannot open the folder (nothing was written)",
-            folder.display()
-        )
-    })?;
-    match handle.try_lock() {
-        Ok(()) => Ok(handle),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "{}: another `library copy` is writing into this folder right now; nothing was \
-             written (when it is done, the folder holds its copy)",
-            folder.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => Err(anyhow::Error::from(e).context(format!(
-            "{}: cannot lock the folder (nothing was written)",
-            folder.display()
-        ))),
-    }
-}
-
 fn check(library: &Path) -> Result<()> {
     // Read-only: the check writes nothing, not even a stale run's status (a library that
     // needs a migration first is opened as `info` opens it).
@@ -349,17 +322,42 @@ fn check(library: &Path) -> Result<()> {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            let mut cards: Vec<PathBuf> = entries
-                .flatten()
-                .map(|e| e.path())
+            let files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            let mut cards: Vec<PathBuf> = files
+                .iter()
                 .filter(|p| p.extension().is_some_and(|x| x == "json") && !is_report(p))
+                .cloned()
                 .collect();
             cards.sort();
-            for card in cards {
-                if let Err(e) = endotwin::model::weights::verify_pair(&card) {
+            for card in &cards {
+                if let Err(e) = endotwin::model::weights::verify_pair(card) {
                     models.push(e.to_string());
                 }
             }
+            // A record no card names (its card deleted, or a promote cut short) is named too
+            // (round 7 N76).
+            let mut records: Vec<&PathBuf> = files
+                .iter()
+                .filter(|p| p.extension().is_some_and(|x| x == "bpk"))
+                .filter(|p| !p.with_extension("json").exists())
+                .collect();
+            records.sort();
+            for record in records {
+                models.push(format!(
+                    "{}: a weights record with no model card beside it",
+                    record.display()
+                ));
+            }
+        }
+        // The library's own models answer for the twins: its twin encoder must be there.
+        let twin = own.join(format!("{}.json", endotwin::twins::IMAGE_MODEL));
+        if std::fs::symlink_metadata(&twin).is_err() {
+            models.push(format!(
+                "{}: the library's active digital-twin image encoder is missing (`endotwin \
+                 model demote {}` brings back the one before the last promotion)",
+                twin.display(),
+                endotwin::twins::IMAGE_MODEL
+            ));
         }
     }
     let sections = [

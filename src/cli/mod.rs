@@ -45,6 +45,14 @@ fn output_rules() -> (Option<&'static std::path::Path>, bool) {
 /// output guard now, before the work that makes it: never the library's own files or
 /// anything but a regular file, never an existing file without `--force`.
 pub fn check_output(path: &std::path::Path) -> anyhow::Result<()> {
+    // `-` is no file name here (round 7 N31: a file named `-` was written); only `labels
+    // export --out -` writes to standard output, its text alone.
+    if path.as_os_str() == "-" {
+        anyhow::bail!(
+            "-: this command writes its output to a file; give a file name (only `labels \
+             export --out -` writes to standard output); nothing was written"
+        );
+    }
     let (library, force) = output_rules();
     endotwin::plumbing::output::check_output(path, library, force)?;
     Ok(())
@@ -58,11 +66,26 @@ const OUTPUT_ARGS: &[&str] = &["json", "confusion"];
 /// a command that may not write its file is refused at once, not after an hour's evaluation.
 pub fn check_named_outputs(matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let mut level = Some(matches);
+    let mut named: Vec<(&str, std::path::PathBuf)> = Vec::new();
     while let Some(m) = level {
         for id in OUTPUT_ARGS {
             if let Ok(Some(paths)) = m.try_get_many::<std::path::PathBuf>(id) {
                 for path in paths {
                     check_output(path)?;
+                    // Two outputs under one name: the second would replace the first (round 7
+                    // N8: the JSON report was replaced by the confusion picture).
+                    let same = |p: &std::path::Path| {
+                        p == path.as_path()
+                            || (std::path::absolute(p).ok() == std::path::absolute(path).ok())
+                    };
+                    if let Some((other, _)) = named.iter().find(|(_, p)| same(p)) {
+                        anyhow::bail!(
+                            "--{other} and --{id} both name {}: each output needs a file of its \
+                             own; nothing was run",
+                            path.display()
+                        );
+                    }
+                    named.push((id, path.clone()));
                 }
             }
         }
@@ -217,4 +240,58 @@ pub fn check_models_folder(dir: &std::path::Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Locks `folder` (made if new) for a command that writes a library into it (`library copy`,
+/// `demo`): a second such command into it at the same time is refused by name (round 6 N47,
+/// round 7 N82: two demos into one folder left rows naming missing files). The operating
+/// system's lock on the folder itself: it goes when the process does, and leaves no file; a
+/// folder it made is removed again if the command leaves it empty.
+pub(crate) fn lock_folder(folder: &std::path::Path, what: &str) -> anyhow::Result<FolderLock> {
+    use anyhow::Context;
+    let made = !folder.exists();
+    std::fs::create_dir_all(folder).with_context(|| {
+        format!(
+            "{}: cannot make the folder (nothing was written)",
+            folder.display()
+        )
+    })?;
+    let lock = FolderLock {
+        path: folder.to_path_buf(),
+        made,
+        handle: std::fs::File::open(folder).with_context(|| {
+            format!(
+                "{}: cannot open the folder (nothing was written)",
+                folder.display()
+            )
+        })?,
+    };
+    match lock.handle.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: another `{what}` is writing into this folder right now; nothing was written \
+             (when it is done, the folder holds what it made)",
+            folder.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(anyhow::Error::from(e).context(format!(
+            "{}: cannot lock the folder (nothing was written)",
+            folder.display()
+        ))),
+    }
+}
+
+/// [`lock_folder`]'s lock.
+pub(crate) struct FolderLock {
+    path: std::path::PathBuf,
+    made: bool,
+    handle: std::fs::File,
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        // Only an empty folder goes (remove_dir refuses the others).
+        if self.made {
+            let _ = std::fs::remove_dir(&self.path);
+        }
+    }
 }

@@ -95,7 +95,7 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
                 );
             }
         }
-        decoded.push((image.image, focus));
+        decoded.push(endotwin::model::preprocess::bounded(image.image, focus));
     }
     let compute = compute::select(pref)?;
     let store = Store::open(library, OpenMode::Existing)?;

@@ -49,6 +49,10 @@ pub enum PromoteError {
     Busy(String),
     #[error("{0}; nothing was changed (`endotwin library check` names every problem)")]
     Marker(String),
+    #[error(
+        "the library's active {name} is damaged ({reason}); promoting over it would push it into previous/ in place of the model kept for demote: `endotwin model demote {name}` goes back to that one (or remove the damaged card and its record); nothing was changed"
+    )]
+    ActiveDamaged { name: String, reason: String },
     #[error("{card}: it is already the library's {name} (version {version}); nothing was changed")]
     AlreadyActive {
         card: String,
@@ -161,23 +165,36 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
             version: read.version,
         });
     }
+    // The active model must be whole before it is kept for demote: a damaged one pushed
+    // into previous/ would replace the model demote goes back to (round 7 N75).
+    if is_library_models(&active_dir(library))
+        && std::fs::symlink_metadata(&current).is_ok()
+        && let Err(e) = weights::verify_pair(&current)
+    {
+        return Err(PromoteError::ActiveDamaged {
+            name: name.to_string(),
+            reason: e.to_string(),
+        });
+    }
     let dir = seeded(library)?;
     let previous = dir.join("previous");
     mkdir(&previous)?;
     let target = dir.join(format!("{name}.json"));
     let kept_previous = target.is_file();
-    if kept_previous {
-        move_model(&target, &previous.join(format!("{name}.json")))?;
-    }
-    copy_model(card, &target)?;
-    weights::update_card(&target, |c| {
-        c.name = name.to_string();
-        c.promoted_from = Some(Promotion {
-            card: card.display().to_string(),
-            run,
-            at: crate::store::now_utc(),
-        });
-    })?;
+    let promotion = Promotion {
+        card: card.display().to_string(),
+        run,
+        at: crate::store::now_utc(),
+    };
+    install(
+        card,
+        &target,
+        kept_previous.then(|| previous.join(format!("{name}.json"))),
+        |c| {
+            c.name = name.to_string();
+            c.promoted_from = Some(promotion);
+        },
+    )?;
     // A prompt model brings its polyp detector (stage 1) when its run made one.
     if read.kind == ModelKind::PromptModel && name != crate::prompts::model::SHIPPED_DETECTOR {
         let source = card.with_file_name(format!(
@@ -305,10 +322,19 @@ fn check_library(library: &Path, run: Option<i64>) -> Result<Option<String>, Pro
 /// same time is refused (two demotes at once left a library with no twin encoder). The
 /// lock is the operating system's on `.models.lock` beside the database, so a killed
 /// process never leaves it held.
-fn lock_models(library: &Path) -> Result<std::fs::File, PromoteError> {
+fn lock_models(library: &Path) -> Result<ModelsLock, PromoteError> {
     let folder = library_folder(library);
     mkdir(&folder)?;
     let path = folder.join(".models.lock");
+    // A FIFO or device there is refused, not opened (opening a FIFO blocks: round 7 N62).
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+        return Err(io(
+            &path,
+            std::io::Error::other(
+                "not a regular file (a FIFO, device or link) where promote and demote keep their lock; remove it; nothing was changed",
+            ),
+        ));
+    }
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -316,11 +342,24 @@ fn lock_models(library: &Path) -> Result<std::fs::File, PromoteError> {
         .open(&path)
         .map_err(|e| io(&path, e))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(ModelsLock { path, _file: file }),
         Err(std::fs::TryLockError::WouldBlock) => {
             Err(PromoteError::Busy(folder.display().to_string()))
         }
         Err(std::fs::TryLockError::Error(e)) => Err(io(&path, e)),
+    }
+}
+
+/// [`lock_models`]'s lock: its file goes when the promote or demote is done (round 7 N7: a
+/// refused promote left `.models.lock` behind).
+struct ModelsLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl Drop for ModelsLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -342,24 +381,32 @@ fn seeded(library: &Path) -> Result<PathBuf, PromoteError> {
         return Err(PromoteError::ForeignModelsFolder(dir.display().to_string()));
     }
     mkdir(&dir)?;
-    let shipped = crate::default_models_dir();
-    if let Ok(entries) = std::fs::read_dir(&shipped) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let is_card = path.extension().is_some_and(|e| e == "json");
-            if is_card && weights::record_path(&path).is_file() {
-                let to = dir.join(entry.file_name());
-                if !to.exists() {
-                    copy_model(&path, &to)?;
+    let seed = || -> Result<(), PromoteError> {
+        let shipped = crate::default_models_dir();
+        if let Ok(entries) = std::fs::read_dir(&shipped) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let is_card = path.extension().is_some_and(|e| e == "json");
+                if is_card && weights::record_path(&path).is_file() {
+                    let to = dir.join(entry.file_name());
+                    if !to.exists() {
+                        copy_model(&path, &to)?;
+                    }
                 }
             }
         }
+        std::fs::write(
+            dir.join(MARKER),
+            "This library's active models; `previous/` holds the ones promotions replaced.\n",
+        )
+        .map_err(|source| io(&dir, source))
+    };
+    // Seeding cut short (a full disk) takes its folder with it: a half-seeded models/
+    // without its marker would be taken for a folder of the user's from then on.
+    if let Err(e) = seed() {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
     }
-    std::fs::write(
-        dir.join(MARKER),
-        "This library's active models; `previous/` holds the ones promotions replaced.\n",
-    )
-    .map_err(|source| io(&dir, source))?;
     Ok(dir)
 }
 
@@ -468,6 +515,50 @@ fn mkdir(path: &Path) -> Result<(), PromoteError> {
 }
 
 /// Copies a card and its record (record first, so a card never points at nothing).
+/// Puts the model of `card` at `target` with its card rewritten by `update`, the model there
+/// before moved to `previous` (when given). The new model is copied and checked under a
+/// staging name beside `target` first, so a failed copy (a full disk, round 7 N68) changes
+/// nothing; what follows are renames within the library's models folder.
+fn install(
+    card: &Path,
+    target: &Path,
+    previous: Option<std::path::PathBuf>,
+    update: impl FnOnce(&mut weights::ModelCard),
+) -> Result<(), PromoteError> {
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    let staged = target.with_file_name(format!(".incoming-{name}"));
+    let remove_staged = || {
+        let _ = std::fs::remove_file(&staged);
+        let _ = std::fs::remove_file(weights::record_path(&staged));
+    };
+    remove_staged();
+    let ready = copy_model(card, &staged)
+        .and_then(|()| weights::update_card(&staged, update).map_err(PromoteError::from))
+        .and_then(|()| {
+            weights::verify_pair(&staged)
+                .map(drop)
+                .map_err(PromoteError::from)
+        });
+    if let Err(e) = ready {
+        remove_staged();
+        return Err(e);
+    }
+    if let Some(previous) = &previous
+        && let Err(e) = move_model(target, previous)
+    {
+        remove_staged();
+        return Err(e);
+    }
+    if let Err(e) = move_model(&staged, target) {
+        if let Some(previous) = &previous {
+            let _ = move_model(previous, target);
+        }
+        remove_staged();
+        return Err(e);
+    }
+    Ok(())
+}
+
 fn copy_model(card: &Path, to: &Path) -> Result<(), PromoteError> {
     let (from_r, to_r) = (weights::record_path(card), weights::record_path(to));
     std::fs::copy(&from_r, &to_r).map_err(|e| io(&from_r, e))?;

@@ -87,7 +87,7 @@ impl Libraries {
                 let shared = mine.intersection(&seen).count();
                 if shared > 0 {
                     return Err(format!(
-                        "{}: {shared} of its images are in another fit library (a copy?): they                          would count twice; nothing was changed",
+                        "{}: {shared} of its images are in another fit library (a copy?): they would count twice; nothing was changed",
                         f.display()
                     ));
                 }

@@ -218,7 +218,13 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
     let mut rows = Vec::new();
     let mut problems = Vec::new();
     for (n, record) in reader.records().enumerate() {
-        let line = n + 2;
+        // The line the record starts on in the file (blank lines are skipped by the reader:
+        // counting records gave wrong line numbers, round 7 N66).
+        let position = match &record {
+            Ok(r) => r.position().cloned(),
+            Err(e) => e.position().cloned(),
+        };
+        let line = position.map_or(n + 2, |p| p.line() as usize);
         match record {
             Ok(r) => rows.push(Row {
                 line,
@@ -234,7 +240,18 @@ pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>),
                     })
                     .collect(),
             }),
-            Err(e) => problems.push(format!("line {line}: {e}")),
+            Err(e) => {
+                // The reader's own words without its record and byte count (the line is above).
+                let why = match e.kind() {
+                    csv::ErrorKind::UnequalLengths {
+                        expected_len, len, ..
+                    } => format!(
+                        "{len} fields where the header has {expected_len}; the line is not used"
+                    ),
+                    _ => e.to_string(),
+                };
+                problems.push(format!("line {line}: {why}"))
+            }
         }
     }
     let (changes, more) = diff_rows(store, rows)?;

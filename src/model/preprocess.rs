@@ -203,6 +203,32 @@ pub enum Focus {
     FieldOfView,
 }
 
+/// The most pixels a query view keeps once decoded: a larger one is reduced (its box with
+/// it) before the next view is read, so a query's memory stays bounded whatever the number
+/// of views (round 7 R8: five 133-megapixel views took 6.1 GB). The encoders see 224-pixel
+/// crops; frames of endoscopes (at most a few megapixels) are never reduced.
+pub const MAX_QUERY_PIXELS: u64 = 16_000_000;
+
+/// `image` reduced to at most [`MAX_QUERY_PIXELS`] (8-bit RGB), `focus` scaled with it;
+/// unchanged when it is not larger.
+pub fn bounded(image: image::DynamicImage, focus: Focus) -> (image::DynamicImage, Focus) {
+    let pixels = image.width() as u64 * image.height() as u64;
+    if pixels <= MAX_QUERY_PIXELS {
+        return (image, focus);
+    }
+    let scale = (MAX_QUERY_PIXELS as f64 / pixels as f64).sqrt();
+    let w = ((image.width() as f64 * scale).floor() as u32).max(1);
+    let h = ((image.height() as f64 * scale).floor() as u32).max(1);
+    let reduced = image.resize_exact(w, h, image::imageops::FilterType::Triangle);
+    drop(image);
+    let reduced = image::DynamicImage::ImageRgb8(reduced.to_rgb8());
+    let focus = match focus {
+        Focus::Box(b) => Focus::Box(b.map(|v| (v as f64 * scale) as f32)),
+        Focus::FieldOfView => Focus::FieldOfView,
+    };
+    (reduced, focus)
+}
+
 impl Focus {
     /// The box of a mask's foreground (pixels > 127), or the field of view when it has none.
     pub fn of_mask(mask: Option<&image::GrayImage>) -> Focus {

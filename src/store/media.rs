@@ -193,11 +193,22 @@ impl<'a> MediaFiles<'a> {
             }
             self.journal_line(&rel)?;
             let dir = full.parent().expect("media path has a parent");
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+                return Err(StoreError::Io {
+                    path: dir.to_path_buf(),
+                    source: std::io::Error::other(
+                        "not a folder, where the library keeps its images; nothing was written",
+                    ),
+                });
+            }
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
                 source,
             })?;
             let tmp = full.with_extension("partial");
+            // Whatever is under the temporary name goes first: a FIFO left there would block
+            // the write for ever (round 7 N63); a crashed copy's half file is no use.
+            let _ = std::fs::remove_file(&tmp);
             std::fs::write(&tmp, bytes)
                 .and_then(|_| std::fs::rename(&tmp, &full))
                 .map_err(|source| {

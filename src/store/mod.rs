@@ -256,6 +256,48 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// A database or media folder shared with another library (round 7 N1, N29): a database
+/// with a second name (a hard link; a symbolic one is refused above) or a `media/` that is a
+/// link to another library's would get rows naming files written elsewhere.
+fn refuse_shared_database(db_path: &Path, root: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(db_path)
+            && m.is_file()
+            && m.nlink() > 1
+        {
+            return Err(StoreError::NotALibrary {
+                path: db_path.to_path_buf(),
+                reason: format!(
+                    "the database has {} names (hard links): another folder may hold the same \
+                     database, whose rows would then name images written here; make a copy \
+                     of its own with `endotwin library copy` (nothing was changed)",
+                    m.nlink()
+                ),
+            });
+        }
+    }
+    let media = root.join(MEDIA_DIR);
+    if std::fs::symlink_metadata(&media).is_ok_and(|m| m.file_type().is_symlink())
+        && let Ok(target) = std::fs::canonicalize(&media)
+        && let Some(beside) = target.parent()
+        && beside.join(DB_FILE).is_file()
+        && std::fs::canonicalize(root).ok().as_deref() != Some(beside)
+    {
+        return Err(StoreError::NotALibrary {
+            path: media,
+            reason: format!(
+                "media/ is a link to another library's images ({}): this library's images \
+                 would be written into it; give it a media folder of its own (nothing was \
+                 changed)",
+                target.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Resolves a user-given path (a library folder or its database file) to the database file.
 /// Refuses a database whose journal files (`-journal`, `-wal`, `-shm` beside it) are not
 /// regular files: SQLite would open a FIFO there as a hot journal and wait for ever.
@@ -329,6 +371,7 @@ impl Store {
                 ),
             });
         }
+        refuse_shared_database(&db_path, &root)?;
         refuse_odd_journal(&db_path)?;
         let exists = db_path.exists();
         let empty =

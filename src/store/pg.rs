@@ -17,6 +17,17 @@ pub fn library_url(path: &Path) -> Option<&str> {
 
 /// `url` with any password replaced by `***`: what messages and the store's path show.
 pub fn redacted(url: &str) -> String {
+    // A password given as a URL parameter is hidden too (round 7 N2).
+    if let Some((head, query)) = url.split_once('?') {
+        let query: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        return format!("{}?{}", redacted(head), query.join("&"));
+    }
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };

@@ -316,12 +316,22 @@ impl Store {
             e.sqlite_error_code(),
             Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure)
         );
-        match disk {
-            true => StoreError::Disk {
+        let corrupt = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt);
+        match (disk, corrupt) {
+            (true, _) => StoreError::Disk {
                 path: self.db_path.clone(),
                 reason: e.to_string(),
             },
-            false => StoreError::NotALibrary {
+            // A library's database that SQLite finds damaged is said to be one, not "no
+            // library" (round 7 R24).
+            (false, true) => StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: format!(
+                    "the database is damaged ({e}): restore library.sqlite from a backup; \
+                     nothing was changed"
+                ),
+            },
+            (false, false) => StoreError::NotALibrary {
                 path: self.db_path.clone(),
                 reason: e.to_string(),
             },

@@ -243,7 +243,7 @@ pub fn run_recipe(
     settings: &Settings,
     ctx: &mut RecipeContext<'_>,
 ) -> Result<Trained, RecipeError> {
-    check_target(recipe, settings, ctx)?;
+    let _only_run = check_target(recipe, settings, ctx)?;
     let trained = recipe.run(settings, ctx)?;
     let card = crate::model::weights::read_card(&trained.card)?;
     let path = std::fs::canonicalize(&trained.card).unwrap_or_else(|_| trained.card.clone());
@@ -260,6 +260,54 @@ pub fn run_recipe(
     Ok(trained)
 }
 
+/// Held while a run writes `<out>/<name>`: the OS lock on `<out>/.<name>.lock`, removed when
+/// the run ends.
+pub struct RunLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl RunLock {
+    fn take(out: &Path, name: &str) -> Result<RunLock, RecipeError> {
+        let path = out.join(format!(".{name}.lock"));
+        let setting = |why: String| RecipeError::Setting(why);
+        std::fs::create_dir_all(out)
+            .map_err(|e| setting(format!("--out {}: {e}; nothing was trained", out.display())))?;
+        // A FIFO or device there is refused, not opened (opening a FIFO blocks).
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(setting(format!(
+                "{}: not a regular file (a FIFO, device or link) where a run keeps its lock; \
+                 remove it; nothing was trained",
+                path.display()
+            )));
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| setting(format!("{}: {e}; nothing was trained", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(RunLock { path, _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(setting(format!(
+                "another run is writing --out {} --name {name} right now; nothing was trained \
+                 (wait for it, or choose another --name)",
+                out.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(setting(format!(
+                "{}: {e}; nothing was trained",
+                path.display()
+            ))),
+        }
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Checks, before a step is trained, where the run will save its model: `--name` must be a
 /// plain model name, and an existing `<out>/<name>.json` or `.bpk` (the shipped models, an
 /// earlier run's) is not written over unless the run may replace it ([`RecipeContext::replace`],
@@ -268,7 +316,7 @@ fn check_target(
     recipe: &dyn Recipe,
     settings: &Settings,
     ctx: &RecipeContext<'_>,
-) -> Result<(), RecipeError> {
+) -> Result<Option<RunLock>, RecipeError> {
     let o = recipe.options();
     let has = |name: &str| o.iter().any(|x| x.name == name);
     if has("epochs") && settings.count(&o, "epochs")? == 0 {
@@ -289,7 +337,7 @@ fn check_target(
         ));
     }
     if !has("name") {
-        return Ok(());
+        return Ok(None);
     }
     let name = settings.text(&o, "name")?;
     crate::model::weights::check_name(&name)
@@ -298,6 +346,9 @@ fn check_target(
         .path(&o, "out")
         .or_else(|| settings.path(&o, "models"))
         .unwrap_or_else(|| ctx.models.clone());
+    // One run at a time writes --out/--name (round 7 N81: two identical runs at once both
+    // "finished", the second over the first's model without --force).
+    let lock = RunLock::take(&out, &name)?;
     if recipe.writes_over_its_card() && !settings.flag(&o, "resume") {
         refuse_existing(&out, &name, ctx)?;
     }
@@ -316,7 +367,7 @@ fn check_target(
             out.join(format!("{name}.json")).display()
         )));
     }
-    Ok(())
+    Ok(Some(lock))
 }
 
 /// Refuses to write model `name` into `out` when it would land on a library's own files, or
