@@ -288,3 +288,86 @@ fn a_damaged_database_is_said_in_words_by_every_command() {
         );
     }
 }
+
+/// N39, N87, N16: an evaluation of polyps on a held-out library without any printed tables of
+/// 0.000; `--compare-by head` with the head's twin encoder missing was answered by colour
+/// histograms with exit 0; `--box NaN,...` was told to give "a positive width".
+#[test]
+fn empty_held_out_libraries_missing_encoders_and_nan_boxes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    let images = dir.path().join("imgs");
+    common::png(&images.join("a.png"), 20, 12, 95);
+    let r = common::import(&empty, "images", &images, &[]);
+    assert!(r.ok(), "{}", r.text());
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let mut c = et(&empty, &["eval", "twins", "--polyps", "12", "--models"]);
+    c.arg(&models).arg("--held-out").arg(&empty);
+    let r = run_within(c, 120);
+    assert!(!r.ok() && r.says("has no polyps"), "{}", r.text());
+
+    let lib = dir.path().join("videos");
+    common::video_library(&lib, 2);
+    let head_only = dir.path().join("head-only");
+    std::fs::create_dir(&head_only).unwrap();
+    for ext in ["json", "bpk"] {
+        std::fs::copy(
+            models.join(format!("tracklet-head.{ext}")),
+            head_only.join(format!("tracklet-head.{ext}")),
+        )
+        .unwrap();
+    }
+    let mut c = et(&lib, &["tracklets", "--compare-by", "head", "--models"]);
+    c.arg(&head_only);
+    let r = run_within(c, 120);
+    assert!(
+        !r.ok() && r.says("reads the digital-twin frame encoder"),
+        "{}",
+        r.text()
+    );
+
+    let mut c = et(&lib, &["twins", "--box=NaN,1,10,10"]);
+    c.arg(images.join("a.png"));
+    let r = run_within(c, 60);
+    assert!(!r.ok() && r.says("finite"), "{}", r.text());
+}
+
+/// N57: two copies at once into one new PostgreSQL library: the second failed with a raw
+/// "duplicate key". It is told another copy filled the library while it waited (on SQLite,
+/// `library copy` also holds the folder: tests/round6b.rs).
+#[test]
+fn two_copies_into_one_new_server_library_leave_one_and_tell_the_other() {
+    use crate::library_engines::{Engine, Place};
+    let Some(target) = Place::fresh(Engine::Postgres) else {
+        return;
+    };
+    let (lib, _src) = library_with_cases();
+    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (from, to) = (lib.path(), &target);
+                s.spawn(move || {
+                    let source = endotwin::store::Store::open_read_only(from).unwrap();
+                    let mut into = to
+                        .open(endotwin::store::OpenMode::CreateIfMissing)
+                        .map_err(|e| e.to_string())?;
+                    endotwin::store::copy_library(&source, &mut into, &|_, _| {})
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    let refused = results.iter().find_map(|r| r.clone().err()).unwrap();
+    assert!(
+        refused.contains("another copy filled this library")
+            || refused.contains("already holds a library"),
+        "{refused}"
+    );
+}

@@ -197,7 +197,23 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
                 anyhow::bail!("run #{run} saved no model (only finished runs can be promoted)");
             };
             drop(store);
-            let p = promote::promote(library, std::path::Path::new(&card), Some(run))?;
+            let p = match promote::promote(library, std::path::Path::new(&card), Some(run)) {
+                Ok(p) => p,
+                // Already the library's twin model: a promotion interrupted in its index
+                // rebuild is finished here (round 7 N30: the rerun said only "already", and
+                // twins "index it first"). The rebuild encodes only what is not yet indexed.
+                Err(promote::PromoteError::AlreadyActive { name, version, .. })
+                    if name == endotwin::twins::IMAGE_MODEL
+                        || name == endotwin::twins::SCENE_MODEL =>
+                {
+                    println!(
+                        "run #{run}'s model ({version}) is already the library's {name}; the \
+                         twin index is brought up to date with it"
+                    );
+                    return reindex(&name);
+                }
+                Err(e) => return Err(e.into()),
+            };
             println!(
                 "{} in {} is now run #{run}'s model ({card}){}",
                 p.name,

@@ -73,13 +73,17 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     }
     let started = std::time::Instant::now();
     let focus = match args.polyp_box.as_deref() {
-        Some(&[x, y, w, h]) if w > 0.0 && h > 0.0 && x.is_finite() && y.is_finite() => {
+        Some(&[x, y, w, h]) if [x, y, w, h].iter().all(|v| v.is_finite()) && w > 0.0 && h > 0.0 => {
             Focus::Box([x, y, w, h])
         }
         Some(b) if b.len() != 4 => anyhow::bail!(
-            "--box takes one box, x,y,w,h, used in every view ({} numbers given; one box per view is not supported)",
+            "--box takes one box, x,y,w,h (four numbers, used in every view); {} given",
             b.len()
         ),
+        // Round 7 N16: NaN was answered with "a positive width and height".
+        Some(b) if b.iter().any(|v| !v.is_finite()) => {
+            anyhow::bail!("--box {b:?}: every number must be finite (no NaN or inf)")
+        }
         Some(b) => anyhow::bail!("--box {b:?}: give x,y,w,h with a positive width and height"),
         None => Focus::FieldOfView,
     };

@@ -55,6 +55,15 @@ impl HeldOut {
                 }
                 .into());
             }
+            // An evaluation of polyps on a library without any would print tables of 0.000
+            // (round 7 N39). Capsule and video held-out sets ask for no polyps here.
+            if polyps > 0 && store.polyps()?.is_empty() {
+                return Err(crate::store::StoreError::Invalid(format!(
+                    "{}: the held-out library has no polyps; nothing to evaluate",
+                    path.display()
+                ))
+                .into());
+            }
             return Ok(HeldOut {
                 store,
                 described: path.display().to_string(),

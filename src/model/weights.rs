@@ -572,11 +572,17 @@ fn change_codes(path: &Path, change: impl FnOnce(&mut ModelCard)) -> Result<(), 
 
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError> {
     let tmp = path.with_extension("partial");
+    // Whatever is under the temporary name goes first (a FIFO there would block), and a
+    // write cut short takes its half file with it (round 7 N69: a full disk left one).
+    let _ = std::fs::remove_file(&tmp);
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|source| WeightsError::Write {
-            path: path.to_path_buf(),
-            source,
+        .map_err(|source| {
+            let _ = std::fs::remove_file(&tmp);
+            WeightsError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
         })
 }
 

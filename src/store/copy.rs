@@ -93,7 +93,16 @@ pub fn copy_library(
         )));
     }
     let media = from.media_rows()?;
+    let target = to.db_path().display().to_string();
     to.write_media(|tx, files| -> Result<()> {
+        // Again under the write lock: another copy into the same new library may have
+        // committed while this one waited for it (round 7 N57: a raw duplicate key).
+        if super::check::row_total_of(tx)? > 0 {
+            return Err(StoreError::Invalid(format!(
+                "{target}: another copy filled this library while this one waited; nothing was \
+                 written (it holds that copy)"
+            )));
+        }
         for (table, columns) in COPIED_TABLES {
             let n = columns.split(',').count();
             let marks: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();

@@ -295,11 +295,24 @@ pub fn build(
     } else {
         None
     };
-    let twins = crate::twins::TwinModels::load_frames(models, device).ok();
+    let twins = crate::twins::TwinModels::load_frames(models, device);
     let head = match &twins {
-        Some(t) => super::shipped_head(models, t),
-        None => Ok(None),
+        Ok(t) => super::shipped_head(models, t),
+        // The head sits on the twin frame encoder: asked for by name with its card there
+        // and the encoder not, the encoder is what is missing (round 7 N87: "the head is not
+        // available", answered by colour histograms with exit 0).
+        Err(e)
+            if wanted == Comparison::TrackletHead
+                && models.join(format!("{}.json", super::HEAD_NAME)).exists() =>
+        {
+            Err(format!(
+                "the tracklet head reads the digital-twin frame encoder, which cannot be \
+                 loaded: {e}"
+            ))
+        }
+        Err(_) => Ok(None),
     };
+    let twins = twins.ok();
     let available = |c: Comparison| match c {
         Comparison::Best => false,
         Comparison::TrackletEncoder => model.is_some(),
