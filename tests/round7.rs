@@ -371,3 +371,21 @@ fn two_copies_into_one_new_server_library_leave_one_and_tell_the_other() {
         "{refused}"
     );
 }
+
+/// N58: `model report --card` scored a run's model on the library the run trained on (the
+/// help says "never"); only `--run N` was checked.
+#[test]
+fn a_report_by_card_refuses_the_library_its_run_trained_on() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    caption_run(lib.path(), dir.path(), "test-a");
+    let card = dir.path().join("test-a/captions.json");
+    let mut c = et(
+        lib.path(),
+        &["model", "report", "--capsule-frames", "8", "--card"],
+    );
+    c.arg(&card).arg("--held-out").arg(lib.path());
+    let r = run_within(c, 120);
+    assert!(!r.ok() && r.says("trained"), "{}", r.text());
+    assert!(!dir.path().join("test-a/captions.report.json").exists());
+}

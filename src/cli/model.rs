@@ -445,6 +445,28 @@ fn set_turns(pref: BackendPref, card: &std::path::Path, turns: u32) -> Result<()
     Ok(())
 }
 
+/// Whether one of `library`'s training runs saved the model of `card` (its card file).
+fn saved_by_a_run_of(library: &std::path::Path, card: &std::path::Path) -> bool {
+    let Ok(store) = endotwin::store::Store::open_read_only(library) else {
+        return false;
+    };
+    let Ok(card) = card.canonicalize() else {
+        return false;
+    };
+    store
+        .runs()
+        .unwrap_or_default()
+        .into_iter()
+        .any(|(run, ..)| {
+            store
+                .run_card(run)
+                .ok()
+                .flatten()
+                .and_then(|c| std::path::Path::new(&c).canonicalize().ok())
+                .is_some_and(|c| c == card)
+        })
+}
+
 fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result<()> {
     use anyhow::Context;
     use endotwin::eval::report::{self, ReportData};
@@ -456,7 +478,17 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
             };
             (PathBuf::from(card), Some(library.to_path_buf()))
         }
-        (None, Some(card)) => (card, None),
+        // A run's card given by its file: the library whose run saved it (this one, or the
+        // held-out one) is its training data all the same (round 7 N58: the report scored a
+        // run on the polyps it trained on).
+        (None, Some(card)) => {
+            let trained_on = [Some(library), a.held_out.as_deref()]
+                .into_iter()
+                .flatten()
+                .find(|lib| saved_by_a_run_of(lib, &card))
+                .map(std::path::Path::to_path_buf);
+            (card, trained_on)
+        }
         (None, None) => anyhow::bail!("give --run N or --card FILE"),
     };
     // Every file the report writes is checked before it is made (minutes of evaluation):
