@@ -389,3 +389,25 @@ fn a_report_by_card_refuses_the_library_its_run_trained_on() {
     assert!(!r.ok() && r.says("trained"), "{}", r.text());
     assert!(!dir.path().join("test-a/captions.report.json").exists());
 }
+
+/// N33: WebP and GIF files in an image folder were passed over uncounted.
+#[test]
+fn images_of_a_kind_endotwin_does_not_read_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("odd");
+    common::png(&images.join("a.png"), 20, 12, 97);
+    std::fs::write(images.join("b.webp"), b"RIFF\0\0\0\0WEBPVP8 ").unwrap();
+    std::fs::write(images.join("c.gif"), b"GIF89a").unwrap();
+    let lib = dir.path().join("lib");
+    let r = common::import(&lib, "images", &images, &[]);
+    assert!(
+        r.ok() && r.says("1 media added") && r.says("2 skipped"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        r.says("b.webp: a WebP image") && r.says("c.gif: a GIF image"),
+        "{}",
+        r.text()
+    );
+}
