@@ -411,3 +411,22 @@ fn images_of_a_kind_endotwin_does_not_read_are_named() {
         r.text()
     );
 }
+
+/// N5: a pathology.csv column `import multiview` does not read was ignored without a word.
+#[test]
+fn a_pathology_column_multiview_does_not_read_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mv = dir.path().join("mv");
+    common::png(&mv.join("p1/a.png"), 20, 12, 99);
+    std::fs::write(
+        mv.join("pathology.csv"),
+        "polyp,histology,colour\np1,adenoma,red\n",
+    )
+    .unwrap();
+    let r = common::import(&dir.path().join("lib"), "multiview", &mv, &[]);
+    assert!(
+        r.ok() && r.says("the column `colour` is not read") && r.says("1 polyps"),
+        "{}",
+        r.text()
+    );
+}

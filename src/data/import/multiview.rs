@@ -205,6 +205,20 @@ fn read_pathology_csv(path: &Path, problems: &mut Problems) -> Result<PathologyR
     };
     // `vienna` is what the import's help long said: read as `vienna_class`.
     let (vc, sc) = (col("vienna_class").or(col("vienna")), col("size_mm"));
+    // A column this importer does not read is named, not passed over (round 7 N5: a
+    // `colour` column was ignored without a word).
+    const READ: [&str; 5] = ["polyp", "histology", "vienna_class", "vienna", "size_mm"];
+    for h in headers.iter().map(str::trim) {
+        if !READ.iter().any(|r| h.eq_ignore_ascii_case(r)) {
+            problems.push(
+                path,
+                format!(
+                    "the column `{h}` is not read (the columns are polyp, histology, \
+                     vienna_class, size_mm); its values are not imported"
+                ),
+            );
+        }
+    }
     for (i, row) in reader.records().enumerate() {
         let n = i + 2;
         let r = match row {
