@@ -111,7 +111,17 @@ fn main() {
     let matches = Cli::command().get_matches();
     let parsed = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = run(parsed, &matches) {
-        eprintln!("error: {}", cli::one_line(&e));
+        let line = cli::one_line(&e);
+        eprintln!("error: {line}");
+        let refused = e.chain().find_map(|cause| {
+            let io = cause.downcast_ref::<std::io::Error>()?;
+            Some(endotwin::store::io_hint(io)).filter(|h| !h.is_empty())
+        });
+        if let Some(hint) = refused.filter(|h| !line.contains(h.trim())) {
+            // A write the disk refused, from any command (round 7 N13: `File too large (os
+            // error 27)` alone).
+            eprintln!("the write was refused{hint}");
+        }
         if damaged_database(&e) {
             // Said in words, whichever command met it (round 7 R24: "database disk image is
             // malformed: Error code 11" alone, from read commands).

@@ -56,6 +56,7 @@ mod round5b;
 mod round6;
 mod round6b;
 mod round7;
+mod round7b;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

@@ -33,7 +33,7 @@ fn ffmpeg_run(ffmpeg: &Path, args: &[&str]) {
 }
 
 /// 30 frames of ffmpeg's moving test pattern at 12 fps, High profile, 3 B-frames, CABAC.
-fn recording(ffmpeg: &Path, dir: &Path, name: &str, faststart: bool) -> PathBuf {
+pub(crate) fn recording(ffmpeg: &Path, dir: &Path, name: &str, faststart: bool) -> PathBuf {
     let out = dir.join(name);
     let mut args = vec![
         "-f",

@@ -208,12 +208,26 @@ fn open_held_out(
     views: usize,
     size: u32,
 ) -> Result<HeldOut> {
-    if path.is_none() {
-        eprintln!(
-            "generating the held-out split of seed {seed} ({polyps} polyps x {views} views)..."
-        );
+    if path.is_some() {
+        return Ok(HeldOut::open(path.as_deref(), seed, polyps, views, size)?);
     }
-    Ok(HeldOut::open(path.as_deref(), seed, polyps, views, size)?)
+    eprintln!("generating the held-out split of seed {seed} ({polyps} polyps x {views} views)...");
+    // Its own bar: a large split takes long, and said nothing for it (round 7 N38).
+    let progress = std::sync::Arc::new(endotwin::plumbing::Progress::new());
+    let bar = super::stage_bar();
+    let watcher = super::watch(progress.clone(), bar.clone());
+    let held = HeldOut::open_split_with(
+        None,
+        seed,
+        endotwin::data::phantom::Split::Test,
+        polyps,
+        views,
+        size,
+        &progress,
+    );
+    bar.finish_and_clear();
+    let _ = watcher.join();
+    Ok(held?)
 }
 
 fn phantom(

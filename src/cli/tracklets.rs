@@ -152,6 +152,15 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         a.videos,
         a.frames_per_video,
     )?;
+    // A held-out library without a usable tracklet is refused before a validation split is
+    // generated or read (round 7 N40: minutes of generation, then nothing to score).
+    if endotwin::tracklets::dataset::TrackletSet::usable_tracklets(&held.store)? == 0 {
+        anyhow::bail!(
+            "{} holds no tracklet of 30 or more frames: nothing to evaluate (import a video \
+             with its boxes, or `endotwin tracklets` to make them)",
+            held.described
+        );
+    }
     let validation = match (&a.validation, a.validation_videos) {
         (None, 0) => None,
         (path, videos) => {

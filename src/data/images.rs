@@ -33,6 +33,10 @@ pub enum ImageError {
     UnsupportedJpeg(String),
     #[error("{0}")]
     NotARegularFile(String),
+    #[error(
+        "a TIFF of {pages} pages (a stack or series); EndoTwin reads one image a file: save each page as its own file"
+    )]
+    MultiPage { pages: usize },
 }
 
 /// A decoded image together with the exact file bytes it came from.
@@ -73,6 +77,13 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
                 format: "JPEG".into(),
                 detail: "file ends before the end-of-image marker".into(),
             });
+        }
+    }
+    // A stack of pages would be read as its first page alone without a word (round 7 N33).
+    if format == ImageFormat::Tiff {
+        let pages = tiff_pages(&bytes);
+        if pages > 1 {
+            return Err(ImageError::MultiPage { pages });
         }
     }
     // CVC-ClinicDB's frames say "grey" (BlackIsZero) but hold three samples a pixel: RGB.
@@ -196,28 +207,63 @@ fn jpeg_scan(bytes: &[u8]) -> JpegScan {
 /// A copy of a TIFF whose first image says BlackIsZero or WhiteIsZero (grey) but has three
 /// samples a pixel and no extra samples, with its photometric interpretation set to RGB;
 /// `None` for every other file.
+/// A classic TIFF's byte order, for reading its header and directories.
+struct Tiff<'a> {
+    bytes: &'a [u8],
+    little: bool,
+}
+
+impl<'a> Tiff<'a> {
+    fn of(bytes: &'a [u8]) -> Option<Tiff<'a>> {
+        let little = match bytes.get(..4)? {
+            [b'I', b'I', 42, 0] => true,
+            [b'M', b'M', 0, 42] => false,
+            _ => return None,
+        };
+        Some(Tiff { bytes, little })
+    }
+
+    fn u16_at(&self, at: usize) -> Option<u16> {
+        let b: [u8; 2] = self.bytes.get(at..at.checked_add(2)?)?.try_into().ok()?;
+        Some(match self.little {
+            true => u16::from_le_bytes(b),
+            false => u16::from_be_bytes(b),
+        })
+    }
+
+    fn u32_at(&self, at: usize) -> Option<u32> {
+        let b: [u8; 4] = self.bytes.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(match self.little {
+            true => u32::from_le_bytes(b),
+            false => u32::from_be_bytes(b),
+        })
+    }
+
+    /// How many images (directories) the file chains, counted up to 1000 (a loop in the
+    /// chain ends the count).
+    fn pages(&self) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        let mut next = self.u32_at(4).unwrap_or(0) as usize;
+        while next != 0 && seen.len() < 1000 && seen.insert(next) {
+            let Some(entries) = self.u16_at(next) else {
+                break;
+            };
+            next = self.u32_at(next + 2 + 12 * entries as usize).unwrap_or(0) as usize;
+        }
+        seen.len()
+    }
+}
+
+/// How many pages a TIFF file holds (1 for any other file).
+pub fn tiff_pages(bytes: &[u8]) -> usize {
+    Tiff::of(bytes).map_or(1, |t| t.pages().max(1))
+}
+
 fn tiff_three_sample_grey_as_rgb(bytes: &[u8]) -> Option<Vec<u8>> {
-    let little = match bytes.get(..4)? {
-        [b'I', b'I', 42, 0] => true,
-        [b'M', b'M', 0, 42] => false,
-        _ => return None,
-    };
-    let u16_at = |at: usize| -> Option<u16> {
-        let b: [u8; 2] = bytes.get(at..at + 2)?.try_into().ok()?;
-        Some(if little {
-            u16::from_le_bytes(b)
-        } else {
-            u16::from_be_bytes(b)
-        })
-    };
-    let u32_at = |at: usize| -> Option<u32> {
-        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
-        Some(if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
+    let tiff = Tiff::of(bytes)?;
+    let little = tiff.little;
+    let u16_at = |at: usize| tiff.u16_at(at);
+    let u32_at = |at: usize| tiff.u32_at(at);
     let ifd = u32_at(4)? as usize;
     let entries = u16_at(ifd)? as usize;
     let (mut photometric_at, mut samples, mut extra) = (None, 1u16, false);

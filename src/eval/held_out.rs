@@ -45,6 +45,19 @@ impl HeldOut {
         views: usize,
         size: u32,
     ) -> Result<HeldOut, PhantomError> {
+        HeldOut::open_split_with(path, seed, split, polyps, views, size, &Progress::new())
+    }
+
+    /// [`HeldOut::open_split`], its generation (when it generates) reported to `progress`.
+    pub fn open_split_with(
+        path: Option<&Path>,
+        seed: u64,
+        split: Split,
+        polyps: usize,
+        views: usize,
+        size: u32,
+        progress: &Progress,
+    ) -> Result<HeldOut, PhantomError> {
         if let Some(path) = path {
             let store = Store::open(path, OpenMode::Existing)?;
             // Figures from a damaged database's rows would be reported without a word.
@@ -87,6 +100,7 @@ impl HeldOut {
                 "phantom {} split of seed {seed}, {polyps} polyps x {views} views, {size} px",
                 split.name()
             ),
+            progress,
         )
     }
 
@@ -132,11 +146,16 @@ impl HeldOut {
                 "phantom {} split of seed {seed}: examination records, {polyps} polyps, {frames} frames per examination, {size} px",
                 split.name()
             ),
+            &Progress::new(),
         )
     }
 
     /// Generates `cfg` into a temporary folder, removed on drop.
-    fn generate(cfg: &PhantomConfig, described: String) -> Result<HeldOut, PhantomError> {
+    fn generate(
+        cfg: &PhantomConfig,
+        described: String,
+        progress: &Progress,
+    ) -> Result<HeldOut, PhantomError> {
         sweep_stale_splits();
         let dir = std::env::temp_dir().join(format!(
             "endotwin-heldout-{}-{}-{}",
@@ -146,7 +165,7 @@ impl HeldOut {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = Store::open(&dir, OpenMode::CreateIfMissing)?;
-        if let Err(e) = phantom::generate(&mut store, cfg, &Progress::new()) {
+        if let Err(e) = phantom::generate(&mut store, cfg, progress) {
             // A failed split leaves no folder behind.
             drop(store);
             let _ = std::fs::remove_dir_all(&dir);
@@ -196,6 +215,7 @@ impl HeldOut {
                 "phantom {} split of seed {seed}, {videos} videos x {frames} frames",
                 split.name()
             ),
+            &Progress::new(),
         )
     }
 
@@ -228,6 +248,7 @@ impl HeldOut {
                 "phantom {} split of seed {seed}, {frames} capsule frames",
                 split.name()
             ),
+            &Progress::new(),
         )
     }
 }

@@ -62,6 +62,17 @@ impl HeldOutItems {
     pub fn load(store: &Store, size: u32, seed: u64) -> Result<HeldOutItems, String> {
         let records = Records::load(store, size, &crate::plumbing::Progress::new())
             .map_err(|e| e.to_string())?;
+        // A held-out frame that cannot be read (changed on disk since import) would leave the
+        // figures over fewer frames without a word (round 7 N71); as `eval phantom` does, the
+        // evaluation is refused.
+        if let Some(first) = records.skipped.first() {
+            return Err(format!(
+                "{} held-out frame(s) cannot be read, first: {first}; figures without them \
+                 would not be the held-out set's: restore them (`library check` names every \
+                 one); nothing was evaluated",
+                records.skipped.len()
+            ));
+        }
         let truth = frame_truth(store).map_err(|e: StoreError| e.to_string())?;
         let vienna: HashMap<i64, Option<i64>> = store
             .polyps()

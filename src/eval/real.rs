@@ -190,6 +190,13 @@ pub fn run(
     } else {
         capsule(&captiv8, models, seed, device, &mut eval)?;
     }
+    // What the mark can and cannot see (round 7 N55): it is read from the cards, by name.
+    eval.notes.push(
+        "`[learned from these frames]` marks a model whose card names one of these folders \
+         in its training data; the frames' contents are not compared, so a copy of them under \
+         another folder name is not marked"
+            .into(),
+    );
     Ok(eval)
 }
 
@@ -656,6 +663,9 @@ fn detection(
     Ok(())
 }
 
+/// Fewer scorable frames than this in a set and its figures come with a warning.
+const FEW_FRAMES: usize = 20;
+
 /// AUROC of each prompt model's polyp probability and of redness over `pairs` (polyp first),
 /// with intervals by resampling frames. A model whose card says it learned from one of
 /// `roots` is named so: its figure there is not a test.
@@ -748,6 +758,16 @@ fn score_detection(
         ));
     }
     figures.push(figure("redness (baseline)".into(), &redness));
+    if pairs.len() < FEW_FRAMES {
+        // An AUROC over a handful of frames is 0, 1 or near them by chance (round 7 N25: a
+        // figure of 1.000 from one image, printed like any other).
+        eval.notes.push(format!(
+            "detection: {} gave only {} scorable frame(s): AUROC over fewer than {FEW_FRAMES} \
+             says little either way (see how wide its interval is); not a result to report",
+            named(roots),
+            pairs.len()
+        ));
+    }
     Ok(figures)
 }
 

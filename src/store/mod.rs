@@ -67,6 +67,20 @@ pub const DB_FILE: &str = "library.sqlite";
 /// Folder (beside the database) holding media files named by content hash.
 pub const MEDIA_DIR: &str = "media";
 
+/// What a person can do about a write the disk refused: a full disk, a quota or a file-size
+/// limit (`ulimit -f`) reads as raw `File too large (os error 27)` otherwise (round 7 N13).
+pub fn io_hint(e: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge => {
+            " (the disk is full, or a quota or file-size limit such as `ulimit -f` stopped the \
+             write): free some space or raise the limit, then try again; what was not written \
+             is not in the library"
+        }
+        _ => "",
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{path}: not an EndoTwin library ({reason})")]
@@ -95,7 +109,7 @@ pub enum StoreError {
     ReadOnly { path: PathBuf },
     #[error("{path}: no library here (no {DB_FILE})")]
     Missing { path: PathBuf },
-    #[error("{path}: {source}")]
+    #[error("{path}: {source}{}", io_hint(source))]
     Io {
         path: PathBuf,
         #[source]

@@ -289,7 +289,21 @@ impl Store {
             if now > from as i64 {
                 continue;
             }
-            tx.execute_batch(sql)?;
+            // A database whose version number was set back by something else (a v3 library
+            // saying 1) fails its step on tables it already has: said so, not raw SQL, and the
+            // step's transaction leaves nothing changed (round 7 N11).
+            if tx.execute_batch(sql).is_err() {
+                return Err(StoreError::NotALibrary {
+                    path: self.db_path.clone(),
+                    reason: format!(
+                        "it says schema version {now}, but its tables are not those of that \
+                         version (the step to version {} does not apply to them); something \
+                         other than EndoTwin changed it: restore library.sqlite from a backup; \
+                         nothing was changed",
+                        from + 1
+                    ),
+                });
+            }
             tx.execute_batch(&format!(
                 "PRAGMA user_version = {}; PRAGMA application_id = {};",
                 from + 1,

@@ -83,7 +83,64 @@ pub struct TrackletSet {
     features: Option<(usize, Vec<f32>)>,
 }
 
+type Plan = BTreeMap<i64, Vec<BoxRow>>;
+
+/// The videos of `videos` (codes; all when empty) and, for each, the boxes of each tracklet
+/// long enough to use, before any frame is decoded; what is left out is counted into `set`.
+fn plan(
+    store: &Store,
+    videos: &[String],
+    set: &mut TrackletSet,
+) -> Result<(Vec<crate::store::VideoRow>, Vec<Plan>), TrackletDataError> {
+    let rows: Vec<_> = store
+        .videos()?
+        .into_iter()
+        .filter(|v| videos.is_empty() || videos.contains(&v.code))
+        .collect();
+    let mut plans = Vec::new();
+    for v in &rows {
+        let mut by_tracklet: Plan = BTreeMap::new();
+        for b in store.video_boxes(v.id)? {
+            if b.w <= 0.0 || b.h <= 0.0 {
+                set.empty_boxes += 1;
+            }
+            match b.tracklet_id {
+                Some(t) => by_tracklet.entry(t).or_default().push(b),
+                None => set.unassigned_boxes += 1,
+            }
+        }
+        let before = by_tracklet.len();
+        by_tracklet.retain(|_, boxes| !fragments(boxes.len()).is_empty());
+        set.short_tracklets += before - by_tracklet.len();
+        plans.push(by_tracklet);
+    }
+    Ok((rows, plans))
+}
+
 impl TrackletSet {
+    /// How many tracklets of the library are long enough to use (30+ frames), read from its
+    /// boxes without decoding a frame: an evaluation looks before it prepares anything else.
+    pub fn usable_tracklets(store: &Store) -> Result<usize, TrackletDataError> {
+        let mut set = TrackletSet::empty(0);
+        let (_, plans) = plan(store, &[], &mut set)?;
+        Ok(plans.iter().map(|p| p.len()).sum())
+    }
+
+    fn empty(size: usize) -> TrackletSet {
+        TrackletSet {
+            size,
+            videos: Vec::new(),
+            tracklets: Vec::new(),
+            fragments: Vec::new(),
+            fragment_tracklet: Vec::new(),
+            short_tracklets: 0,
+            unassigned_boxes: 0,
+            empty_boxes: 0,
+            pixels: Vec::new(),
+            features: None,
+        }
+    }
+
     /// Loads the tracklets of `videos` (codes; all videos when empty) at `size` px crops.
     pub fn load(
         store: &Store,
@@ -95,46 +152,13 @@ impl TrackletSet {
             size: size as u32,
             ..Preprocess::tracklet()
         };
-        let mut set = TrackletSet {
-            size,
-            videos: Vec::new(),
-            tracklets: Vec::new(),
-            fragments: Vec::new(),
-            fragment_tracklet: Vec::new(),
-            short_tracklets: 0,
-            unassigned_boxes: 0,
-            empty_boxes: 0,
-            pixels: Vec::new(),
-            features: None,
-        };
-        let rows: Vec<_> = store
-            .videos()?
-            .into_iter()
-            .filter(|v| videos.is_empty() || videos.contains(&v.code))
-            .collect();
-        // Which frames each video needs, per tracklet, before decoding anything.
-        let mut plans = Vec::new();
-        let mut total = 0;
-        for v in &rows {
-            let mut by_tracklet: BTreeMap<i64, Vec<BoxRow>> = BTreeMap::new();
-            for b in store.video_boxes(v.id)? {
-                if b.w <= 0.0 || b.h <= 0.0 {
-                    set.empty_boxes += 1;
-                }
-                match b.tracklet_id {
-                    Some(t) => by_tracklet.entry(t).or_default().push(b),
-                    None => set.unassigned_boxes += 1,
-                }
-            }
-            let before = by_tracklet.len();
-            by_tracklet.retain(|_, boxes| !fragments(boxes.len()).is_empty());
-            set.short_tracklets += before - by_tracklet.len();
-            total += by_tracklet
-                .values()
-                .map(|b| fragments(b.len()).len() * FRAGMENT_FRAMES)
-                .sum::<usize>();
-            plans.push(by_tracklet);
-        }
+        let mut set = TrackletSet::empty(size);
+        let (rows, plans) = plan(store, videos, &mut set)?;
+        let total = plans
+            .iter()
+            .flat_map(|p| p.values())
+            .map(|b| fragments(b.len()).len() * FRAGMENT_FRAMES)
+            .sum::<usize>();
         progress.stage("cropping tracklet frames", total as u64);
         for (v, by_tracklet) in rows.iter().zip(plans) {
             if by_tracklet.is_empty() {

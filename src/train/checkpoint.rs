@@ -93,10 +93,40 @@ pub(crate) fn epochs_done(dir: &Path) -> Option<usize> {
     read_state(dir).ok().map(|s| s.epoch)
 }
 
+/// The epochs of the checkpoint in `dir`, or why it cannot be resumed from (missing, not a
+/// regular file, unreadable, changed by hand): asked before a run reads its data.
+pub(crate) fn check_state(dir: &Path) -> Result<usize, TrainError> {
+    read_state(dir).map(|s| s.epoch)
+}
+
 fn read_state(dir: &Path) -> Result<State, TrainError> {
     let state_path = dir.join("state.json");
     let text = read_regular(&state_path, "no checkpoint at")?;
-    serde_json::from_slice(&text).map_err(|e| err("unreadable", &state_path, e))
+    let state: State =
+        serde_json::from_slice(&text).map_err(|e| err("unreadable", &state_path, e))?;
+    // An epoch the run could not have reached, or whose folder is not there, is a state
+    // changed by hand: refused in words before anything is read or trained (round 7 N19).
+    let planned = state.config.get("epochs").and_then(|e| e.as_u64());
+    let folder = dir.join(format!("epoch-{:03}", state.epoch));
+    if state.epoch == 0 || planned.is_some_and(|p| state.epoch as u64 > p) {
+        return Err(TrainError::Checkpoint(format!(
+            "{} names epoch {} of a run planned for {} epochs: it was changed by hand; nothing \
+             was trained: --fork an earlier run or train afresh",
+            state_path.display(),
+            state.epoch,
+            planned.map_or("an unknown number of".into(), |p| p.to_string())
+        )));
+    }
+    if !folder.is_dir() {
+        return Err(TrainError::Checkpoint(format!(
+            "{} names epoch {}, whose checkpoint folder {} is not there; nothing was trained: \
+             --fork an earlier run or train afresh",
+            state_path.display(),
+            state.epoch,
+            folder.display()
+        )));
+    }
+    Ok(state)
 }
 
 /// `model` with the weights of checkpoint `folder` (an `epoch-NNN/`).
@@ -211,4 +241,41 @@ fn without_epochs(config: &serde_json::Value) -> serde_json::Value {
         map.remove("epochs");
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state_of(dir: &Path, epoch: usize, planned: usize) {
+        let state = serde_json::json!({
+            "epoch": epoch,
+            "config": { "epochs": planned, "lr": 0.001 },
+        });
+        std::fs::write(dir.join("state.json"), state.to_string()).unwrap();
+    }
+
+    /// Round 7 N19: a state.json naming an epoch the run could not have reached, or whose
+    /// folder is gone, is refused in words before anything is read.
+    #[test]
+    fn a_checkpoint_state_changed_by_hand_is_refused_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("epoch-002")).unwrap();
+        state_of(dir.path(), 2, 10);
+        assert_eq!(epochs_done(dir.path()), Some(2));
+        state_of(dir.path(), 999_999, 10);
+        let e = read_state(dir.path()).err().unwrap().to_string();
+        assert!(
+            e.contains("names epoch 999999 of a run planned for 10 epochs")
+                && e.contains("changed by hand"),
+            "{e}"
+        );
+        assert_eq!(epochs_done(dir.path()), None);
+        state_of(dir.path(), 3, 10);
+        let e = read_state(dir.path()).err().unwrap().to_string();
+        assert!(
+            e.contains("names epoch 3") && e.contains("epoch-003 is not there"),
+            "{e}"
+        );
+    }
 }

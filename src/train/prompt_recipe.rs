@@ -219,6 +219,7 @@ impl Recipe for PromptRecipe {
         ctx.observer.message("reading the examination records...");
         let mut records = Records::load(&store, size as u32, &Progress::new())
             .map_err(|e| RecipeError::Setting(e.to_string()))?;
+        left_out(ctx, &records);
         let positives = records.exams.iter().filter(|e| e.positive).count();
         ctx.observer.message(&format!(
             "{} examinations ({positives} with a polyp in the report), {} frames",
@@ -265,6 +266,7 @@ impl Recipe for PromptRecipe {
             if config_model.image_size() != records.size {
                 records = Records::load(&store, config_model.image_size(), &Progress::new())
                     .map_err(|e| RecipeError::Setting(e.to_string()))?;
+                left_out(ctx, &records);
             }
             let kept = match stage {
                 PromptStage::Round1 | PromptStage::PlainClip => None,
@@ -577,4 +579,15 @@ fn truth_frames(store: &Store, records: &Records) -> Result<Vec<Vec<usize>>, Rec
 /// The model card of stage `stage` of `name` in `out`.
 pub fn stage_card(out: &Path, name: &str, stage: PromptStage) -> PathBuf {
     out.join(format!("{}.json", card_of(name, stage)))
+}
+
+/// Says which frames the records left out (unreadable, or changed on disk since import):
+/// they were dropped from training without a word (round 7 N71).
+fn left_out(ctx: &mut super::recipe::RecipeContext<'_>, records: &Records) {
+    if let Some(first) = records.skipped.first() {
+        ctx.observer.message(&format!(
+            "left out {} frame(s) that cannot be read (`library check` names them), first: {first}",
+            records.skipped.len()
+        ));
+    }
 }

@@ -352,6 +352,12 @@ fn check_target(
     if recipe.writes_over_its_card() && !settings.flag(&o, "resume") {
         refuse_existing(&out, &name, ctx)?;
     }
+    // A checkpoint that cannot be resumed from is said before the run reads its data (the
+    // recipes' own checks, settings included, come after it: minutes of reading first).
+    let checkpoints = out.join(format!("{name}.checkpoints"));
+    if settings.flag(&o, "resume") && checkpoints.exists() {
+        super::checkpoint::check_state(&checkpoints)?;
+    }
     // Resuming a run whose model is saved and whose checkpoint has every epoch would train
     // nothing and write its model again under a new version: said, nothing done.
     if settings.flag(&o, "resume")

@@ -64,7 +64,10 @@ pub fn read(
             let mask = match prepare_mask(mask_path, image.width, image.height) {
                 Ok(m) => m,
                 Err(reason) => {
-                    problems.push(mask_path, reason);
+                    problems.push(
+                        mask_path,
+                        format!("{reason}; its frame {} is not imported", path.display()),
+                    );
                     continue;
                 }
             };

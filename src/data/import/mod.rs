@@ -279,6 +279,15 @@ pub fn prepare_mask(path: &Path, width: u32, height: u32) -> Result<PreparedImag
             0
         }])
     });
+    // A mask without a polyp pixel, or polyp everywhere, outlines nothing: crops and masked
+    // figures made from it would be of the wrong pixels (round 7 N50).
+    let polyp = binary.pixels().filter(|p| p.0[0] > 0).count() as u64;
+    if polyp == 0 {
+        return Err("the mask is all black (no polyp pixel after thresholding at 127)".into());
+    }
+    if polyp == w as u64 * h as u64 {
+        return Err("the mask is all white (polyp everywhere after thresholding at 127)".into());
+    }
     let mut out = std::io::Cursor::new(Vec::new());
     binary
         .write_to(&mut out, ImageFormat::Png)
@@ -375,7 +384,27 @@ pub fn run(
         ImportLayout::Coco => coco::read(path, links, progress, p)?,
         ImportLayout::RealColon => realcolon::read(path, links, progress, p)?,
         ImportLayout::Captiv8 => captiv8::read(path, links, progress, p)?,
-        ImportLayout::Video => video::read(path, progress)?,
+        ImportLayout::Video => {
+            let (code, tag) = video::code_of(path)?;
+            // The same recording under another file name would be a second video of the same
+            // frames, its boxes and tracklets apart (round 7 N37): refused before decoding.
+            let suffix = format!("-{tag}");
+            if let Some(other) = store
+                .videos()?
+                .into_iter()
+                .find(|v| v.code != code && v.code.ends_with(&suffix))
+            {
+                return Err(ImportError::source_error(
+                    path,
+                    format!(
+                        "the library already holds this recording as video {} (the same \
+                         contents under another file name); nothing was imported",
+                        other.code
+                    ),
+                ));
+            }
+            video::read(path, code, progress)?
+        }
     };
     write_checked(
         store,

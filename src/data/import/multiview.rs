@@ -60,8 +60,7 @@ pub fn read_folders(
             if let Some(mask_path) = mask_path {
                 let mask = source
                     .check(&mask_path)
-                    .and_then(|_| prepare_mask(&mask_path, width, height))
-                    .and_then(|m| check_not_black(m, path));
+                    .and_then(|_| prepare_mask(&mask_path, width, height));
                 match mask {
                     Ok(mask) => view.mask = Some(mask),
                     Err(reason) => {
@@ -112,25 +111,6 @@ pub fn read_folders(
         problems.push(&csv_path, reason);
     }
     Ok(Plan { exams: vec![exam] })
-}
-
-/// A prepared mask with at least one polyp pixel, or why it is refused (an all-black mask
-/// outlines nothing: a view imported with it would claim a polyp nowhere in the frame).
-fn check_not_black(
-    mask: super::PreparedImage,
-    view: &Path,
-) -> Result<super::PreparedImage, String> {
-    let any_white = image::load_from_memory(&mask.bytes)
-        .map(|m| m.to_luma8().pixels().any(|p| p.0[0] > 0))
-        .unwrap_or(false);
-    if any_white {
-        Ok(mask)
-    } else {
-        Err(format!(
-            "mask of view {} is all black (no polyp pixel)",
-            view.display()
-        ))
-    }
 }
 
 /// The mask files of polyp folder `dir` (`*_mask.*` beside the views, every image in
@@ -371,6 +351,27 @@ pub fn read_jsonl(
             // A polyp with some views missing would distort multi-view retrieval: skip it whole.
             continue;
         }
+        // Two files of one content are one view in the library: counted as two (round 7 N49).
+        let mut hashes = HashMap::new();
+        let copy = views.iter().find_map(|v| {
+            let hash = crate::store::content_hash(&v.image.bytes);
+            hashes
+                .insert(hash, v.image.source.clone())
+                .map(|first| (first, v.image.source.clone()))
+        });
+        if let Some((first, second)) = copy {
+            problems.push(
+                path,
+                format!(
+                    "line {}: {} and {} are the same image (one view, listed twice); the polyp \
+                     is not imported",
+                    entry.line,
+                    first.display(),
+                    second.display()
+                ),
+            );
+            continue;
+        }
         let mut attributes = Vec::new();
         if entry.queries > 0 {
             attributes.push((
@@ -415,6 +416,15 @@ fn parse_jsonl_line(line: &str, n: usize) -> Result<JsonlPolyp, String> {
             .map(Some)
     };
     let (paths, queries) = match (list("img_paths")?, list("query_paths")?, list("ref_paths")?) {
+        // Both ways of listing views: which are the polyp's is a guess (round 7 N49: the
+        // query and reference lists were ignored without a word).
+        (Some(_), q, r) if q.is_some() || r.is_some() => {
+            return Err(
+                "gives img_paths and query_paths/ref_paths: which views are the polyp's is \
+                 unclear; the polyp is not imported"
+                    .into(),
+            );
+        }
         (Some(views), _, _) => (views, 0),
         (None, Some(q), Some(r)) => {
             let queries = q.len();
@@ -424,6 +434,15 @@ fn parse_jsonl_line(line: &str, n: usize) -> Result<JsonlPolyp, String> {
     };
     if paths.is_empty() {
         return Err("no image paths".into());
+    }
+    // A view listed twice is one view: counted twice, the polyp's view and role counts were
+    // wrong (round 7 N49).
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = paths.iter().find(|p| !seen.insert(p.trim())) {
+        return Err(format!(
+            "lists '{twice}' twice (in one list, or as a query and a reference view); the \
+             polyp is not imported"
+        ));
     }
     let histology = match value.get("ground_truth") {
         Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),

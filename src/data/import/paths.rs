@@ -150,12 +150,32 @@ impl SourceRoot {
         problems: &mut Problems,
     ) -> Result<Vec<PathBuf>, ImportError> {
         let found = self.files_where(dir, problems, &|p: &Path| {
-            images::has_image_extension(p) || unread_image_kind(p).is_some()
+            images::has_image_extension(p)
+                || unread_image_kind(p).is_some()
+                || extensionless_image(p).is_some()
         })?;
         // Images of a kind EndoTwin does not read are named, not passed over uncounted
         // (round 7 N33: WebP and GIF files were left out without a word).
         let mut images = Vec::with_capacity(found.len());
         for path in found {
+            // An image without an extension (a camera's or PACS export's) is named with what
+            // its bytes are, not passed over (round 7 N33).
+            if let Some(kind) = extensionless_image(&path) {
+                let what = match kind {
+                    "DICOM" => "EndoTwin reads PNG, JPEG, BMP and TIFF: convert it to PNG to \
+                                import it"
+                        .to_string(),
+                    _ => format!(
+                        "give it its extension (.{}) to import it",
+                        kind.to_ascii_lowercase()
+                    ),
+                };
+                problems.push(
+                    &path,
+                    format!("a file without an extension whose bytes are a {kind} image; {what}"),
+                );
+                continue;
+            }
             match unread_image_kind(&path) {
                 Some(kind) => problems.push(
                     &path,
@@ -348,6 +368,28 @@ pub fn csv_reader(path: &Path) -> Result<csv::Reader<std::io::Cursor<Vec<u8>>>, 
     Ok(csv::Reader::from_reader(std::io::Cursor::new(
         text.into_bytes(),
     )))
+}
+
+/// What image a regular file without an extension holds, by its first bytes.
+fn extensionless_image(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    if path.extension().is_some() {
+        return None;
+    }
+    let mut head = Vec::with_capacity(132);
+    std::fs::File::open(path)
+        .ok()?
+        .take(132)
+        .read_to_end(&mut head)
+        .ok()?;
+    Some(match &head[..] {
+        [0xFF, 0xD8, 0xFF, ..] => "JPEG",
+        [0x89, b'P', b'N', b'G', ..] => "PNG",
+        [b'I', b'I', 42, 0, ..] | [b'M', b'M', 0, 42, ..] => "TIFF",
+        [b'B', b'M', ..] if head.len() >= 26 => "BMP",
+        h if h.len() >= 132 && &h[128..132] == b"DICM" => "DICOM",
+        _ => return None,
+    })
 }
 
 /// The kind of image `path` is named as when it is one EndoTwin does not read.

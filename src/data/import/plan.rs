@@ -328,11 +328,21 @@ impl Plan {
                         None => p.histology = Some(store::canonical_label_value("histology", &h)),
                     }
                 }
-                for (key, value) in [("location", &mut p.location), ("paris", &mut p.paris)] {
-                    if let Some(c) = value.as_deref().and_then(unprintable) {
-                        let v = value.take().unwrap_or_default();
-                        refuse(key, &v, format!("holds the character U+{:04X}", c as u32));
+                // A Paris class is one of the vocabulary's, as the labelling panel and
+                // `labels import` require (an importer's free text would be a new class).
+                if let Some(v) = p.paris.take() {
+                    match store::check_label_value("paris", &v) {
+                        Some(reason) => refuse("paris", &v, reason),
+                        None => p.paris = Some(v.trim().to_string()),
                     }
+                }
+                if let Some(c) = p.location.as_deref().and_then(unprintable) {
+                    let v = p.location.take().unwrap_or_default();
+                    refuse(
+                        "location",
+                        &v,
+                        format!("holds the character U+{:04X}", c as u32),
+                    );
                 }
                 p.attributes.retain(|(key, value)| {
                     match unprintable(key).or_else(|| unprintable(value)) {

@@ -180,6 +180,7 @@ struct Lesion {
     size_mm: Option<f64>,
     site: Option<String>,
     histology: Option<String>,
+    paris: Option<String>,
 }
 
 /// Lesions by unique id; a lesion given by two rows that disagree, or with a size out of
@@ -199,6 +200,21 @@ fn read_lesions(
     let size_col = table.column(&["size_mm", "size [mm]", "size"], "size", path, problems);
     let site_col = table.column(&["site", "location"], "site", path, problems);
     let histology_col = table.column(&["histology"], "histolog", path, problems);
+    let paris_col = table.column(&["paris", "paris_classification"], "paris", path, problems);
+    // A column read by none of these is named, not passed over (round 7 N32: a `paris`
+    // column was dropped without a word).
+    let read = [id_col, size_col, site_col, histology_col, paris_col];
+    for (i, h) in table.headers.iter().enumerate() {
+        if !read.contains(&Some(i)) {
+            problems.push(
+                path,
+                format!(
+                    "the column `{h}` is not read (EndoTwin reads unique_object_id, size, \
+                     site, histology and paris); its values are not imported"
+                ),
+            );
+        }
+    }
     for (i, row) in table.rows.iter().enumerate() {
         let n = i + 2;
         let Some(id) = cell(row, id_col) else {
@@ -212,6 +228,11 @@ fn read_lesions(
                 size_mm,
                 site: cell(row, site_col).cloned(),
                 histology: cell(row, histology_col).and_then(|h| histology_name(h)),
+                // `Is` as written in some tables is the class `0-Is`.
+                paris: cell(row, paris_col).map(|v| match v.starts_with("0-") {
+                    true => v.clone(),
+                    false => format!("0-{v}"),
+                }),
             })
             .map_err(|reason| {
                 format!("row {n}, lesion {id}: {reason}; its pathology is not imported")
@@ -353,6 +374,7 @@ pub fn read(
                     p.size_mm = l.size_mm;
                     p.location = l.site.clone();
                     p.histology = l.histology.clone();
+                    p.paris = l.paris.clone();
                 }
                 Some(Err(reason)) => problems.push(&lpath, reason.clone()),
                 None => {}
@@ -361,6 +383,28 @@ pub fn read(
         video.frames.sort_by_key(|(i, _)| *i);
         exam.videos.push(video);
         plan.exams.push(exam);
+    }
+    // A lesion row no box refers to describes a polyp the import does not make: named, not
+    // passed over (round 7 N32).
+    let boxed: std::collections::HashSet<&str> = plan
+        .exams
+        .iter()
+        .flat_map(|e| e.polyps.iter().map(|p| p.code.as_str()))
+        .collect();
+    let mut unboxed: Vec<&String> = lesions
+        .keys()
+        .filter(|k| !boxed.contains(k.as_str()))
+        .collect();
+    unboxed.sort();
+    if let Some(first) = unboxed.first() {
+        problems.push(
+            &lpath,
+            format!(
+                "{} lesion(s) with no box in any imported frame, first {first}: their rows \
+                 are not imported",
+                unboxed.len()
+            ),
+        );
     }
     Ok(plan)
 }

@@ -427,21 +427,28 @@ fn prepare_frame(source: &Path, index: u64, rgb: image::RgbImage) -> PreparedIma
     }
 }
 
-/// Decodes every frame of `path` into a plan: one examination, one video.
-pub fn read(path: &Path, progress: &Progress) -> Result<Plan, ImportError> {
+/// The code a video file is imported under: its file stem and the first 8 hex digits of its
+/// contents' SHA-256 (the tag, returned second).
+pub fn code_of(path: &Path) -> Result<(String, String), ImportError> {
     let fail = |reason: String| ImportError::source_error(path, reason);
     if !path.is_file() {
         return Err(fail("a video import takes one file".into()));
     }
-    let tools = find_ffmpeg().map_err(fail)?;
-    progress.stage("probing the video", 1);
-    let info = probe(&tools, path).map_err(fail)?;
     let tag = file_tag(path).map_err(|e| fail(format!("cannot read the file: {e}")))?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "video".into());
-    let code = format!("{stem}-{tag}");
+    Ok((format!("{stem}-{tag}"), tag))
+}
+
+/// Decodes every frame of `path` into a plan: one examination, one video, under `code`
+/// (from [`code_of`]).
+pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, ImportError> {
+    let fail = |reason: String| ImportError::source_error(path, reason);
+    let tools = find_ffmpeg().map_err(fail)?;
+    progress.stage("probing the video", 1);
+    let info = probe(&tools, path).map_err(fail)?;
     progress.stage(
         "decoding frames",
         info.frames.or(info.estimated_frames).unwrap_or(0),
