@@ -325,3 +325,35 @@ fn endofinder_lines_that_list_a_view_twice_are_refused_by_line() {
     assert_eq!(polyps.len(), 1, "only polyp d is imported");
     assert_eq!(store.polyp_views(polyps[0].id).unwrap().len(), 2);
 }
+
+/// N71: `eval prompts` left a held-out frame changed on disk out of its figures without a
+/// word.
+#[test]
+fn eval_prompts_refuses_a_held_out_frame_changed_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = endotwin::data::phantom::PhantomConfig {
+        seed: 3,
+        polyps: 4,
+        views_per_polyp: 4,
+        videos: 0,
+        capsule_images: 0,
+        background_frames: 2,
+        frames_per_exam: 4,
+        image_size: 48,
+        ..Default::default()
+    };
+    common::phantom_library(dir.path(), &cfg);
+    let store = Store::open(dir.path(), OpenMode::Existing).unwrap();
+    assert!(endotwin::eval::prompts::HeldOutItems::load(&store, 32, 1).is_ok());
+    // One frame's file changed on disk (a restore from an older copy, an editor's save).
+    let view = store.polyp_views(store.polyps().unwrap()[0].id).unwrap()[0].clone();
+    let path = store.media_path(&view);
+    png(&path, view.width as u32, view.height as u32, 99);
+    let e = endotwin::eval::prompts::HeldOutItems::load(&store, 32, 1)
+        .err()
+        .expect("refused");
+    assert!(
+        e.contains("1 held-out frame(s) cannot be read") && e.contains("nothing was evaluated"),
+        "{e}"
+    );
+}
