@@ -62,6 +62,7 @@ mod shipped_prompts;
 mod silent_wrongs;
 mod store;
 mod store_safety;
+mod tracklet_conflicts;
 mod tracklet_head_floor;
 mod tracklet_pipeline;
 mod tracklets;

@@ -36,7 +36,9 @@ impl Fixture {
             png(&dir.path().join(name), 24, 20, i as u8 * 17 + 3);
         }
         for (name, text) in extra {
-            std::fs::write(dir.path().join(name), text).unwrap();
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
         }
         Fixture {
             dir,
@@ -120,7 +122,16 @@ fn fixtures() -> Vec<Fixture> {
             ".",
             "unique_object_id,size [mm],site,histology\n001-001_1,4,sigmoid,AD\n001-001_1,4,sigmoid,AD\n",
             &["001-001_frames/001-001_1.png"],
-            &[("video_info.csv", "unique_video_name,fps\n001-001,30\n")],
+            &[
+                ("video_info.csv", "unique_video_name,fps\n001-001,30\n"),
+                // The lesion's box: a lesion row no box refers to is named as not imported.
+                (
+                    "001-001_annotations/001-001_1.xml",
+                    "<annotation><object><name>lesion</name><unique_id>001-001_1</unique_id>\
+                     <bndbox><xmin>2</xmin><ymin>2</ymin><xmax>12</xmax><ymax>10</ymax></bndbox>\
+                     </object></annotation>",
+                ),
+            ],
         ),
         Fixture::new(
             ImportLayout::Captiv8,

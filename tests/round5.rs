@@ -432,7 +432,7 @@ fn resuming_a_run_that_finished_every_epoch_is_refused_not_trained_again() {
     std::fs::write(out.path().join("t.json"), b"{\"keep\": \"me\"}").unwrap();
     std::fs::write(out.path().join("t.bpk"), b"weights").unwrap();
     let checkpoints = out.path().join("t.checkpoints");
-    std::fs::create_dir(&checkpoints).unwrap();
+    std::fs::create_dir_all(checkpoints.join("epoch-002")).unwrap();
     std::fs::write(
         checkpoints.join("state.json"),
         b"{\"epoch\": 2, \"config\": {}}",

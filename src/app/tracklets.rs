@@ -6,6 +6,7 @@ use super::App;
 use super::state::{Edit, Selection, ToastLevel};
 use crate::engine::{Job, JobOutput};
 use crate::store::{LinkDecision, StoreError};
+use std::collections::HashMap;
 
 /// The Tracklets tab's id.
 pub const TAB: super::Tab = super::Tab("tracklets");
@@ -217,22 +218,42 @@ impl App {
             C::MergeTracklets { keep, other } => (polyp_of(self, *keep), polyp_of(self, *other)),
             _ => (None, None),
         };
+        // The version of each tracklet as the timeline showed it: an edit made on it is
+        // refused when another station changed the tracklet since (#46).
+        let shown: HashMap<i64, i64> = self
+            .state
+            .tracklets
+            .timeline
+            .as_ref()
+            .map(|tl| tl.tracklets.iter().map(|t| (t.id, t.version)).collect())
+            .unwrap_or_default();
+        let read = |t: i64| shown.get(&t).copied();
         let Some(lib) = self.state.library.as_mut() else {
             return;
         };
         let store = &mut lib.store;
+        // Versions of the tracklets this station's own edits wrote.
+        let mut mine: Vec<(i64, i64)> = Vec::new();
+        let mut assign = |store: &mut crate::store::Store, t: i64, polyp: Option<i64>| {
+            store
+                .assign_tracklet_as_read(&who, t, polyp, read(t))
+                .map(|w| {
+                    mine.extend(&w.versions);
+                    w.value
+                })
+        };
         let result: Result<Edit, StoreError> = match command {
-            C::AssignTracklet { tracklet, polyp } => store
-                .assign_tracklet(&who, tracklet, polyp)
-                .map(|old| Edit::TrackletPolyp {
+            C::AssignTracklet { tracklet, polyp } => {
+                assign(store, tracklet, polyp).map(|old| Edit::TrackletPolyp {
                     tracklet,
                     old,
                     new: polyp,
-                }),
+                })
+            }
             C::NewPolypForTracklet(tracklet) => (|| {
                 let video = video.ok_or_else(|| StoreError::Invalid("no video shown".into()))?;
                 let polyp = store.new_review_polyp(&who, video)?;
-                let old = store.assign_tracklet(&who, tracklet, Some(polyp))?;
+                let old = assign(store, tracklet, Some(polyp))?;
                 Ok(Edit::TrackletPolyp {
                     tracklet,
                     old,
@@ -247,7 +268,7 @@ impl App {
                         let video =
                             video.ok_or_else(|| StoreError::Invalid("no video shown".into()))?;
                         let p = store.new_review_polyp(&who, video)?;
-                        let old = store.assign_tracklet(&who, keep, Some(p))?;
+                        let old = assign(store, keep, Some(p))?;
                         edits.push(Edit::TrackletPolyp {
                             tracklet: keep,
                             old,
@@ -257,7 +278,7 @@ impl App {
                     }
                 };
                 if other_polyp != Some(polyp) {
-                    let old = store.assign_tracklet(&who, other, Some(polyp))?;
+                    let old = assign(store, other, Some(polyp))?;
                     edits.push(Edit::TrackletPolyp {
                         tracklet: other,
                         old,
@@ -267,31 +288,56 @@ impl App {
                 Ok(Edit::Several(edits))
             })(),
             C::SplitTracklet { tracklet, frame } => store
-                .split_tracklet(&who, tracklet, frame)
-                .map(|part| Edit::Split {
-                    tracklet,
-                    frame,
-                    part,
+                .split_tracklet_as_read(&who, tracklet, frame, read(tracklet))
+                .map(|w| {
+                    mine.extend(&w.versions);
+                    Edit::Split {
+                        tracklet,
+                        frame,
+                        part: w.value,
+                    }
                 }),
             C::DecideLink { a, b, decision } => {
                 let decision = decision.map(LinkDecision::from);
                 store
-                    .decide_link(&who, a, b, decision)
-                    .map(|old| Edit::Link {
-                        a,
-                        b,
-                        old,
-                        new: decision,
+                    .decide_link_as_read(&who, a, b, decision, [read(a), read(b)])
+                    .map(|w| {
+                        mine.extend(&w.versions);
+                        Edit::Link {
+                            a,
+                            b,
+                            old: w.value,
+                            new: decision,
+                        }
                     })
             }
             other => unreachable!("not a tracklet edit: {other:?}"),
         };
+        // The timeline shown until its next build holds this station's own versions: a second
+        // edit right after the first is made on what the reviewer sees, not refused.
+        if let Some(tl) = self.state.tracklets.timeline.as_mut() {
+            for (t, version) in mine {
+                if let Some(row) = tl.tracklets.iter_mut().find(|r| r.id == t) {
+                    row.version = version;
+                }
+            }
+        }
         match result {
             Ok(Edit::Several(edits)) if edits.is_empty() => {
                 self.state
                     .toast(ToastLevel::Info, "the two tracklets already show one polyp");
             }
             Ok(edit) => self.record_edit(edit),
+            Err(StoreError::Conflict {
+                target, changes, ..
+            }) => self.state.toast(
+                ToastLevel::Error,
+                format!(
+                    "{target}: changed on another station after you read it, by {changes}; \
+                     your edit was not made. The timeline now shows the library's tracklets: \
+                     make it again if it still holds."
+                ),
+            ),
             Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
         }
         self.after_edit();

@@ -153,18 +153,22 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         a.frames_per_video,
     )?;
     // A held-out library without a usable tracklet is refused before a validation split is
-    // generated or read (round 7 N40: minutes of generation, then nothing to score).
-    if endotwin::tracklets::dataset::TrackletSet::usable_tracklets(&held.store)? == 0 {
-        anyhow::bail!(
-            "{} holds no tracklet of 30 or more frames: nothing to evaluate (import a video \
-             with its boxes, or `endotwin tracklets` to make them)",
-            held.described
-        );
-    }
+    // generated (round 7 N40: minutes of generation, then nothing to score).
+    let scorable = || -> Result<()> {
+        if endotwin::tracklets::dataset::TrackletSet::usable_tracklets(&held.store)? == 0 {
+            anyhow::bail!(
+                "{} holds no tracklet of 30 or more frames: nothing to evaluate (import a \
+                 video with its boxes)",
+                held.described
+            );
+        }
+        Ok(())
+    };
     let validation = match (&a.validation, a.validation_videos) {
         (None, 0) => None,
         (path, videos) => {
             if path.is_none() {
+                scorable()?;
                 eprintln!(
                     "generating the validation split of seed {} ({videos} videos x {} frames)...",
                     a.seed, a.frames_per_video
@@ -189,6 +193,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             );
         }
     }
+    scorable()?;
     // The untrained baseline has the loaded encoder's geometry, else the recipe's default.
     let untrained = match &main {
         Some(m) => m.config.clone(),

@@ -219,14 +219,17 @@ impl Store {
         let Some(conn) = self.conn.as_sqlite() else {
             return super::pg::check_and_create(self, mode);
         };
-        let found: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.not_a_library(e))?;
-        let app_id: i64 = conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(|e| self.not_a_library(e))?;
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        // One statement, one snapshot: read one by one, another process creating the library
+        // meanwhile could be seen half (its tables, not yet its application id), and the
+        // library called another application's (a race of two creators at once).
+        let (found, app_id, tables): (i64, i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version),
+                        (SELECT application_id FROM pragma_application_id),
+                        (SELECT count(*) FROM sqlite_master)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
             .map_err(|e| self.not_a_library(e))?;
         if tables > 0 && app_id != APPLICATION_ID {
             return Err(StoreError::NotALibrary {
@@ -249,6 +252,18 @@ impl Store {
         }
         if found == CURRENT_VERSION {
             return Ok(());
+        }
+        if found == 0 && tables > 0 {
+            // A library whose version number was set to 0 (round 8 N10: called "an empty
+            // file or database" with all its tables and polyps in it).
+            return Err(StoreError::NotALibrary {
+                path: self.db_path.clone(),
+                reason: format!(
+                    "it says schema version 0 but holds {tables} tables and indexes; something \
+                     other than EndoTwin changed it: restore library.sqlite from a backup; \
+                     nothing was changed"
+                ),
+            });
         }
         if found == 0 && mode == OpenMode::Existing {
             return Err(StoreError::NotALibrary {

@@ -3,7 +3,7 @@
 //! which polyp a tracklet shows, a tracklet split at a frame (and joined back, for undo), a
 //! new polyp for a tracklet no existing one fits, and link decisions between two tracklets.
 
-use super::db::{OptionalExtension, Transaction, params};
+use super::db::{Connection, OptionalExtension, Transaction, params};
 use super::labels::{TargetKind, audit};
 use super::{Result, Store, StoreError};
 
@@ -17,6 +17,10 @@ pub struct TrackletRow {
     pub first_frame: i64,
     pub last_frame: i64,
     pub boxes: i64,
+    /// The tracklet's version when read: pass it with an edit made on what was shown
+    /// ([`Store::assign_tracklet_as_read`]) so another station's change since is not
+    /// overwritten.
+    pub version: i64,
 }
 
 /// What a reviewer decided about a re-identification link between two tracklets.
@@ -71,12 +75,83 @@ fn tracklet_video(tx: &Transaction<'_>, tracklet: i64) -> Result<i64> {
     .ok_or_else(|| StoreError::Invalid(format!("tracklet {tracklet} is not in the library")))
 }
 
+/// A tracklet's version as a reviewer reads it: the id of its latest audit row under any key
+/// (its polyp, a split or join, a link decision stored on it); 0 when never edited.
+fn version_of(conn: &Connection, tracklet: i64) -> Result<i64> {
+    conn.query_row(
+        "SELECT coalesce(max(id), 0) FROM label_audit
+         WHERE target_kind = 'tracklet' AND target_id = ?1",
+        [tracklet],
+        |r| r.get(0),
+    )
+}
+
+/// Refuses an edit made on what a station read when another changed a tracklet since (each
+/// (tracklet, version read); `None`: unchecked), naming who changed what and when. Runs under
+/// the write lock, in the edit's transaction (#46: tracklet edits were last writer wins).
+fn check_read(conn: &Connection, reads: &[(i64, Option<i64>)]) -> Result<()> {
+    for &(tracklet, read) in reads {
+        let Some(read) = read else { continue };
+        if version_of(conn, tracklet)? == read {
+            continue;
+        }
+        let shown = |v: Option<String>| v.map_or("none".to_string(), |v| format!("'{v}'"));
+        let changes: Vec<String> = conn
+            .rows(
+                "SELECT who, at, key, old_value, new_value FROM label_audit
+                 WHERE target_kind = 'tracklet' AND target_id = ?1 AND id > ?2 ORDER BY id",
+                params![tracklet, read],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(format!(
+                    "{} at {} ({}: {} -> {})",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    shown(r.get(3)?),
+                    shown(r.get(4)?)
+                ))
+            })
+            .collect::<Result<_>>()?;
+        return Err(StoreError::Conflict {
+            target: format!("tracklet T{tracklet}"),
+            key: "(its polyp, splits or links)".into(),
+            changes: changes.join("; "),
+        });
+    }
+    Ok(())
+}
+
+/// What a checked tracklet edit gives back: its result and the version of each tracklet it
+/// changed once written (what the station holds after its own edit).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackletWritten<T> {
+    pub value: T,
+    pub versions: Vec<(i64, i64)>,
+}
+
+fn written<T>(conn: &Connection, value: T, tracklets: &[i64]) -> Result<TrackletWritten<T>> {
+    let versions = tracklets
+        .iter()
+        .map(|&t| Ok((t, version_of(conn, t)?)))
+        .collect::<Result<_>>()?;
+    Ok(TrackletWritten { value, versions })
+}
+
 impl Store {
+    /// A tracklet's version as the reviewer reads it ([`TrackletRow::version`]).
+    pub fn tracklet_version(&self, tracklet: i64) -> Result<i64> {
+        version_of(self.conn(), tracklet)
+    }
+
     /// The tracklets of a video in order of their first frame.
     pub fn video_tracklets(&self, video_id: i64) -> Result<Vec<TrackletRow>> {
         let mut stmt = self.conn().prepare(
             "SELECT t.id, t.video_id, t.polyp_id, p.code,
-                    min(b.frame_index), max(b.frame_index), count(b.id)
+                    min(b.frame_index), max(b.frame_index), count(b.id),
+                    (SELECT coalesce(max(a.id), 0) FROM label_audit a
+                     WHERE a.target_kind = 'tracklet' AND a.target_id = t.id)
              FROM tracklets t
              LEFT JOIN polyps p ON p.id = t.polyp_id
              LEFT JOIN boxes b ON b.tracklet_id = t.id
@@ -94,6 +169,7 @@ impl Store {
                 first_frame: r.get(4)?,
                 last_frame: r.get(5)?,
                 boxes: r.get(6)?,
+                version: r.get(7)?,
             })
         })?;
         rows.collect::<Result<_>>()
@@ -117,9 +193,24 @@ impl Store {
         tracklet: i64,
         polyp: Option<i64>,
     ) -> Result<Option<i64>> {
+        self.assign_tracklet_as_read(who, tracklet, polyp, None)
+            .map(|w| w.value)
+    }
+
+    /// [`Store::assign_tracklet`] by a reviewer who read the tracklet at version `read`: when
+    /// another station edited it since, nothing is written and [`StoreError::Conflict`] says
+    /// who changed what.
+    pub fn assign_tracklet_as_read(
+        &mut self,
+        who: &str,
+        tracklet: i64,
+        polyp: Option<i64>,
+        read: Option<i64>,
+    ) -> Result<TrackletWritten<Option<i64>>> {
         check_who(who)?;
-        self.write(|tx| -> Result<Option<i64>> {
+        self.write(|tx| -> Result<TrackletWritten<Option<i64>>> {
             let video = tracklet_video(tx, tracklet)?;
+            check_read(tx, &[(tracklet, read)])?;
             if let Some(p) = polyp {
                 let same_exam: bool = tx.query_row(
                     "SELECT EXISTS(SELECT 1 FROM polyps p JOIN videos v ON v.examination_id = p.examination_id
@@ -139,7 +230,7 @@ impl Store {
                 |r| r.get(0),
             )?;
             if old == polyp {
-                return Ok(old);
+                return written(tx, old, &[tracklet]);
             }
             tx.execute(
                 "UPDATE tracklets SET polyp_id = ?2 WHERE id = ?1",
@@ -159,7 +250,7 @@ impl Store {
                 o.as_deref(),
                 n.as_deref(),
             )?;
-            Ok(old)
+            written(tx, old, &[tracklet])
         })
     }
 
@@ -204,9 +295,23 @@ impl Store {
     /// Splits a tracklet before `frame`: its boxes from `frame` on become a new tracklet of
     /// the same polyp. Returns the new tracklet's id. Audited under the tracklet, key `split`.
     pub fn split_tracklet(&mut self, who: &str, tracklet: i64, frame: i64) -> Result<i64> {
+        self.split_tracklet_as_read(who, tracklet, frame, None)
+            .map(|w| w.value)
+    }
+
+    /// [`Store::split_tracklet`] checked against the version `read` (see
+    /// [`Store::assign_tracklet_as_read`]).
+    pub fn split_tracklet_as_read(
+        &mut self,
+        who: &str,
+        tracklet: i64,
+        frame: i64,
+        read: Option<i64>,
+    ) -> Result<TrackletWritten<i64>> {
         check_who(who)?;
-        self.write(|tx| -> Result<i64> {
+        self.write(|tx| -> Result<TrackletWritten<i64>> {
             tracklet_video(tx, tracklet)?;
+            check_read(tx, &[(tracklet, read)])?;
             let (first, last): (Option<i64>, Option<i64>) = tx.query_row(
                 "SELECT min(frame_index), max(frame_index) FROM boxes WHERE tracklet_id = ?1",
                 [tracklet],
@@ -243,7 +348,7 @@ impl Store {
                 None,
                 Some(&note),
             )?;
-            Ok(new)
+            written(tx, new, &[tracklet, new])
         })
     }
 
@@ -417,15 +522,67 @@ impl Store {
         b: i64,
         decision: Option<LinkDecision>,
     ) -> Result<Option<LinkDecision>> {
+        self.decide_link_as_read(who, a, b, decision, [None, None])
+            .map(|w| w.value)
+    }
+
+    /// [`Store::decide_link`] checked against the versions `read` of `a` and `b` (see
+    /// [`Store::assign_tracklet_as_read`]). The decision is a label on the lower id, key
+    /// `link:<higher id>`, audited there.
+    pub fn decide_link_as_read(
+        &mut self,
+        who: &str,
+        a: i64,
+        b: i64,
+        decision: Option<LinkDecision>,
+        read: [Option<i64>; 2],
+    ) -> Result<TrackletWritten<Option<LinkDecision>>> {
+        check_who(who)?;
         let (lo, hi) = (a.min(b), a.max(b));
-        let old = self.set_label(
-            who,
-            TargetKind::Tracklet,
-            lo,
-            &link_key(hi),
-            decision.map(LinkDecision::as_str),
-        )?;
-        Ok(old.as_deref().and_then(LinkDecision::parse))
+        let key = link_key(hi);
+        let value = decision.map(LinkDecision::as_str);
+        self.write(|tx| -> Result<TrackletWritten<Option<LinkDecision>>> {
+            if lo == hi || tracklet_video(tx, lo)? != tracklet_video(tx, hi)? {
+                return Err(StoreError::Invalid(format!(
+                    "tracklets {a} and {b} are not two tracklets of one video"
+                )));
+            }
+            check_read(tx, &[(a, read[0]), (b, read[1])])?;
+            let old: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM labels
+                     WHERE target_kind = 'tracklet' AND target_id = ?1 AND key = ?2",
+                    params![lo, key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if old.as_deref() != value {
+                match value {
+                    Some(v) => tx.execute(
+                        "INSERT INTO labels(target_kind, target_id, key, value)
+                         VALUES ('tracklet', ?1, ?2, ?3)
+                         ON CONFLICT (target_kind, target_id, key) DO UPDATE SET value = excluded.value",
+                        params![lo, key, v],
+                    )?,
+                    None => tx.execute(
+                        "DELETE FROM labels
+                         WHERE target_kind = 'tracklet' AND target_id = ?1 AND key = ?2",
+                        params![lo, key],
+                    )?,
+                };
+                audit(
+                    tx,
+                    TargetKind::Tracklet,
+                    lo,
+                    &key,
+                    who,
+                    old.as_deref(),
+                    value,
+                )?;
+            }
+            let old = old.as_deref().and_then(LinkDecision::parse);
+            written(tx, old, &[a, b])
+        })
     }
 
     /// Every link decision among a video's tracklets: (lower id, higher id, decision).
