@@ -224,6 +224,9 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     cli::set_output_rules(&library, parsed.force);
     cli::check_named_outputs(matches)?;
     cli::check_compare_labels(matches)?;
+    if reads_library_rows(&command) {
+        warn_if_damaged(&library);
+    }
     let ran = match command {
         Command::Gui(args) => cli::gui::run(library.clone(), pref, args),
         Command::Info => cli::info::run(&library, pref),
@@ -243,6 +246,49 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Library { what } => cli::library::run(&library, what),
     };
     ran.map_err(|e| name_the_server(e, &library))
+}
+
+/// Whether `command` answers from the library's rows without checking the database first
+/// (`info`, `library check` and every write check it themselves; `eval` checks its held-out
+/// library; `demo` makes a new one).
+fn reads_library_rows(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::ContactSheet(_)
+            | Command::Twins(_)
+            | Command::Tracklets(_)
+            | Command::Labels { .. }
+            | Command::Captions { .. }
+            | Command::Prompts { .. }
+            | Command::Model { .. }
+            | Command::Bench { .. }
+    )
+}
+
+/// Says, before a command reads it, that the library's SQLite database is damaged (checked
+/// read-only, in full up to 512 MB as `info` checks): its answers could be wrong or missing
+/// rows without a word otherwise
+/// (round 8 R7: `labels export`, `twins` and `tracklets` answered from a damaged database, or
+/// failed with a raw SQL type error).
+fn warn_if_damaged(library: &std::path::Path) {
+    use endotwin::store::Store;
+    if endotwin::store::library_url(library).is_some() {
+        return;
+    }
+    let Ok(store) = Store::open_read_only(library) else {
+        return;
+    };
+    if let Ok(problems) = store.integrity_problems(None)
+        && let Some(first) = problems.first()
+    {
+        eprintln!(
+            "warning: {}: the library database is damaged ({first}); what follows may be wrong \
+             or incomplete: `endotwin --library {} library check` names every problem; restore \
+             library.sqlite from a backup",
+            store.db_path().display(),
+            library.display()
+        );
+    }
 }
 
 /// A lost connection to a library's server names the server (the store's error says what

@@ -57,6 +57,7 @@ mod round6;
 mod round6b;
 mod round7;
 mod round7b;
+mod round8;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

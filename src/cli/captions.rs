@@ -228,6 +228,15 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         );
     }
     let test_lib = HeldOut::open_capsule(a.held_out.as_deref(), a.seed, Split::Test, a.frames)?;
+    // A held-out library without a captioned capsule frame, said of that library before the
+    // baselines' split is made (round 8 N37: "the library" after 50 s).
+    if endotwin::captions::data::capsule_frames(&test_lib.store)?.is_empty() {
+        anyhow::bail!(
+            "{}: the held-out library has no captioned capsule frames: nothing to evaluate \
+             (import CAPTIV8 data or `endotwin demo --capsule N`)",
+            test_lib.described
+        );
+    }
     let train_lib = HeldOut::open_capsule(
         a.baseline_train.as_deref(),
         a.seed,

@@ -335,6 +335,19 @@ fn scale(
 }
 
 pub fn contact_sheet(library: &Path, args: ContactSheetArgs) -> Result<()> {
+    // The output guard first (the library's own files are named as such), then the name:
+    // a PNG under a .jpg name would be taken for what it is not (round 8 N23).
+    super::check_output(&args.out)?;
+    if !args
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        anyhow::bail!(
+            "--out {}: a contact sheet is a PNG; name the file .png; nothing was written",
+            args.out.display()
+        );
+    }
     let store = Store::open(library, OpenMode::Existing)?;
     let sheet = endotwin::data::contact_sheet::contact_sheet(&store, args.columns, args.tile)?;
     let mut png = std::io::Cursor::new(Vec::new());

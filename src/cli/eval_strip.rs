@@ -63,6 +63,21 @@ pub fn run(pref: BackendPref, a: StripArgs) -> Result<()> {
             videos.len()
         );
     }
+    // AUROC needs frames with a polyp in view and frames without (round 8 N36: videos of no
+    // frame gave a table of NaN and exit 0).
+    let frames: Vec<bool> = videos
+        .iter()
+        .flat_map(|v| v.polyp.iter().copied())
+        .collect();
+    let with = frames.iter().filter(|&&p| p).count();
+    if with == 0 || with == frames.len() {
+        anyhow::bail!(
+            "{}: {} frame(s), {with} with a polyp in view: the strip's AUROC needs frames with \
+             and without one; nothing was scored",
+            held.described,
+            frames.len()
+        );
+    }
     let label = format!("{} (the strip)", detector.named());
     let eval = evaluate(
         &videos,

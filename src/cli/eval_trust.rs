@@ -60,6 +60,18 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
         for i in 0..MAX_DIAGRAMS {
             super::check_output(&diagram_path(dir, i))?;
         }
+        // The JSON file inside, or the folder itself (round 8 N4: the folder was made, the
+        // diagrams drawn into it, then the JSON refused with "nothing was written").
+        if let Some(json) = &args.json {
+            let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or(p.to_path_buf());
+            if abs(json) == abs(dir) {
+                anyhow::bail!(
+                    "--json and --diagrams both name {}: the diagrams go into a folder of their \
+                     own; nothing was run",
+                    dir.display()
+                );
+            }
+        }
     }
     // Asked-for real rows are never dropped without a word: checked before the evaluation.
     if let Some(data) = &args.real {

@@ -122,6 +122,17 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool, include_recent: bool)
             }
         }
     }
+    // The models folder this command line answers with ($ENDOTWIN_MODELS, else the shipped
+    // one) is in use too: its sets are what `twins` reads (round 8 N21: pruning with another
+    // --models deleted them).
+    let in_use = endotwin::engine::promote::models_dir_for(library);
+    if in_use.is_dir() && !folders.contains(&in_use) {
+        println!(
+            "kept: the versions of the models in use ({})",
+            in_use.display()
+        );
+        folders.push(in_use);
+    }
     let kept = kept_versions(&folders)?;
     let current = |version: &str| {
         kept.iter().any(|k| {
@@ -229,7 +240,10 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
     } else {
         let db = endotwin::store::resolve_db_path(to);
         Some(super::lock_folder(
-            db.parent().unwrap_or(Path::new(".")),
+            // `vid1.mp4`'s folder is `.`, not an empty name (round 8 N20).
+            db.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
             "library copy",
         )?)
     };
@@ -298,6 +312,8 @@ fn check(library: &Path) -> Result<()> {
         Err(StoreError::ReadOnlyNeedsMigration { .. }) => Store::open_to_inspect(library)?,
         other => other?,
     };
+    // A library every other command refuses is not "whole" (round 8 N1).
+    endotwin::store::check_not_shared(library)?;
     let bar = super::stage_bar();
     bar.set_message("hashing media");
     let report = store.library_check(&|done, total| {

@@ -55,6 +55,24 @@ pub fn check_output(path: &std::path::Path) -> anyhow::Result<()> {
     }
     let (library, force) = output_rules();
     endotwin::plumbing::output::check_output(path, library, force)?;
+    // A model (a card with its record beside it, or the record of one): what a command line
+    // answers with, or what a training run saved (round 8 N26: `labels export --out
+    // models/twin-image.json --force` broke every twin query). Only training writes models.
+    let card = match path.extension().is_some_and(|e| e == "bpk") {
+        true => path.with_extension("json"),
+        false => path.to_path_buf(),
+    };
+    if path.exists()
+        && endotwin::model::weights::record_path(&card).is_file()
+        && endotwin::model::weights::read_card(&card).is_ok()
+    {
+        anyhow::bail!(
+            "{}: a model (its card and record); an output is never written over one, --force \
+             or not (only training and `model promote` change models): choose another name; \
+             nothing was written",
+            path.display()
+        );
+    }
     Ok(())
 }
 
@@ -249,6 +267,18 @@ pub fn check_models_folder(dir: &std::path::Path) -> anyhow::Result<()> {
 /// folder it made is removed again if the command leaves it empty.
 pub(crate) fn lock_folder(folder: &std::path::Path, what: &str) -> anyhow::Result<FolderLock> {
     use anyhow::Context;
+    if std::fs::symlink_metadata(folder).is_ok() && !folder.exists() {
+        anyhow::bail!(
+            "{}: a link to nothing (its target is gone); name a folder; nothing was written",
+            folder.display()
+        );
+    }
+    if folder.exists() && !folder.is_dir() {
+        anyhow::bail!(
+            "{}: a file, not a folder; a library is written into a folder; nothing was written",
+            folder.display()
+        );
+    }
     let made = !folder.exists();
     std::fs::create_dir_all(folder).with_context(|| {
         format!(

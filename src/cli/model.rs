@@ -194,6 +194,10 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
         ModelWhat::Promote { run } => {
             let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
             let Some(card) = store.run_card(run)? else {
+                // No such run is not a run that saved nothing (round 8 N35).
+                if !store.runs()?.iter().any(|r| r.0 == run) {
+                    anyhow::bail!("the library has no run #{run} (`endotwin info` lists its runs)");
+                }
                 anyhow::bail!("run #{run} saved no model (only finished runs can be promoted)");
             };
             drop(store);
@@ -474,6 +478,10 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         (Some(run), _) => {
             let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
             let Some(card) = store.run_card(run)? else {
+                // No such run is not a run that saved nothing (round 8 N35).
+                if !store.runs()?.iter().any(|r| r.0 == run) {
+                    anyhow::bail!("the library has no run #{run} (`endotwin info` lists its runs)");
+                }
                 anyhow::bail!("run #{run} saved no model (only finished runs have a report)");
             };
             (PathBuf::from(card), Some(library.to_path_buf()))

@@ -15,6 +15,9 @@ pub struct IndexArgs {
     models: Option<PathBuf>,
 }
 
+/// The most views one twin query reads (EndoFinder's sets have 2 to 8 of a polyp).
+const MAX_QUERY_VIEWS: usize = 16;
+
 #[derive(clap::Args)]
 pub struct TwinsArgs {
     #[arg(required = true)]
@@ -35,8 +38,10 @@ pub struct TwinsArgs {
     asymmetric: bool,
     /// Where the polyp is in every view: x,y,w,h in pixels (the crop centres on it);
     /// default: the centred field of view.
-    #[arg(long = "box", value_delimiter = ',', num_args = 1..=4)]
-    polyp_box: Option<Vec<f32>>,
+    // One value: `--box 10,10,20,20 IMAGE` leaves the image an image (round 8 N7: a list of
+    // numbers took the image's path as its next number).
+    #[arg(long = "box", value_name = "X,Y,W,H", allow_hyphen_values = true)]
+    polyp_box: Option<String>,
     /// Also write the answer as JSON here: the twins, the votes, the winner's calibrated
     /// confidence and the familiarity of the views.
     #[arg(long)]
@@ -71,8 +76,33 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     if args.k == 0 {
         anyhow::bail!("--k 0 retrieves nothing: ask for at least one twin");
     }
+    // Views of one polyp: every view is held until the query is encoded, so their number is
+    // bounded before any is read (round 8 N33: 300 views grew past 4.7 GB).
+    if args.images.len() > MAX_QUERY_VIEWS {
+        anyhow::bail!(
+            "{} views given: a twin query takes at most {MAX_QUERY_VIEWS} views of one polyp; \
+             nothing was queried",
+            args.images.len()
+        );
+    }
     let started = std::time::Instant::now();
-    let focus = match args.polyp_box.as_deref() {
+    let numbers = args
+        .polyp_box
+        .as_deref()
+        .map(|text| {
+            text.split(',')
+                .map(|v| {
+                    v.trim().parse::<f32>().map_err(|_| {
+                        anyhow::anyhow!(
+                            "--box {text}: '{}' is not a number; give x,y,w,h in pixels",
+                            v.trim()
+                        )
+                    })
+                })
+                .collect::<Result<Vec<f32>>>()
+        })
+        .transpose()?;
+    let focus = match numbers.as_deref() {
         Some(&[x, y, w, h]) if [x, y, w, h].iter().all(|v| v.is_finite()) && w > 0.0 && h > 0.0 => {
             Focus::Box([x, y, w, h])
         }

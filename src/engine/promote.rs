@@ -166,9 +166,14 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
         });
     }
     // The active model must be whole before it is kept for demote: a damaged one pushed
-    // into previous/ would replace the model demote goes back to (round 7 N75).
-    if is_library_models(&active_dir(library))
-        && std::fs::symlink_metadata(&current).is_ok()
+    // into previous/ would replace the model demote goes back to (round 7 N75). Before the
+    // first promotion the active one is the shipped folder's, which seeding copies (round 8
+    // N2: a damaged shipped record went into previous/ without a word).
+    let current = match is_library_models(&active_dir(library)) {
+        true => current,
+        false => crate::default_models_dir().join(format!("{name}.json")),
+    };
+    if std::fs::symlink_metadata(&current).is_ok()
         && let Err(e) = weights::verify_pair(&current)
     {
         return Err(PromoteError::ActiveDamaged {

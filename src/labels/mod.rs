@@ -403,6 +403,21 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
             problems.push(format!("line {line}: no \"polyp\" code"));
             continue;
         };
+        // A key beside "polyp", "views" and "labels" is not read: a label put there would be
+        // dropped without a word (round 8 N19).
+        if let Some(key) = value.as_object().and_then(|o| {
+            o.keys()
+                .find(|k| !["polyp", "views", "labels"].contains(&k.as_str()))
+        }) {
+            let hint = match POLYP_KEYS.contains(&key.as_str()) {
+                true => format!(" (a label goes under \"labels\": {{\"{key}\": ...}})"),
+                false => String::new(),
+            };
+            return Err(LabelsError::Jsonl(format!(
+                "line {line}: the key `{key}` is not read{hint}; a line holds \"polyp\", \
+                 \"views\" and \"labels\"; nothing was changed"
+            )));
+        }
         let mut cells = Vec::new();
         let mut unusable = false;
         if let Some(labels) = value.get("labels").and_then(|l| l.as_object()) {

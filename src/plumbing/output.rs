@@ -30,6 +30,9 @@ const LIBRARY_NAMES: &[&str] = &[
     "library.sqlite-shm",
     "library.sqlite-journal",
     "media-pending.journal",
+    // The lock promote and demote hold (round 8 N27: an export written there was removed by
+    // the next demote).
+    ".models.lock",
 ];
 
 /// The files SQLite keeps beside a database, by the suffix it adds to the database's name.
@@ -97,7 +100,8 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
         .cloned()
         .chain(library_db)
         .collect();
-    if (in_library_folder && LIBRARY_NAMES.contains(&name.as_str()))
+    let journal_of_a_write = name.starts_with("media-pending.") && name.ends_with(".journal");
+    if (in_library_folder && (LIBRARY_NAMES.contains(&name.as_str()) || journal_of_a_write))
         || in_media
         || other_database
         || databases.iter().any(|db| belongs_to(&resolved, db))

@@ -176,7 +176,17 @@ impl Store {
                 .unwrap_or(&f)
                 .to_string_lossy()
                 .replace('\\', "/");
-            if !named.contains(&rel) {
+            if std::fs::symlink_metadata(&f).is_ok_and(|m| m.file_type().is_symlink()) {
+                // A link in media/ (round 8 N1: a folder linked to another library's was
+                // called a file no row names).
+                let target = std::fs::read_link(&f)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default();
+                out.unnamed.push(format!(
+                    "{rel}: a link (to {target}) where the library keeps its own files: images \
+                     read through it are another folder's; replace it with the files themselves"
+                ));
+            } else if !named.contains(&rel) {
                 out.unnamed.push(format!("{rel}: no row names this file"));
             }
         }

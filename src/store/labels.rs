@@ -185,7 +185,7 @@ impl Store {
                 Ok(mm) if mm > 0.0 && mm <= 300.0 => {}
                 _ => {
                     return Err(StoreError::Invalid(format!(
-                        "size '{v}' is not a size in millimetres (0-300)"
+                        "size '{v}' is not a size in millimetres (more than 0, at most 300)"
                     )));
                 }
             }

@@ -270,6 +270,18 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Refuses the library at `path` when its database or media folder is shared with another
+/// library, as every open for writing does ([`Store::open`]); `library check` asks it of the
+/// library it checks read-only (round 8 N1: it said "whole" of one).
+pub fn check_not_shared(path: &Path) -> Result<()> {
+    if pg::library_url(path).is_some() {
+        return Ok(());
+    }
+    let db_path = resolve_db_path(path);
+    let root = db_path.parent().map(Path::to_path_buf).unwrap_or_default();
+    refuse_shared_database(&db_path, &root)
+}
+
 /// A database or media folder shared with another library (round 7 N1, N29): a database
 /// with a second name (a hard link; a symbolic one is refused above) or a `media/` that is a
 /// link to another library's would get rows naming files written elsewhere.
@@ -342,7 +354,13 @@ pub(crate) fn odd_journal(db_path: &Path) -> Option<PathBuf> {
 }
 
 pub fn resolve_db_path(path: &Path) -> PathBuf {
-    if path.is_dir() || path.extension().is_none() {
+    // A name that is not there yet is a folder unless it reads as a database file
+    // (`lib.v2` is a folder to make, `cases.sqlite` a database).
+    let database_name = path.extension().is_some_and(|e| {
+        ["sqlite", "sqlite3", "db"].contains(&e.to_string_lossy().to_lowercase().as_str())
+    });
+    let there = std::fs::symlink_metadata(path).is_ok();
+    if path.is_dir() || path.extension().is_none() || (!there && !database_name) {
         path.join(DB_FILE)
     } else {
         path.to_path_buf()
@@ -390,6 +408,21 @@ impl Store {
         let exists = db_path.exists();
         let empty =
             !exists || std::fs::metadata(&db_path).is_ok_and(|m| m.is_file() && m.len() == 0);
+        // A new library in a file the user named as another kind of file (round 8 N32: an
+        // empty `photo.png` became a database): a library is a folder, or its `.sqlite` file.
+        let database_name = db_path.file_name().is_some_and(|n| n == DB_FILE)
+            || db_path.extension().is_some_and(|e| {
+                ["sqlite", "sqlite3", "db"].contains(&e.to_string_lossy().to_lowercase().as_str())
+            });
+        if empty && mode == OpenMode::CreateIfMissing && !database_name {
+            return Err(StoreError::NotALibrary {
+                path: db_path,
+                reason: "named as another kind of file, not a database: a new library is made \
+                         in a folder (`--library FOLDER`) or a `.sqlite` file; nothing was \
+                         written"
+                    .into(),
+            });
+        }
         if empty && mode == OpenMode::CreateIfMissing && media::media_dir_has_files(&root) {
             return Err(StoreError::MediaWithoutDatabase { path: root });
         }

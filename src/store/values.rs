@@ -189,7 +189,7 @@ pub fn check_label_value(key: &str, value: &str) -> Option<String> {
         }),
         "size_mm" => match t.parse::<f64>() {
             Ok(mm) if mm.is_finite() && mm > 0.0 && mm <= 300.0 => None,
-            _ => Some(format!("'{t}' is not a size in millimetres (0-300)")),
+            _ => Some(format!("'{t}' is not a size in millimetres (more than 0, at most 300)")),
         },
         // A polyp's tags: joined by ", ", each at most 40 characters (the labels module's rule).
         "tags" => t

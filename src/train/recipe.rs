@@ -358,6 +358,24 @@ fn check_target(
     if settings.flag(&o, "resume") && checkpoints.exists() {
         super::checkpoint::check_state(&checkpoints)?;
     }
+    // An unfinished run's checkpoints are what --resume continues: a new run of the same
+    // --out/--name would write over them without a word (round 8 N16: an interrupted run's
+    // ten epochs were gone). Its finished model is guarded by `refuse_existing`.
+    let fork = has("fork") && settings.path(&o, "fork").is_some();
+    if !settings.flag(&o, "resume")
+        && !fork
+        && !ctx.replace
+        && !out.join(format!("{name}.json")).exists()
+        && let Some(done) = super::checkpoint::epochs_done(&checkpoints)
+    {
+        return Err(RecipeError::Setting(format!(
+            "{} holds the checkpoints of an unfinished run of --out {} --name {name} (epoch \
+             {done}): --resume continues it, --force starts afresh and discards them, or choose \
+             another --name; nothing was trained",
+            checkpoints.display(),
+            out.display()
+        )));
+    }
     // Resuming a run whose model is saved and whose checkpoint has every epoch would train
     // nothing and write its model again under a new version: said, nothing done.
     if settings.flag(&o, "resume")

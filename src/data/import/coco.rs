@@ -33,6 +33,9 @@ struct CocoImage {
 
 #[derive(Deserialize)]
 struct CocoAnnotation {
+    /// Its own id, when the file gives one: what a message names it by.
+    #[serde(default)]
+    id: Option<serde_json::Value>,
     image_id: serde_json::Value,
     bbox: [f64; 4],
     identity_id: serde_json::Value,
@@ -223,7 +226,8 @@ fn add_annotations(
             problems.push(
                 path,
                 format!(
-                    "annotation {n} is for image {} whose frame was not imported",
+                    "{} is for image {} whose frame was not imported",
+                    annotation_name(n, a),
                     key(&a.image_id)
                 ),
             );
@@ -269,15 +273,16 @@ fn add_annotations(
         let sizes: Vec<f64> = given.iter().filter_map(|g| g.2).collect();
         let sizes_agree = sizes.windows(2).all(|w| w[0] == w[1]);
         if histologies.len() > 1 || !sizes_agree {
-            let first = given.first().map_or(0, |g| g.0);
+            let name = |n: usize| annotation_name(n, &coco.annotations[n]);
+            let first = given.first().map_or(String::new(), |g| name(g.0));
             let other = given
                 .iter()
                 .find(|g| g.1.as_ref() != given[0].1.as_ref() || g.2 != given[0].2)
-                .map_or(0, |g| g.0);
+                .map_or(String::new(), |g| name(g.0));
             problems.push(
                 path,
                 format!(
-                    "sequence {seq}, identity {identity}: annotations {first} and {other} give \
+                    "sequence {seq}, identity {identity}: {first} and {other} give \
                      different histology or size; its pathology is not imported (its boxes are)"
                 ),
             );
@@ -285,5 +290,15 @@ fn add_annotations(
         }
         polyp.histology = histologies.into_iter().next().cloned();
         polyp.size_mm = sizes.first().copied();
+    }
+}
+
+/// How a message names annotation `n` (0-based in the file's list): by its `id` when it has
+/// one, else by its place counted from 1 (round 8 N30: the 0-based place read as another
+/// annotation's id).
+fn annotation_name(n: usize, a: &CocoAnnotation) -> String {
+    match &a.id {
+        Some(id) => format!("annotation id {}", key(id)),
+        None => format!("annotation #{} (of the file's list)", n + 1),
     }
 }

@@ -17,12 +17,38 @@ pub fn read(
     if !root.is_dir() {
         return Err(ImportError::source_error(root, "not a folder"));
     }
-    let files = SourceRoot::with_links(root, links)?.image_files(root, problems)?;
+    let source = SourceRoot::with_links(root, links)?;
+    let files = source.image_files(root, problems)?;
+    // Whatever else the folder holds is counted and its first files named (round 8 N8: a
+    // Targa, a Netpbm file, a video and a `.jpg.bak` were left out without a word).
+    let others = source.other_files(root, &files, problems)?;
     if files.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(
             root,
-            "no image files (png, jpg, bmp, tif) found",
+            format!(
+                "no image files (png, jpg, bmp, tif) found ({} other file(s))",
+                others.len()
+            ),
         ));
+    }
+    if let Some(first) = others.first() {
+        let shown: Vec<String> = others
+            .iter()
+            .take(3)
+            .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+            .collect();
+        let more = match others.len() {
+            n if n > 3 => format!(" and {} more", n - 3),
+            _ => String::new(),
+        };
+        problems.push(
+            first.parent().unwrap_or(root),
+            format!(
+                "{} file(s) left out, not images EndoTwin reads (PNG, JPEG, BMP, TIFF): {}{more}",
+                others.len(),
+                shown.join(", ")
+            ),
+        );
     }
     read_files(root, &files, progress, problems)
 }

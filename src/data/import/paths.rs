@@ -190,6 +190,24 @@ impl SourceRoot {
         Ok(images)
     }
 
+    /// Every regular file below `dir` that is not in `taken` and not already named in
+    /// `problems`: what an import of images leaves out without another word.
+    pub fn other_files(
+        &self,
+        dir: &Path,
+        taken: &[PathBuf],
+        problems: &Problems,
+    ) -> Result<Vec<PathBuf>, ImportError> {
+        // Links and loops were named when the images were listed: not twice.
+        let mut scratch = Problems::default();
+        let all = self.files_where(dir, &mut scratch, &|_| true)?;
+        let named: HashSet<&Path> = problems.0.iter().map(|p| p.path.as_path()).collect();
+        Ok(all
+            .into_iter()
+            .filter(|f| !taken.contains(f) && !named.contains(f.as_path()))
+            .collect())
+    }
+
     /// Every file below `dir` (a folder inside the root) whose extension is `ext`, sorted,
     /// with the same rules as [`SourceRoot::image_files`].
     pub fn files_below(
@@ -402,6 +420,15 @@ fn unread_image_kind(path: &Path) -> Option<&'static str> {
         "avif" => "AVIF",
         "jp2" | "j2k" => "JPEG 2000",
         "dcm" => "DICOM",
+        "tga" => "Targa",
+        "ppm" | "pgm" | "pbm" | "pnm" => "Netpbm",
+        "ico" => "icon",
+        "exr" => "OpenEXR",
+        "hdr" => "Radiance HDR",
+        "psd" => "Photoshop",
+        "svg" => "SVG",
+        "jxl" => "JPEG XL",
+        "dng" | "cr2" | "nef" | "arw" => "camera raw",
         _ => return None,
     })
 }
