@@ -15,7 +15,8 @@ use std::path::PathBuf;
 )]
 struct Cli {
     /// Library folder (or its library.sqlite). Default: $ENDOTWIN_LIBRARY, else sample_db/ (in
-    /// this folder, else beside the executable).
+    /// this folder, else beside the executable, else in the source tree the executable was
+    /// built from: read only, commands that write refuse it).
     #[arg(long, global = true)]
     library: Option<PathBuf>,
     /// Where tensors run: auto (GPU when a hardware adapter exists), gpu, or cpu.

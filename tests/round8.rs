@@ -283,3 +283,26 @@ fn eval_strip_refuses_videos_without_frames() {
         r.text()
     );
 }
+
+/// N38: EndoTwin's own COCO labels export given to `import coco` was called malformed.
+#[test]
+fn import_coco_points_a_labels_export_to_labels_import() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("l.coco.json");
+    let mut c = et(
+        lib.path(),
+        &["labels", "export", "--format", "coco", "--out"],
+    );
+    c.arg(&export);
+    let r = run_within(c, 60);
+    assert!(r.ok(), "{}", r.text());
+    let before = files(lib.path());
+    let r = import(lib.path(), "coco", &export, &[]);
+    assert!(
+        !r.ok() && r.says("an EndoTwin labels export") && r.says("labels import"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(lib.path()), before);
+}

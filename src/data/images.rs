@@ -389,7 +389,8 @@ mod tests {
         }
         .to_string();
         assert!(
-            e.contains("400 megapixels") && e.contains("134 megapixels"),
+            e.contains("400 megapixels")
+                && e.contains("357 megapixels of 8-bit RGB, 134 of 16-bit RGBA"),
             "{e}"
         );
     }

@@ -72,8 +72,25 @@ pub fn histology_name(code: &str) -> Option<String> {
 
 fn parse(path: &Path) -> Result<Coco, ImportError> {
     let text = read_manifest(path).map_err(|e| ImportError::source_error(path, e))?;
-    serde_json::from_str(&text)
-        .map_err(|e| ImportError::source_error(path, format!("malformed COCO JSON: {e}")))
+    serde_json::from_str(&text).map_err(|e| {
+        // EndoTwin's own labels export names frames by `video` and `frame_index`: it goes
+        // back through `labels import` (round 8 N38: it was called malformed).
+        let labels_export = serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| {
+            v["info"]["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("EndoTwin labels"))
+                || v["images"]
+                    .as_array()
+                    .is_some_and(|images| images.iter().any(|i| i.get("frame_index").is_some()))
+        });
+        let reason = match labels_export {
+            true => "an EndoTwin labels export (frames named by video and frame_index), not a \
+                     dataset to import: read it back with `endotwin labels import FILE`"
+                .to_string(),
+            false => format!("malformed COCO JSON: {e}"),
+        };
+        ImportError::source_error(path, reason)
+    })
 }
 
 /// The video a sidecar's boxes go onto: its examination (code, kind, source) and its
