@@ -306,3 +306,34 @@ fn import_coco_points_a_labels_export_to_labels_import() {
     );
     assert_eq!(files(lib.path()), before);
 }
+
+/// N11: the same recording remuxed into another container became a second video of the
+/// same frames.
+#[test]
+fn a_remuxed_recording_is_the_same_video() {
+    let Some(ffmpeg) = crate::video::ffmpeg() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mp4 = crate::video::recording(&ffmpeg, dir.path(), "colon.mp4", false);
+    let mkv = dir.path().join("colon.mkv");
+    let out = std::process::Command::new(&ffmpeg)
+        .args(["-v", "error", "-i"])
+        .arg(&mp4)
+        .args(["-c", "copy", "-map_metadata", "-1"])
+        .arg(&mkv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lib = tempfile::tempdir().unwrap();
+    let r = import(lib.path(), "video", &mp4, &[]);
+    assert!(r.ok(), "{}", r.text());
+    let before = common::state(lib.path());
+    let r = import(lib.path(), "video", &mkv, &[]);
+    assert!(
+        !r.ok() && r.says("every frame of it is a frame of video colon-"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(common::state(lib.path()), before);
+}

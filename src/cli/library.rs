@@ -368,12 +368,37 @@ fn check(library: &Path) -> Result<()> {
         // The library's own models answer for the twins: its twin encoder must be there.
         let twin = own.join(format!("{}.json", endotwin::twins::IMAGE_MODEL));
         if std::fs::symlink_metadata(&twin).is_err() {
+            // Advice that leads somewhere (round 8 N5: demote has nothing to go back to when
+            // the twin encoder was never promoted).
+            let image = endotwin::twins::IMAGE_MODEL;
+            let remedy = match own.join("previous").join(format!("{image}.json")).is_file() {
+                true => format!(
+                    "`endotwin model demote {image}` brings back the one before the last promotion"
+                ),
+                false => format!(
+                    "copy {image}.json and {image}.bpk from {} back into it, or `endotwin model \
+                     promote RUN` a twin training run",
+                    endotwin::default_models_dir().display()
+                ),
+            };
             models.push(format!(
-                "{}: the library's active digital-twin image encoder is missing (`endotwin \
-                 model demote {}` brings back the one before the last promotion)",
-                twin.display(),
-                endotwin::twins::IMAGE_MODEL
+                "{}: the library's active digital-twin image encoder is missing ({remedy})",
+                twin.display()
             ));
+        }
+    }
+    // A finished run whose saved model is gone: its promote and report would fail (round 8
+    // N6). Not a fault of the library's own files, but named where everything else is.
+    if report.integrity.is_empty() {
+        for (run, _, status) in store.runs()? {
+            if let Some(card) = store.run_card(run)?
+                && std::fs::symlink_metadata(&card).is_err()
+            {
+                models.push(format!(
+                    "run #{run} ({status}): its model card {card} is gone (moved or deleted); \
+                     `model promote {run}` and `model report --run {run}` cannot read it"
+                ));
+            }
         }
     }
     let sections = [

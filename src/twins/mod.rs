@@ -92,6 +92,18 @@ impl TwinModels {
         device: &Device,
     ) -> Result<TwinModels, TwinError> {
         let image_path = dir.join(format!("{image}.json"));
+        // A models folder that is not there, or not a folder, is said as such (round 8 N35:
+        // "no digital-twin image encoder in nonexist: train one").
+        if !dir.is_dir() {
+            return Err(TwinError::Image(format!(
+                "{}: {}; --models names a folder of model cards",
+                dir.display(),
+                match dir.exists() {
+                    true => "not a folder",
+                    false => "no such folder",
+                }
+            )));
+        }
         if !image_path.is_file() {
             return Err(TwinError::NoModel(dir.display().to_string()));
         }

@@ -403,7 +403,20 @@ pub fn run(
                     ),
                 ));
             }
-            video::read(path, code, progress)?
+            let plan = video::read(path, code, progress)?;
+            // The same recording in another container (remuxed, its frames decoded to the
+            // same pixels) is the same video too (round 8 N11: a second video of 30
+            // duplicate frames).
+            if let Some(other) = same_frames_as(store, &plan)? {
+                return Err(ImportError::source_error(
+                    path,
+                    format!(
+                        "every frame of it is a frame of video {other}, in the same order (the \
+                         same recording in another file); nothing was imported"
+                    ),
+                ));
+            }
+            plan
         }
     };
     write_checked(
@@ -414,6 +427,30 @@ pub fn run(
         options,
         progress,
     )
+}
+
+/// The code of a video in the library whose frames are, in order, the frames of the one
+/// video `plan` holds (by content), if any.
+fn same_frames_as(store: &Store, plan: &Plan) -> Result<Option<String>, ImportError> {
+    let Some(video) = plan.exams.iter().flat_map(|e| &e.videos).next() else {
+        return Ok(None);
+    };
+    let hashes: Vec<String> = video
+        .frames
+        .iter()
+        .map(|(_, f)| crate::store::content_hash(&f.image.bytes))
+        .collect();
+    for v in store.videos()? {
+        let frames = store.video_frames(v.id)?;
+        if frames.len() == hashes.len()
+            && !hashes.is_empty()
+            && frames.iter().zip(&hashes).all(|((_, m), h)| &m.hash == h)
+            && v.code != video.code
+        {
+            return Ok(Some(v.code));
+        }
+    }
+    Ok(None)
 }
 
 /// Lays a COCO sidecar's boxes onto the video `video_code` already in the library (a

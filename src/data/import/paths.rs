@@ -359,6 +359,10 @@ const NOT_REGULAR: &str = "not a regular file (a FIFO, socket or device); skippe
 /// is not UTF-8 (a leading byte-order mark is dropped).
 pub fn read_manifest(path: &Path) -> Result<String, String> {
     let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    // A folder is named as one (round 8 N35: "a FIFO, socket or device").
+    if meta.is_dir() {
+        return Err("a folder; this layout reads a file (its manifest or JSON)".into());
+    }
     if !meta.is_file() {
         return Err(NOT_REGULAR.replace("; skipped", "").to_string());
     }

@@ -272,7 +272,12 @@ pub fn probe(tools: &Ffmpeg, path: &Path) -> Result<VideoInfo, String> {
     };
     let dim = |k: &str| stream[k].as_u64().filter(|&v| v > 0 && v <= 16_384);
     let (Some(width), Some(height)) = (dim("width"), dim("height")) else {
-        return Err("the video stream has no usable frame size".into());
+        // Not a video at all, most often (round 8 N35: a text file named .png).
+        return Err(format!(
+            "not a video EndoTwin can import: ffprobe reads a '{}' stream without a usable \
+             frame size",
+            stream["codec_name"].as_str().unwrap_or("?")
+        ));
     };
     let fps = ["avg_frame_rate", "r_frame_rate"]
         .iter()
