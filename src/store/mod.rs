@@ -20,6 +20,7 @@ mod pg_value;
 mod schema;
 mod schema_pg;
 mod tracklet_edits;
+mod tracklet_versions;
 mod twin_search;
 mod values;
 mod videos;
