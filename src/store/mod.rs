@@ -354,12 +354,17 @@ pub(crate) fn odd_journal(db_path: &Path) -> Option<PathBuf> {
         .find(|path| std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()))
 }
 
+/// Whether `path` is named as a database file (`.sqlite`, `.sqlite3`, `.db`, any case).
+fn has_database_extension(path: &Path) -> bool {
+    path.extension().is_some_and(|e| {
+        ["sqlite", "sqlite3", "db"].contains(&e.to_string_lossy().to_lowercase().as_str())
+    })
+}
+
 pub fn resolve_db_path(path: &Path) -> PathBuf {
     // A name that is not there yet is a folder unless it reads as a database file
     // (`lib.v2` is a folder to make, `cases.sqlite` a database).
-    let database_name = path.extension().is_some_and(|e| {
-        ["sqlite", "sqlite3", "db"].contains(&e.to_string_lossy().to_lowercase().as_str())
-    });
+    let database_name = has_database_extension(path);
     let there = std::fs::symlink_metadata(path).is_ok();
     if path.is_dir() || path.extension().is_none() || (!there && !database_name) {
         path.join(DB_FILE)
@@ -411,10 +416,8 @@ impl Store {
             !exists || std::fs::metadata(&db_path).is_ok_and(|m| m.is_file() && m.len() == 0);
         // A new library in a file the user named as another kind of file (round 8 N32: an
         // empty `photo.png` became a database): a library is a folder, or its `.sqlite` file.
-        let database_name = db_path.file_name().is_some_and(|n| n == DB_FILE)
-            || db_path.extension().is_some_and(|e| {
-                ["sqlite", "sqlite3", "db"].contains(&e.to_string_lossy().to_lowercase().as_str())
-            });
+        let database_name =
+            db_path.file_name().is_some_and(|n| n == DB_FILE) || has_database_extension(&db_path);
         if empty && mode == OpenMode::CreateIfMissing && !database_name {
             return Err(StoreError::NotALibrary {
                 path: db_path,

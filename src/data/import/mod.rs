@@ -440,12 +440,16 @@ fn same_frames_as(store: &Store, plan: &Plan) -> Result<Option<String>, ImportEr
         .iter()
         .map(|(_, f)| crate::store::content_hash(&f.image.bytes))
         .collect();
-    for v in store.videos()? {
+    // Only videos of as many frames are read frame by frame.
+    let alike = store
+        .videos()?
+        .into_iter()
+        .filter(|v| v.frame_count == hashes.len() as i64 && v.code != video.code);
+    for v in alike {
         let frames = store.video_frames(v.id)?;
         if frames.len() == hashes.len()
             && !hashes.is_empty()
             && frames.iter().zip(&hashes).all(|((_, m), h)| &m.hash == h)
-            && v.code != video.code
         {
             return Ok(Some(v.code));
         }
