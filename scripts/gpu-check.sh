@@ -1,12 +1,15 @@
 #!/bin/bash
-# One prepared device run (#47 item 5, #48): the plain release build and the same commit built
-# with burn's GPU fusion, side by side on one machine; every figure into $OUT.
+# One prepared device run (#47 item 5, #48), every figure into $OUT. Third lease: the GPU's
+# first use (cubecl compiles and autotunes every kernel shape on first use) with cubecl's
+# autotune at its default level ("balanced") and at "minimal", in a fresh process each and with
+# a fresh kernel cache each; a second process on the same cache; the training steps the
+# earlier leases could not finish within their limits; the shipped encoder's forward at both
+# autotune levels beside PyTorch CUDA.
 #
 # Run from the repository root on the lent machine, with beside it (docs/speed.md):
-#   .gpu/endotwin-plain.xz   xz of the stripped `cargo build --release`
-#   .gpu/endotwin-fusion.xz  xz of the stripped `cargo build --release --features gpu-fusion`
-#   .gpu/models/             the cards and records `bench parity` compares
-#   .gl/*.deb                the Vulkan/GL loader packages (see the device notes)
+#   .gpu/endotwin.xz   xz of the stripped `cargo build --release`
+#   .gpu/models/       the cards and records `bench parity` compares
+#   .gl/*.deb          the Vulkan/GL loader packages (see the device notes)
 # Each step has its own time limit, so one slow step leaves the others their figures.
 set -u
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -20,25 +23,46 @@ if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), torch.cuda.get_device_name(0))'
-nproc
-cd .gpu && python3 -c "import lzma,shutil,sys; [shutil.copyfileobj(lzma.open(f+'.xz'), open(f,'wb')) for f in sys.argv[1:]]" endotwin-plain endotwin-fusion && chmod +x endotwin-plain endotwin-fusion || exit 1
-P=./endotwin-plain; F=./endotwin-fusion
+nproc; lscpu | grep 'Model name'
+root=$(pwd)
+python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('.gpu/endotwin.xz'), open('/tmp/endotwin','wb'))" \
+  && chmod +x /tmp/endotwin || exit 1
+P=/tmp/endotwin
 export ENDOTWIN_BACKEND=gpu
-stamp demo
-$P demo --seed 7 --polyps 16 --videos 0 --capsule 0 --background 0 --out mini | tail -1
-$P --library mini info | head -8
+# A working folder per configuration, outside any Cargo checkout, with its own user cache
+# folder: cubecl keeps its autotune results (and nothing compiled) there.
+fresh() { rm -rf "/tmp/run-$1"; mkdir -p "/tmp/run-$1/cache"; }
+# (`env -C`, not a shell function, so that `timeout` can run it.)
+in_bal="env -C /tmp/run-bal XDG_CACHE_HOME=/tmp/run-bal/cache HOME=/tmp/run-bal"
+in_min="env -C /tmp/run-min XDG_CACHE_HOME=/tmp/run-min/cache HOME=/tmp/run-min CUBECL_AUTOTUNE_LEVEL=minimal"
+in_trn="env -C /tmp/run-trn XDG_CACHE_HOME=/tmp/run-trn/cache HOME=/tmp/run-trn CUBECL_AUTOTUNE_LEVEL=minimal"
 step() { local name=$1 lim=$2; shift 2; stamp "$name"; timeout "$lim" "$@"; echo "rc=$? ($name)"; }
-step encode-plain 80 $P --library mini bench encode --gpu --gpu-only --pytorch python3 --pytorch-cuda \
-  --models twin-backbone,twin-small,vit-b32 --batches 1,32 --runs 3 --seconds 0.5 --json "$OUT/encode_plain.json"
-step encode-fusion 60 $F --library mini bench encode --gpu --gpu-only \
-  --models twin-backbone,twin-small,vit-b32 --batches 1,32 --runs 3 --seconds 0.5 --json "$OUT/encode_fusion.json"
-step train-plain 100 $P --library mini bench train --gpu --gpu-only --pytorch python3 --pytorch-cuda \
-  --models twin-backbone,twin-small,vit-b32 --batches 32 --runs 2 --seconds 0 --json "$OUT/train_plain.json"
-step train-fusion 75 $F --library mini bench train --gpu --gpu-only \
-  --models twin-backbone,twin-small,vit-b32 --batches 32 --runs 2 --seconds 0 --json "$OUT/train_fusion.json"
-step parity-fusion 60 $F --library mini bench parity --models models --views 32 --json "$OUT/parity_fusion.json"
-step parity-plain 50 $P --library mini bench parity --models models --views 32 --json "$OUT/parity_plain.json"
-mkdir -p twin && cp models/twin-image.* twin/
-step parity-plain-second-process 30 $P --library mini bench parity --models twin --views 32
-ls -la ../target/environment 2>/dev/null | head -3; find / -path /proc -prune -o -type d -name '*cubecl*' -print 2>/dev/null | head -5
+stamp demo
+$P demo --seed 7 --polyps 16 --videos 0 --capsule 0 --background 0 --out /tmp/mini | tail -1
+$P --library /tmp/mini info 2>&1 | head -8
+mkdir -p /tmp/twin && cp "$root"/.gpu/models/twin-image.* /tmp/twin/
+# 1. First use, both autotune levels, each in a fresh process and cache; then a second
+#    process on the balanced cache.
+fresh bal; fresh min
+step parity-balanced 60 $in_bal $P --library /tmp/mini bench parity --models /tmp/twin --views 32 --json "$OUT/parity_balanced.json"
+step parity-minimal 60 $in_min $P --library /tmp/mini bench parity --models /tmp/twin --views 32 --json "$OUT/parity_minimal.json"
+step parity-balanced-second-process 35 $in_bal $P --library /tmp/mini bench parity --models /tmp/twin --views 32
+ls -laR /tmp/run-bal/cache 2>/dev/null | head -12
+# 2. Training steps (minimal autotune, so the first step's compilation fits the limit),
+#    each model its own process and limit; then the PyTorch CUDA reference of the same steps.
+fresh trn
+step train-twin-backbone 110 $in_trn $P --library /tmp/mini bench train --gpu --gpu-only \
+  --models twin-backbone --batches 32 --runs 3 --seconds 0 --json "$OUT/train_backbone.json"
+step train-twin-small 50 $in_trn $P --library /tmp/mini bench train --gpu --gpu-only \
+  --models twin-small --batches 32 --runs 3 --seconds 0 --json "$OUT/train_small.json"
+step train-vit-b32 70 $in_trn $P --library /tmp/mini bench train --gpu --gpu-only \
+  --models vit-b32 --batches 32 --runs 2 --seconds 0 --json "$OUT/train_vit.json"
+step train-pytorch-cuda 50 python3 "$root/tests/fixtures/bench_pytorch.py" --mode train --device cuda \
+  --models twin-backbone,twin-small,vit-b32 --batches 32 --runs 3 --seconds 1
+# 3. The shipped encoder's steady forward at both levels (the cost of minimal autotune, if
+#    any), beside PyTorch CUDA.
+step encode-minimal 40 $in_trn $P --library /tmp/mini bench encode --gpu --gpu-only \
+  --pytorch python3 --pytorch-cuda --models twin-backbone --batches 1,32 --runs 5 --seconds 0.5 --json "$OUT/encode_minimal.json"
+step encode-balanced 40 $in_bal $P --library /tmp/mini bench encode --gpu --gpu-only \
+  --models twin-backbone --batches 1,32 --runs 5 --seconds 0.5 --json "$OUT/encode_balanced.json"
 stamp done

@@ -190,6 +190,19 @@ fn writes_library(command: &Command) -> bool {
     }
 }
 
+/// Whether `command` may read the default models folder (commands given their own `--models`
+/// or `--model` still count: the note then only says where the default is).
+fn uses_default_models(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Demo(_)
+            | Command::ContactSheet(_)
+            | Command::Bench { .. }
+            | Command::Labels { .. }
+            | Command::Library { .. }
+    )
+}
+
 fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let pref = BackendPref::resolve(parsed.backend)?;
     if parsed.library.is_none()
@@ -198,6 +211,13 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     {
         anyhow::bail!(
             "ENDOTWIN_LIBRARY is set but empty; name a library folder (or unset it for sample_db/)"
+        );
+    }
+    // As ENDOTWIN_LIBRARY above (round 8 N13: an empty ENDOTWIN_MODELS fell back to the
+    // source tree's models without a word).
+    if std::env::var_os("ENDOTWIN_MODELS").is_some_and(|v| v.to_string_lossy().trim().is_empty()) {
+        anyhow::bail!(
+            "ENDOTWIN_MODELS is set but empty; name a models folder (or unset it for models/)"
         );
     }
     if parsed
@@ -219,6 +239,25 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
              the executable; this command writes to its library and does not write to the source tree's {} \
              (nothing was changed): pass --library FOLDER",
             endotwin::source_tree_sample_db().display()
+        );
+    }
+    // The source tree's folders are read only as a last resort, and said (round 8 N13: a copied
+    // binary read a developer's checkout without a word).
+    if parsed.library.is_none()
+        && endotwin::library_is_source_tree_fallback()
+        && !matches!(command, Command::Demo(_))
+    {
+        eprintln!(
+            "note: no --library, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder or beside \
+             the executable: reading the source tree's {}",
+            endotwin::source_tree_sample_db().display()
+        );
+    }
+    if endotwin::models_is_source_tree_fallback() && uses_default_models(&command) {
+        eprintln!(
+            "note: no $ENDOTWIN_MODELS and no models/ in this folder or beside the executable: \
+             the models are the source tree's {}",
+            endotwin::default_models_dir().display()
         );
     }
     let library = parsed.library.unwrap_or_else(endotwin::default_library);

@@ -337,3 +337,71 @@ fn a_remuxed_recording_is_the_same_video() {
     );
     assert_eq!(common::state(lib.path()), before);
 }
+
+/// N13: a binary run away from any `sample_db/` and `models/` read the source tree's without a
+/// word, and an empty ENDOTWIN_MODELS fell back to them (an empty ENDOTWIN_LIBRARY is refused).
+#[test]
+fn the_source_trees_folders_are_read_only_as_a_said_last_resort() {
+    let cwd = tempfile::tempdir().unwrap();
+    let bare = |models: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_endotwin"));
+        c.current_dir(cwd.path())
+            .env("ENDOTWIN_BACKEND", "cpu")
+            .env_remove("ENDOTWIN_LIBRARY")
+            .env_remove("ENDOTWIN_MODELS")
+            .arg("info");
+        if let Some(m) = models {
+            c.env("ENDOTWIN_MODELS", m);
+        }
+        run_within(c, 120)
+    };
+    let r = bare(None);
+    let tree = endotwin::source_tree_sample_db();
+    assert!(
+        r.ok()
+            && r.stderr.contains("reading the source tree's")
+            && r.stderr.contains(&tree.display().to_string())
+            && r.stderr.contains("the models are the source tree's"),
+        "{}",
+        r.text()
+    );
+    let r = bare(Some(""));
+    assert!(
+        !r.ok() && r.says("ENDOTWIN_MODELS is set but empty"),
+        "{}",
+        r.text()
+    );
+    // Pointed at a library, nothing is said about the library.
+    let (lib, _src) = library_with_cases();
+    let r = run_within(et(lib.path(), &["info"]), 120);
+    assert!(
+        r.ok() && !r.stderr.contains("reading the source tree's"),
+        "{}",
+        r.text()
+    );
+}
+
+/// N34: an image inside the size limits aborted ("memory allocation of 1920000000 bytes
+/// failed") where memory was short: reducing it made a filtered RGBA float copy of it.
+#[test]
+fn a_huge_grey_image_is_reduced_within_a_tight_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("huge.png");
+    image::GrayImage::from_pixel(20_000, 20_000, image::Luma([90]))
+        .save(&img)
+        .unwrap();
+    let prompts = dir.path().join("p.txt");
+    std::fs::write(&prompts, "a polyp\nnormal mucosa\n").unwrap();
+    // 400 megapixels: 400 MB decoded, where its RGB copy alone would take 1.2 GB.
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c")
+        .arg("ulimit -v 1400000 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_endotwin"))
+        .env("ENDOTWIN_BACKEND", "cpu")
+        .args(["prompts", "score", "--image"])
+        .arg(&img)
+        .arg("--prompts")
+        .arg(&prompts);
+    let r = run_within(c, 300);
+    assert!(r.ok() && r.says("a polyp"), "{}", r.text());
+}
