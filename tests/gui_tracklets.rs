@@ -329,3 +329,45 @@ fn the_timeline_compares_as_asked_and_says_what_stood_in() {
     std::fs::remove_file(&card_path).unwrap();
     assert_eq!(timeline(Comparison::Best).comparison, Comparison::TwinMean);
 }
+
+/// Undo and redo of tracklet edits are checked like the edits themselves (#46): an undo made
+/// after another station changed the tracklet is refused with who changed what, and the
+/// other station's change stays.
+#[test]
+fn undoing_a_tracklet_edit_never_overwrites_another_stations_change() {
+    let _rng = crate::common::device_rng();
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    revisit_library(lib.path(), src.path());
+    let before = tracklets(lib.path());
+    assert_eq!(before.len(), 3, "{before:?}");
+    let (t1, t2) = (&before[0], &before[1]);
+    let mut h = harness(lib.path());
+    settle(&mut h);
+    let mut other = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let video = other.videos().unwrap().remove(0);
+    click_line(&mut h, &format!("Video {}", video.code));
+    click_tab(&mut h, "Tracklets");
+    wait_for(&mut h, "Polyps: 2 by grouping");
+
+    // This window merges the green tracklet into the red polyp...
+    click(&mut h, &format!("Merge T{} into T{}'s polyp", t2.id, t1.id));
+    wait_for(&mut h, "1 in the library's labels");
+    // ...another station then gives it a new polyp of its own...
+    let theirs = other.new_review_polyp("dr. elsewhere", video.id).unwrap();
+    other
+        .assign_tracklet("dr. elsewhere", t2.id, Some(theirs))
+        .unwrap();
+    // ...and Ctrl+Z here would put the green polyp back over theirs: refused, said.
+    undo(&mut h);
+    shows_part(
+        &h,
+        "changed on another station after you read it, by dr. elsewhere",
+    );
+    shows_part(&h, "the undo was not made");
+    let now = tracklets(lib.path());
+    assert_eq!(now[1].polyp_id, Some(theirs), "{now:?}");
+    // The library's last word on the tracklet is the other station's.
+    let audit = other.audit_history(TargetKind::Tracklet, t2.id).unwrap();
+    assert_eq!(audit[0].who, "dr. elsewhere", "{audit:?}");
+}

@@ -9,6 +9,7 @@ use endotwin::store::{LinkDecision, OpenMode, Store, StoreError, TrackletRow};
 on_both_engines!(
     a_tracklet_edit_on_what_was_read_before_another_stations_change_is_refused,
     a_stations_own_edits_follow_one_another_on_the_versions_they_give_back,
+    the_undo_of_a_split_or_of_an_added_tracklet_is_checked_like_an_edit,
 );
 
 /// A library with one phantom video of several tracklets: (place, video id, its tracklets,
@@ -152,4 +153,67 @@ fn a_stations_own_edits_follow_one_another_on_the_versions_they_give_back(engine
         here.link_decisions(video).unwrap(),
         vec![(t.id.min(u.id), t.id.max(u.id), LinkDecision::Accepted)]
     );
+}
+
+/// The undos the window makes (joining a split back, removing a tracklet it added) are
+/// refused when another station changed a part since, and go through on the versions the
+/// station's own edit gave back.
+fn the_undo_of_a_split_or_of_an_added_tracklet_is_checked_like_an_edit(engine: Engine) {
+    let Some((place, video, shown, polyps)) = video_place(engine) else {
+        return;
+    };
+    let mut here = place.open(OpenMode::Existing).unwrap();
+    let mut there = place.open(OpenMode::Existing).unwrap();
+    let t = &shown[0];
+    let frame = (t.first_frame + t.last_frame) / 2 + 1;
+    let split = here
+        .split_tracklet_as_read("dr. here", t.id, frame, Some(t.version))
+        .unwrap();
+    let part = split.value;
+    let at = |v: &[(i64, i64)], id: i64| v.iter().find(|x| x.0 == id).map(|x| x.1);
+    let read = [at(&split.versions, t.id), at(&split.versions, part)];
+    // Another station gives the split-off part a polyp: joining it back is refused.
+    let p = another_polyp(&polyps, t.polyp_id);
+    there.assign_tracklet("dr. there", part, Some(p)).unwrap();
+    let before = here.video_tracklets(video).unwrap();
+    conflict_by(
+        here.join_tracklets_as_read("dr. here", t.id, part, read)
+            .unwrap_err(),
+        "dr. there",
+    );
+    assert_eq!(here.video_tracklets(video).unwrap(), before);
+    // Read again, the join goes through.
+    let read = [
+        Some(here.tracklet_version(t.id).unwrap()),
+        Some(here.tracklet_version(part).unwrap()),
+    ];
+    here.join_tracklets_as_read("dr. here", t.id, part, read)
+        .unwrap();
+    assert!(
+        !here
+            .video_tracklets(video)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == part)
+    );
+
+    // A tracklet this station added, then split by another station: removing it is refused.
+    let boxes = [
+        (t.first_frame, [1.0, 1.0, 8.0, 8.0]),
+        (t.first_frame + 1, [1.0, 1.0, 8.0, 8.0]),
+    ];
+    let added = here
+        .add_tracklet("dr. here", video, None, &boxes, "drawn")
+        .unwrap();
+    let version = here.tracklet_version(added).unwrap();
+    there
+        .split_tracklet("dr. there", added, t.first_frame + 1)
+        .unwrap();
+    let before = here.video_tracklets(video).unwrap();
+    conflict_by(
+        here.remove_tracklet_as_read("dr. here", added, Some(version))
+            .unwrap_err(),
+        "dr. there",
+    );
+    assert_eq!(here.video_tracklets(video).unwrap(), before);
 }

@@ -97,67 +97,123 @@ impl App {
                     .as_mut()
                     .ok_or("no library is open")?
                     .store;
-                let e = |e: crate::store::StoreError| e.to_string();
-                match other {
-                    Edit::TrackletPolyp { tracklet, old, new } => {
-                        store
-                            .assign_tracklet(&who, tracklet, if forward { new } else { old })
+                // Each tracklet edit is checked against the versions its last writing left: an
+                // undo or redo is refused when another station changed the tracklet since (#46).
+                let what = if forward { "the redo" } else { "the undo" };
+                let e = |e: crate::store::StoreError| super::tracklets::tracklet_error(e, what);
+                let at = |versions: &[(i64, i64)], t: i64| {
+                    versions.iter().find(|v| v.0 == t).map(|v| v.1)
+                };
+                let edit = match other {
+                    Edit::TrackletPolyp {
+                        tracklet,
+                        old,
+                        new,
+                        versions,
+                    } => {
+                        let value = if forward { new } else { old };
+                        let w = store
+                            .assign_tracklet_as_read(&who, tracklet, value, at(&versions, tracklet))
                             .map_err(e)?;
-                        Ok(Edit::TrackletPolyp { tracklet, old, new })
+                        Edit::TrackletPolyp {
+                            tracklet,
+                            old,
+                            new,
+                            versions: w.versions,
+                        }
                     }
                     Edit::Split {
-                        tracklet, frame, ..
+                        tracklet,
+                        frame,
+                        versions,
+                        ..
                     } if forward => {
-                        let part = store.split_tracklet(&who, tracklet, frame).map_err(e)?;
-                        Ok(Edit::Split {
+                        let w = store
+                            .split_tracklet_as_read(&who, tracklet, frame, at(&versions, tracklet))
+                            .map_err(e)?;
+                        Edit::Split {
                             tracklet,
                             frame,
-                            part,
-                        })
+                            part: w.value,
+                            versions: w.versions,
+                        }
                     }
                     Edit::Split {
                         tracklet,
                         frame,
                         part,
+                        versions,
                     } => {
-                        store.join_tracklets(&who, tracklet, part).map_err(e)?;
-                        Ok(Edit::Split {
+                        let read = [at(&versions, tracklet), at(&versions, part)];
+                        let w = store
+                            .join_tracklets_as_read(&who, tracklet, part, read)
+                            .map_err(e)?;
+                        Edit::Split {
                             tracklet,
                             frame,
                             part,
-                        })
+                            versions: w.versions,
+                        }
                     }
-                    Edit::Link { a, b, old, new } => {
-                        store
-                            .decide_link(&who, a, b, if forward { new } else { old })
+                    Edit::Link {
+                        a,
+                        b,
+                        old,
+                        new,
+                        versions,
+                    } => {
+                        let read = [at(&versions, a), at(&versions, b)];
+                        let value = if forward { new } else { old };
+                        let w = store
+                            .decide_link_as_read(&who, a, b, value, read)
                             .map_err(e)?;
-                        Ok(Edit::Link { a, b, old, new })
+                        Edit::Link {
+                            a,
+                            b,
+                            old,
+                            new,
+                            versions: w.versions,
+                        }
                     }
                     Edit::AddTracklet {
                         video_id,
                         boxes,
                         how,
                         tracklet,
+                        versions,
                     } => {
-                        let tracklet = if forward {
-                            store
+                        let (tracklet, versions) = if forward {
+                            let t = store
                                 .add_tracklet(&who, video_id, None, &boxes, &how)
-                                .map_err(e)?
+                                .map_err(e)?;
+                            (t, vec![(t, store.tracklet_version(t).map_err(e)?)])
                         } else {
-                            store.remove_tracklet(&who, tracklet).map_err(e)?;
-                            tracklet
+                            store
+                                .remove_tracklet_as_read(&who, tracklet, at(&versions, tracklet))
+                                .map_err(e)?;
+                            (tracklet, Vec::new())
                         };
-                        Ok(Edit::AddTracklet {
+                        Edit::AddTracklet {
                             video_id,
                             boxes,
                             how,
                             tracklet,
-                        })
+                            versions,
+                        }
                     }
                     Edit::PolypLabel { .. } | Edit::MediaLabel { .. } | Edit::Several(_) => {
                         unreachable!("handled above")
                     }
+                };
+                if let Edit::TrackletPolyp { versions, .. }
+                | Edit::Split { versions, .. }
+                | Edit::Link { versions, .. }
+                | Edit::AddTracklet { versions, .. } = &edit
+                {
+                    let versions = versions.clone();
+                    self.note_own_versions(&versions);
                 }
+                Ok(edit)
             }
         }
     }

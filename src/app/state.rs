@@ -128,12 +128,16 @@ pub enum Edit {
         tracklet: i64,
         old: Option<i64>,
         new: Option<i64>,
+        /// (tracklet, version) once this edit (or its undo or redo) was written: the undo or
+        /// redo is refused when another station changed the tracklet since (#46).
+        versions: Vec<(i64, i64)>,
     },
     /// A tracklet split at `frame`; `part` is the tracklet its later frames became.
     Split {
         tracklet: i64,
         frame: i64,
         part: i64,
+        versions: Vec<(i64, i64)>,
     },
     /// A decision on the link between two tracklets.
     Link {
@@ -141,6 +145,7 @@ pub enum Edit {
         b: i64,
         old: Option<LinkDecision>,
         new: Option<LinkDecision>,
+        versions: Vec<(i64, i64)>,
     },
     /// A tracklet added from drawn or followed boxes.
     AddTracklet {
@@ -148,6 +153,7 @@ pub enum Edit {
         boxes: Vec<(i64, [f64; 4])>,
         how: String,
         tracklet: i64,
+        versions: Vec<(i64, i64)>,
     },
     /// A label of one image: a frame's "polyp / no polyp" ([`FRAME_KEY`]), or the polyp box
     /// drawn on a library view ([`crate::store::VIEW_BOX_KEY`]).

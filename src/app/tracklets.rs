@@ -160,13 +160,18 @@ impl App {
         let Some(lib) = self.state.library.as_mut() else {
             return true;
         };
-        match lib.store.add_tracklet(&who, video_id, None, &boxes, &how) {
-            Ok(tracklet) => {
+        let added = lib
+            .store
+            .add_tracklet(&who, video_id, None, &boxes, &how)
+            .and_then(|t| Ok((t, lib.store.tracklet_version(t)?)));
+        match added {
+            Ok((tracklet, version)) => {
                 self.record_edit(Edit::AddTracklet {
                     video_id,
                     boxes,
                     how,
                     tracklet,
+                    versions: vec![(tracklet, version)],
                 });
                 self.state.toast(
                     ToastLevel::Info,
@@ -239,25 +244,27 @@ impl App {
                 .assign_tracklet_as_read(&who, t, polyp, read(t))
                 .map(|w| {
                     mine.extend(&w.versions);
-                    w.value
+                    (w.value, w.versions)
                 })
         };
         let result: Result<Edit, StoreError> = match command {
             C::AssignTracklet { tracklet, polyp } => {
-                assign(store, tracklet, polyp).map(|old| Edit::TrackletPolyp {
+                assign(store, tracklet, polyp).map(|(old, versions)| Edit::TrackletPolyp {
                     tracklet,
                     old,
                     new: polyp,
+                    versions,
                 })
             }
             C::NewPolypForTracklet(tracklet) => (|| {
                 let video = video.ok_or_else(|| StoreError::Invalid("no video shown".into()))?;
                 let polyp = store.new_review_polyp(&who, video)?;
-                let old = assign(store, tracklet, Some(polyp))?;
+                let (old, versions) = assign(store, tracklet, Some(polyp))?;
                 Ok(Edit::TrackletPolyp {
                     tracklet,
                     old,
                     new: Some(polyp),
+                    versions,
                 })
             })(),
             C::MergeTracklets { keep, other } => (|| {
@@ -268,21 +275,23 @@ impl App {
                         let video =
                             video.ok_or_else(|| StoreError::Invalid("no video shown".into()))?;
                         let p = store.new_review_polyp(&who, video)?;
-                        let old = assign(store, keep, Some(p))?;
+                        let (old, versions) = assign(store, keep, Some(p))?;
                         edits.push(Edit::TrackletPolyp {
                             tracklet: keep,
                             old,
                             new: Some(p),
+                            versions,
                         });
                         p
                     }
                 };
                 if other_polyp != Some(polyp) {
-                    let old = assign(store, other, Some(polyp))?;
+                    let (old, versions) = assign(store, other, Some(polyp))?;
                     edits.push(Edit::TrackletPolyp {
                         tracklet: other,
                         old,
                         new: Some(polyp),
+                        versions,
                     });
                 }
                 Ok(Edit::Several(edits))
@@ -295,6 +304,7 @@ impl App {
                         tracklet,
                         frame,
                         part: w.value,
+                        versions: w.versions,
                     }
                 }),
             C::DecideLink { a, b, decision } => {
@@ -308,39 +318,51 @@ impl App {
                             b,
                             old: w.value,
                             new: decision,
+                            versions: w.versions,
                         }
                     })
             }
             other => unreachable!("not a tracklet edit: {other:?}"),
         };
-        // The timeline shown until its next build holds this station's own versions: a second
-        // edit right after the first is made on what the reviewer sees, not refused.
-        if let Some(tl) = self.state.tracklets.timeline.as_mut() {
-            for (t, version) in mine {
-                if let Some(row) = tl.tracklets.iter_mut().find(|r| r.id == t) {
-                    row.version = version;
-                }
-            }
-        }
+        self.note_own_versions(&mine);
         match result {
             Ok(Edit::Several(edits)) if edits.is_empty() => {
                 self.state
                     .toast(ToastLevel::Info, "the two tracklets already show one polyp");
             }
             Ok(edit) => self.record_edit(edit),
-            Err(StoreError::Conflict {
-                target, changes, ..
-            }) => self.state.toast(
-                ToastLevel::Error,
-                format!(
-                    "{target}: changed on another station after you read it, by {changes}; \
-                     your edit was not made. The timeline now shows the library's tracklets: \
-                     make it again if it still holds."
-                ),
-            ),
-            Err(e) => self.state.toast(ToastLevel::Error, e.to_string()),
+            Err(e) => self
+                .state
+                .toast(ToastLevel::Error, tracklet_error(e, "your edit")),
         }
         self.after_edit();
+    }
+
+    /// The timeline shown until its next build holds this station's own versions: a second
+    /// edit (or an undo) right after the first is made on what the reviewer sees, not refused.
+    pub(super) fn note_own_versions(&mut self, versions: &[(i64, i64)]) {
+        if let Some(tl) = self.state.tracklets.timeline.as_mut() {
+            for &(t, version) in versions {
+                if let Some(row) = tl.tracklets.iter_mut().find(|r| r.id == t) {
+                    row.version = version;
+                }
+            }
+        }
+    }
+}
+
+/// A refused tracklet edit in words: another station's change since it was read is named
+/// (who, what, when), and `what` (your edit, the undo, the redo) was not made.
+pub fn tracklet_error(e: StoreError, what: &str) -> String {
+    match e {
+        StoreError::Conflict {
+            target, changes, ..
+        } => format!(
+            "{target}: changed on another station after you read it, by {changes}; {what} was \
+             not made. The timeline now shows the library's tracklets: make it again if it \
+             still holds."
+        ),
+        e => e.to_string(),
     }
 }
 

@@ -293,13 +293,28 @@ impl Store {
     /// Joins tracklet `absorbed` into `kept` (both of one video): its boxes move over and its
     /// row goes, with its link decisions. The undo of a split. Audited under `kept`, key `join`.
     pub fn join_tracklets(&mut self, who: &str, kept: i64, absorbed: i64) -> Result<()> {
+        self.join_tracklets_as_read(who, kept, absorbed, [None, None])
+            .map(|w| w.value)
+    }
+
+    /// [`Store::join_tracklets`] checked against the versions `read` of `kept` and `absorbed`
+    /// (see [`Store::assign_tracklet_as_read`]): the undo of a split is refused when another
+    /// station changed either part since.
+    pub fn join_tracklets_as_read(
+        &mut self,
+        who: &str,
+        kept: i64,
+        absorbed: i64,
+        read: [Option<i64>; 2],
+    ) -> Result<TrackletWritten<()>> {
         check_who(who)?;
-        self.write(|tx| -> Result<()> {
+        self.write(|tx| -> Result<TrackletWritten<()>> {
             if kept == absorbed || tracklet_video(tx, kept)? != tracklet_video(tx, absorbed)? {
                 return Err(StoreError::Invalid(format!(
                     "tracklets {kept} and {absorbed} are not two tracklets of one video"
                 )));
             }
+            check_read(tx, &[(kept, read[0]), (absorbed, read[1])])?;
             tx.execute(
                 "UPDATE boxes SET tracklet_id = ?1 WHERE tracklet_id = ?2",
                 params![kept, absorbed],
@@ -319,7 +334,8 @@ impl Store {
                 who,
                 None,
                 Some(&note),
-            )
+            )?;
+            written(tx, (), &[kept])
         })
     }
 
@@ -396,9 +412,22 @@ impl Store {
     /// Removes a tracklet with its boxes and link decisions (the undo of
     /// [`Store::add_tracklet`]). Audited under the video, key `tracklet removed`.
     pub fn remove_tracklet(&mut self, who: &str, tracklet: i64) -> Result<()> {
+        self.remove_tracklet_as_read(who, tracklet, None)
+    }
+
+    /// [`Store::remove_tracklet`] checked against the version `read` (see
+    /// [`Store::assign_tracklet_as_read`]): the undo of an added tracklet is refused when
+    /// another station gave it a polyp, split it or decided a link on it since.
+    pub fn remove_tracklet_as_read(
+        &mut self,
+        who: &str,
+        tracklet: i64,
+        read: Option<i64>,
+    ) -> Result<()> {
         check_who(who)?;
         self.write(|tx| -> Result<()> {
             let video = tracklet_video(tx, tracklet)?;
+            check_read(tx, &[(tracklet, read)])?;
             let boxes = tx.execute("DELETE FROM boxes WHERE tracklet_id = ?1", [tracklet])?;
             tx.execute(
                 "DELETE FROM labels WHERE target_kind = 'tracklet' AND (target_id = ?1 OR key = ?2)",
