@@ -482,3 +482,58 @@ impl Drop for Cluster {
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres")
 }
+
+/// A training run on a PostgreSQL library whose process ended without a word (its session
+/// gone, as after kill -9) is marked interrupted when the library is next opened, as on
+/// SQLite; a run whose process is alive (on any station) is left running, and so is a run of
+/// another library in the same database with the same number.
+#[test]
+fn a_postgres_run_whose_session_ended_is_marked_interrupted_a_live_one_is_not() {
+    use crate::library_engines::Place;
+    let (Some(place), Some(beside)) = (
+        Place::fresh(Engine::Postgres),
+        Place::fresh(Engine::Postgres),
+    ) else {
+        return;
+    };
+    let start = |store: &mut Store| {
+        store
+            .write(|tx| endotwin::store::start_run(tx, None, "captions", "{}"))
+            .unwrap()
+    };
+    let status = |store: &Store, id: i64| {
+        store
+            .runs()
+            .unwrap()
+            .into_iter()
+            .find(|r| r.0 == id)
+            .unwrap()
+            .2
+    };
+    let mut trainer = place.open(OpenMode::CreateIfMissing).unwrap();
+    let mut other_library = beside.open(OpenMode::CreateIfMissing).unwrap();
+    let live = start(&mut trainer);
+    // The same run number in another library of the database: not blocked by this one.
+    assert_eq!(start(&mut other_library), live);
+    let station = place.open(OpenMode::Existing).unwrap();
+    assert_eq!(status(&station, live), "running");
+    // The trainer's process ends without finishing its run.
+    drop(trainer);
+    drop(station);
+    let station = place.open(OpenMode::Existing).unwrap();
+    assert_eq!(status(&station, live), "interrupted");
+    // The other library's run of the same number still has its process.
+    let beside_station = beside.open(OpenMode::Existing).unwrap();
+    assert_eq!(status(&beside_station, live), "running");
+    drop((other_library, beside_station));
+    let beside_station = beside.open(OpenMode::Existing).unwrap();
+    assert_eq!(status(&beside_station, live), "interrupted");
+    // A run finished by its own process lets its lock go and stays finished.
+    let mut trainer = place.open(OpenMode::Existing).unwrap();
+    let done = start(&mut trainer);
+    trainer
+        .write(|tx| endotwin::store::finish_run(tx, done, "finished"))
+        .unwrap();
+    let station = place.open(OpenMode::Existing).unwrap();
+    assert_eq!(status(&station, done), "finished");
+}

@@ -2,7 +2,7 @@
 //! training runs with their per-epoch metrics. Embeddings are keyed by model version and
 //! remember the content hash they were computed from, so re-indexing skips what is current.
 
-use super::db::{Connection, OptionalExtension, Row, Transaction, params};
+use super::db::{Connection, EngineKind, OptionalExtension, Row, Transaction, params};
 use super::{Result, Store, now_utc};
 use std::path::Path;
 
@@ -101,8 +101,26 @@ pub fn start_run(
          VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
         params![model_id, recipe, config_json, now_utc(), std::process::id()],
     )?;
-    tx.last_insert_rowid()
+    let id = tx.last_insert_rowid()?;
+    // On PostgreSQL the run's process holds a session lock of its own while it runs (a
+    // session lock outlives this transaction): another station tells a live run from one
+    // whose process died by trying it ([`stale_runs`]), where a process id means nothing.
+    if tx.kind() == EngineKind::Postgres {
+        tx.query_row(
+            &format!(
+                "SELECT count(*) FROM (SELECT pg_advisory_lock({RUN_LOCK}, ?1::int4)) AS held"
+            ),
+            params![id],
+            |_| Ok(()),
+        )?;
+    }
+    Ok(id)
 }
+
+/// The first key of a training run's advisory lock on PostgreSQL, the run id the second:
+/// one per library (its schema), since advisory locks are shared by a whole database and two
+/// libraries in one database number their runs alike.
+const RUN_LOCK: &str = "hashtext('endotwin training run in ' || current_schema())";
 
 /// The `running` runs whose process is gone (a `kill -9` leaves no chance to say so). A run
 /// of a live process, or one this machine cannot check, is not among them.
@@ -111,6 +129,27 @@ pub(super) fn stale_runs(conn: &Connection) -> Result<Vec<i64>> {
     let running: Vec<(i64, Option<i64>)> = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_>>()?;
+    if conn.kind() == EngineKind::Postgres {
+        // A run whose lock is free has no process left: its session ended (killed, crashed,
+        // or its machine gone once the server noticed). The lock is let go at once.
+        let mut stale = Vec::new();
+        for (id, _) in running {
+            let free: bool = conn.query_row(
+                &format!("SELECT pg_try_advisory_lock({RUN_LOCK}, ?1::int4)"),
+                params![id],
+                |r| r.get(0),
+            )?;
+            if free {
+                conn.query_row(
+                    &format!("SELECT pg_advisory_unlock({RUN_LOCK}, ?1::int4)"),
+                    params![id],
+                    |_| Ok(()),
+                )?;
+                stale.push(id);
+            }
+        }
+        return Ok(stale);
+    }
     let proc_fs = Path::new("/proc/self").exists();
     Ok(running
         .into_iter()
@@ -173,6 +212,15 @@ pub fn finish_run(tx: &Transaction<'_>, run_id: i64, status: &str) -> Result<()>
         "UPDATE training_runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
         params![run_id, status, now_utc()],
     )?;
+    if tx.kind() == EngineKind::Postgres {
+        // The run's own session lets its lock go (another session's unlock is a no-op).
+        tx.execute_batch("SET LOCAL client_min_messages = error")?;
+        tx.query_row(
+            &format!("SELECT pg_advisory_unlock({RUN_LOCK}, ?1::int4)"),
+            params![run_id],
+            |_| Ok(()),
+        )?;
+    }
     Ok(())
 }
 

@@ -76,6 +76,12 @@ pub fn open(url: &str, mode: OpenMode) -> Result<Store> {
         checked: false,
     };
     store.check_and_migrate(mode)?;
+    // Runs whose process is gone are marked interrupted, as on SQLite (by their lock: a
+    // process id means nothing on another machine).
+    let stale = super::models::stale_runs(&store.conn)?;
+    if !stale.is_empty() {
+        super::models::mark_stale_runs(&store.conn, &stale)?;
+    }
     Ok(store)
 }
 
