@@ -58,6 +58,7 @@ mod round6b;
 mod round7;
 mod round7b;
 mod round8;
+mod round9;
 mod shipped_models;
 mod shipped_prompts;
 mod silent_wrongs;

@@ -327,7 +327,7 @@ fn a_caption_model_can_start_from_the_shipped_text_prompt_model() {
     let refused = run("x", &twin);
     assert!(!refused.ok());
     assert!(
-        refused.text().contains("not a prompt-model"),
+        refused.text().contains("not prompt-model"),
         "{}",
         refused.text()
     );

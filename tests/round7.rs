@@ -16,7 +16,7 @@ fn et(lib: &Path, args: &[&str]) -> std::process::Command {
 
 /// A finished run #N of `lib` whose output is a copy of the shipped caption model under
 /// version `version` (in `dir`): what `model promote N` promotes.
-fn caption_run(lib: &Path, dir: &Path, version: &str) -> i64 {
+pub(crate) fn caption_run(lib: &Path, dir: &Path, version: &str) -> i64 {
     let card = crate::hostile::copy_shipped_captions(&dir.join(version));
     endotwin::model::weights::update_card(&card, |c| c.version = version.to_string()).unwrap();
     let mut store = endotwin::store::Store::open(lib, endotwin::store::OpenMode::Existing).unwrap();

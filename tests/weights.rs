@@ -187,7 +187,7 @@ fn the_wrong_kind_or_a_config_that_does_not_fit_is_named() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{} is a image-encoder model, not a scene-encoder",
+            "{} is a model of kind image-encoder, not scene-encoder",
             path.display()
         )
     );

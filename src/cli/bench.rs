@@ -76,9 +76,9 @@ pub enum BenchWhat {
         json: Option<PathBuf>,
     },
     /// Several clients at once on the library (--library: a folder or a postgres:// URL):
-    /// label edits against the version each read and twin queries, then the audit trail
-    /// checked against every client's log (lost, duplicated, silent overwrites). It writes
-    /// label edits: run it on a copy.
+    /// label edits against the version each read, imports and twin queries, then the audit
+    /// trail checked against every client's log (lost, duplicated, silent overwrites). It
+    /// changes labels and imports images into the library it is given: run it on a copy.
     Library {
         #[arg(long, default_value_t = 8, value_parser = count(1, 256))]
         clients: usize,

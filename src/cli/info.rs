@@ -75,5 +75,24 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
             stats.capsule_frames, stats.captioned
         );
     }
+    // The run numbers `model report --run N` and `model promote N` take (round 9 N3: the
+    // advice pointed here and no command listed them).
+    let runs = store.runs()?;
+    if !runs.is_empty() {
+        let latest: Vec<String> = runs
+            .iter()
+            .take(RUNS_SHOWN)
+            .map(|(id, recipe, status)| format!("#{id} {recipe} {status}"))
+            .collect();
+        println!(
+            "runs:    {} training runs; latest: {}{}",
+            runs.len(),
+            latest.join(", "),
+            if runs.len() > RUNS_SHOWN { ", ..." } else { "" }
+        );
+    }
     Ok(())
 }
+
+/// How many of the latest training runs `info` names.
+const RUNS_SHOWN: usize = 8;

@@ -89,11 +89,20 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                 who: a.who,
                 since: a.since,
                 until: a.until,
-                limit: a.limit,
+                // One more than shown, to tell the reader when there are more (round 9 N6:
+                // the default 50 cut the trail without a word).
+                limit: if a.limit == 0 { 0 } else { a.limit + 1 },
             };
-            let rows = store.audit_log(&filter)?;
+            let mut rows = store.audit_log(&filter)?;
             if rows.is_empty() {
                 println!("no label changes match");
+            }
+            if a.limit > 0 && rows.len() > a.limit {
+                rows.truncate(a.limit);
+                eprintln!(
+                    "note: the latest {} changes are shown, and more match: --limit 0 shows them all",
+                    a.limit
+                );
             }
             for r in rows {
                 let e = &r.entry;

@@ -62,6 +62,23 @@ pub fn check_output(path: &std::path::Path) -> anyhow::Result<()> {
         true => path.with_extension("json"),
         false => path.to_path_buf(),
     };
+    // A training run's checkpoints (what --resume continues): round 9 N1, a labels export
+    // over a run's state.json, after which the next run discarded the run's epochs.
+    if std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .ancestors()
+        .skip(1)
+        .any(|a| {
+            a.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(".checkpoints"))
+        })
+    {
+        anyhow::bail!(
+            "{}: inside a training run's checkpoints (what --resume continues); an output is \
+             never written there, --force or not: choose another folder; nothing was written",
+            path.display()
+        );
+    }
     if path.exists()
         && endotwin::model::weights::record_path(&card).is_file()
         && endotwin::model::weights::read_card(&card).is_ok()
@@ -79,6 +96,9 @@ pub fn check_output(path: &std::path::Path) -> anyhow::Result<()> {
 /// The arguments that name a file a command writes when it is done; [`check_named_outputs`]
 /// puts them through the output guard before the command starts.
 const OUTPUT_ARGS: &[&str] = &["json", "confusion"];
+/// Other arguments that name what a command writes (folders, checked by their commands):
+/// never taken for one of its inputs.
+const WRITTEN_ARGS: &[&str] = &["out", "diagrams"];
 
 /// Checks every `--json` and `--confusion` of the parsed command line ([`check_output`]), so
 /// a command that may not write its file is refused at once, not after an hour's evaluation.
@@ -107,9 +127,39 @@ pub fn check_named_outputs(matches: &clap::ArgMatches) -> anyhow::Result<()> {
                 }
             }
         }
+        // An output that is one of the command's own inputs would replace it, --force or not
+        // (round 9 N26: `twins in.png --json in.png --force` turned the image into JSON).
+        for input in m.ids().map(|id| id.as_str()) {
+            if OUTPUT_ARGS.contains(&input) || WRITTEN_ARGS.contains(&input) {
+                continue;
+            }
+            let Ok(Some(paths)) = m.try_get_many::<std::path::PathBuf>(input) else {
+                continue;
+            };
+            for path in paths {
+                if let Some((output, _)) = named.iter().find(|(_, p)| same_file(p, path)) {
+                    anyhow::bail!(
+                        "--{output} names {}, an input of this command (its {input}): an output \
+                         never replaces what the command reads, --force or not; name another \
+                         file (nothing was run)",
+                        path.display()
+                    );
+                }
+            }
+        }
         level = m.subcommand().map(|(_, sub)| sub);
     }
     Ok(())
+}
+
+/// Whether `a` and `b` name one file: the same device and inode where both exist, else the
+/// same absolute path.
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => a == b || std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+    }
 }
 
 /// Writes a file the user asked for (`--out`, `--json`): never over the library's own files,

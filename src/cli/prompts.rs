@@ -152,6 +152,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
                     println!("set {}", set.name);
                     for s in &scores[0] {
                         println!("  {:.3}  cos {:+.3}  {}", s.probability, s.cosine, s.prompt);
+                        unknown_note(&loaded, &s.prompt);
                     }
                     scored.push(serde_json::json!({
                         "set": set.name,
@@ -194,6 +195,7 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
         PromptsWhat::Search { text, top, model } => {
             let loaded = load(&models_dir, model, &device)?;
             query::check_prompt(&loaded, &text)?;
+            unknown_note(&loaded, &text);
             let mut store = Store::open(library, OpenMode::Existing)?;
             let done = index(&loaded, &mut store, &device)?;
             // Frames the search could not read are named, never passed over.
@@ -589,4 +591,18 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Says which words of `prompt` the model read as "unknown word" (the prompt was scored
+/// without what they mean).
+fn unknown_note(loaded: &LoadedPromptModel, prompt: &str) {
+    let unknown = query::unknown_words(loaded, prompt);
+    if !unknown.is_empty() {
+        eprintln!(
+            "note: `{prompt}`: {} unknown to {} (read as \"unknown word\"; rephrase in words it \
+             knows)",
+            unknown.join(", "),
+            loaded.named()
+        );
+    }
 }

@@ -57,6 +57,12 @@ pub fn run(library: &Path, pref: BackendPref, args: LinksArgs) -> Result<()> {
     let models = args
         .models
         .unwrap_or_else(|| endotwin::engine::promote::models_dir_for(library));
+    // A video named twice is one video (round 9 N40: it was built and printed twice).
+    for (i, code) in args.videos.iter().enumerate() {
+        if args.videos[..i].contains(code) {
+            anyhow::bail!("video {code} is named twice; name each video once (nothing was run)");
+        }
+    }
     let all = store.videos()?;
     let videos: Vec<_> = if args.videos.is_empty() {
         all

@@ -77,7 +77,7 @@ pub fn run(library: PathBuf, pref: BackendPref, force: bool, args: TrainArgs) ->
             Arg::new("force")
                 .long("force")
                 .action(ArgAction::SetTrue)
-                .help("Replace an existing model of this --out and --name"),
+                .help("Replace an existing model of this --out and --name (the replaced one is kept in <out>/replaced/)"),
         )
         .try_get_matches_from(
             std::iter::once(name.clone())

@@ -85,6 +85,17 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
             args.images.len()
         );
     }
+    // One image given twice is one view (round 9 N5: `twins a.png a.png ./a.png` was three
+    // views), as `import endofinder` refuses a view listed twice.
+    for (i, path) in args.images.iter().enumerate() {
+        if let Some(first) = args.images[..i].iter().find(|p| super::same_file(p, path)) {
+            anyhow::bail!(
+                "{} and {} are one image: a view counts once in a twin query; nothing was queried",
+                first.display(),
+                path.display()
+            );
+        }
+    }
     let started = std::time::Instant::now();
     let numbers = args
         .polyp_box

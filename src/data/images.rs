@@ -93,9 +93,11 @@ pub fn decode_bytes(bytes: Vec<u8>) -> Result<Decoded, ImageError> {
         }
     }
     // CVC-ClinicDB's frames say "grey" (BlackIsZero) but hold three samples a pixel: RGB.
-    let patched = (format == ImageFormat::Tiff)
-        .then(|| tiff_three_sample_grey_as_rgb(&bytes))
-        .flatten();
+    let patched = match format {
+        ImageFormat::Tiff => tiff_three_sample_grey_as_rgb(&bytes),
+        ImageFormat::Png => png_without_compressed_metadata(&bytes),
+        _ => None,
+    };
     let pixels: &[u8] = patched.as_deref().unwrap_or(&bytes);
     let corrupt = |e: image::ImageError| match e {
         // A coding the decoder does not have is not damage (round 8 N9: a YCbCr TIFF was
@@ -268,6 +270,29 @@ impl<'a> Tiff<'a> {
 /// How many pages a TIFF file holds (1 for any other file).
 pub fn tiff_pages(bytes: &[u8]) -> usize {
     Tiff::of(bytes).map_or(1, |t| t.pages().max(1))
+}
+
+/// `bytes` (a PNG) without its compressed metadata chunks (a colour profile, compressed or
+/// international text), which EndoTwin does not use: the decoder inflates them whole, and a
+/// 4 MB profile chunk of a 160x120 image inflated to 4 GB (round 9 N11). `None` when the
+/// file has none (or its chunks do not parse: the decoder then says what is wrong).
+fn png_without_compressed_metadata(bytes: &[u8]) -> Option<Vec<u8>> {
+    const DROPPED: [&[u8; 4]; 3] = [b"iCCP", b"zTXt", b"iTXt"];
+    let mut out = bytes.get(..8)?.to_vec();
+    let mut at = 8;
+    let mut dropped = false;
+    while at < bytes.len() {
+        let len = u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize;
+        let end = at.checked_add(12)?.checked_add(len)?;
+        let chunk = bytes.get(at..end)?;
+        if DROPPED.iter().any(|t| &chunk[4..8] == *t) {
+            dropped = true;
+        } else {
+            out.extend_from_slice(chunk);
+        }
+        at = end;
+    }
+    dropped.then_some(out)
 }
 
 fn tiff_three_sample_grey_as_rgb(bytes: &[u8]) -> Option<Vec<u8>> {

@@ -23,6 +23,10 @@ pub enum PromoteError {
     #[error("{0}: no earlier model to go back to (nothing was changed)")]
     NothingToDemote(String),
     #[error(
+        "{0}: the library has no promoted model of that name (it has: {1}); nothing was changed"
+    )]
+    NotACapability(String, String),
+    #[error(
         "{0} already exists and is not this library's models folder (it has no ACTIVE marker; its files are someone else's): move it away, then promote again; nothing was changed"
     )]
     ForeignModelsFolder(String),
@@ -241,10 +245,21 @@ pub fn can_demote(library: &Path, name: &str) -> bool {
 pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     refuse_server(library)?;
     check_library(library, None)?;
+    // A capability's name, never a path (round 9 N12: `demote ../captions` moved the active
+    // model out of models/, and `../../x/y` moved files outside the library).
+    weights::check_name(name).map_err(|_| {
+        PromoteError::NotACapability(name.to_string(), active_names(&active_dir(library)))
+    })?;
     let _lock = lock_models(library)?;
     let dir = active_dir(library);
     let previous = dir.join("previous").join(format!("{name}.json"));
     if !previous.is_file() {
+        if !dir.join(format!("{name}.json")).is_file() {
+            return Err(PromoteError::NotACapability(
+                name.to_string(),
+                active_names(&dir),
+            ));
+        }
         return Err(PromoteError::NothingToDemote(name.to_string()));
     }
     // The model to go back to must load: a damaged one is named, nothing is moved.
@@ -264,6 +279,26 @@ pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     }
     move_model(&previous, &active)?;
     Ok(demoted)
+}
+
+/// The names of the models promoted into the library's models folder `dir`, for a message.
+fn active_names(dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".json").map(str::to_string)
+        })
+        .filter(|n| weights::check_name(n).is_ok())
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// After a promotion or demotion of `name`: the twin index rebuilt with the library's twin

@@ -149,10 +149,17 @@ pub fn run(
         ..RealEval::default()
     };
     let cvc = folders(data, "cvc-clinicdb");
-    let kvasir: Vec<PathBuf> = folders(data, "kvasir-seg")
+    let (kvasir, half_laid): (Vec<PathBuf>, Vec<PathBuf>) = folders(data, "kvasir-seg")
         .into_iter()
-        .filter(|p| p.join("images").is_dir() && p.join("masks").is_dir())
-        .collect();
+        .partition(|p| p.join("images").is_dir() && p.join("masks").is_dir());
+    // A Kvasir-SEG folder without images/ or masks/ is named as such (round 9 N31: it was "no
+    // kvasir-seg*/ folder").
+    for p in &half_laid {
+        eval.notes.push(format!(
+            "detection: {} has no images/ and masks/ folders side by side; left out",
+            p.display()
+        ));
+    }
     let captiv8 = folders(data, "captiv8");
     if !data.is_dir() {
         return Err(RealError::Data(format!(
@@ -165,10 +172,17 @@ pub fn run(
         )));
     }
     if cvc.is_empty() && kvasir.is_empty() && captiv8.is_empty() {
-        return Err(RealError::Data(format!(
-            "{}: no cvc-clinicdb*/, kvasir-seg*/ or captiv8*/ folder inside",
-            data.display()
-        )));
+        return Err(RealError::Data(match half_laid.first() {
+            Some(p) => format!(
+                "{}: a Kvasir-SEG folder needs images/ and masks/ side by side, and no \
+                 cvc-clinicdb*/ or captiv8*/ folder is there; nothing was evaluated",
+                p.display()
+            ),
+            None => format!(
+                "{}: no cvc-clinicdb*/, kvasir-seg*/ or captiv8*/ folder inside",
+                data.display()
+            ),
+        }));
     }
     if cvc.is_empty() {
         eval.notes.push("twins: no cvc-clinicdb*/ folder".into());
@@ -189,6 +203,18 @@ pub fn run(
         eval.notes.push("capsule: no captiv8*/ folder".into());
     } else {
         capsule(&captiv8, models, seed, device, &mut eval)?;
+    }
+    // An evaluation that scored nothing is no result (round 9 N31: it exited 0 with notes).
+    if eval.twins.is_empty()
+        && eval.detection.is_empty()
+        && eval.cvc_detection.is_empty()
+        && eval.capsule.is_empty()
+    {
+        return Err(RealError::Data(format!(
+            "{}: nothing could be scored ({}); nothing was evaluated",
+            data.display(),
+            eval.notes.join("; ")
+        )));
     }
     // What the mark can and cannot see (round 7 N55): it is read from the cards, by name.
     eval.notes.push(

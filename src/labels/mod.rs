@@ -418,6 +418,21 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
                  \"views\" and \"labels\"; nothing was changed"
             )));
         }
+        // "views" is what the export wrote, for the reader: labels import never changes a
+        // polyp's views. Something else there is a line edited by hand (round 9 N36).
+        if let Some(views) = value.get("views")
+            && !views
+                .as_array()
+                .is_some_and(|v| v.iter().all(serde_json::Value::is_string))
+        {
+            problems.push(format!(
+                "line {line}, polyp `{}`: \"views\" is not a list of file names (it lists the \
+                 views the export found; labels import never changes a polyp's views); the line \
+                 is not used",
+                polyp.trim()
+            ));
+            continue;
+        }
         let mut cells = Vec::new();
         let mut unusable = false;
         if let Some(labels) = value.get("labels").and_then(|l| l.as_object()) {

@@ -24,7 +24,7 @@ pub enum WeightsError {
     },
     #[error("{path} is not a model card: {reason}")]
     Card { path: PathBuf, reason: String },
-    #[error("{path} is a {found} model, not a {expected}")]
+    #[error("{path} is a model of kind {found}, not {expected}")]
     Kind {
         path: PathBuf,
         expected: ModelKind,

@@ -10,9 +10,13 @@ use std::sync::Mutex;
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum OutputError {
     #[error(
-        "{0}: this is the library's own file; nothing was written (write the export somewhere else)"
+        "{0}: this is the library's own file; nothing was written (write to a file outside the library; its models change only through `model promote` and `model demote`)"
     )]
     LibraryFile(PathBuf),
+    #[error(
+        "{0}: a symbolic link; an output is written to a file of its own, never through a link, --force or not (`labels export --out -` writes to standard output); nothing was written"
+    )]
+    Link(PathBuf),
     #[error("{0}: exists; nothing was written (add --force to replace it)")]
     Exists(PathBuf),
     #[error("{0}: exists and is not a regular file; nothing was written")]
@@ -112,6 +116,11 @@ pub fn check_output(out: &Path, library: Option<&Path>, force: bool) -> Result<(
     // it): an export never replaces one, --force or not.
     if is_sqlite(&parent.join(base)) {
         return Err(OutputError::Database(out.to_path_buf()));
+    }
+    // A link would be replaced by a file, or written through (round 9 N37: `--out
+    // /dev/stdout` was "exists: add --force").
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(OutputError::Link(out.to_path_buf()));
     }
     match std::fs::symlink_metadata(&resolved) {
         Ok(m) if !m.is_file() => Err(OutputError::NotAFile(out.to_path_buf())),

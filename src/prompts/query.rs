@@ -97,6 +97,18 @@ pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), Promp
     Ok(())
 }
 
+/// The words of `prompt` a word-level model does not know (read as "unknown word"), so a
+/// caller can say that the prompt was scored without them (round 9 N15: "a pollyp with
+/// blood" was scored as "a ... with" without a word). Empty for a model that reads any text.
+pub fn unknown_words(model: &LoadedPromptModel, prompt: &str) -> Vec<String> {
+    model
+        .config
+        .tokenizer
+        .words()
+        .map(|w| w.unknown_words(prompt))
+        .unwrap_or_default()
+}
+
 /// Unit embeddings of `texts` -> [n, d] (checked with [`check_prompt`]).
 pub fn text_embeddings(
     model: &LoadedPromptModel,

@@ -395,6 +395,17 @@ impl Store {
         if let Some(url) = pg::library_url(path) {
             return pg::open(url, mode);
         }
+        // A file without an extension (a README, an image) was taken for a folder: "no
+        // library here (no library.sqlite)", or a raw "File exists" on a write (round 9 N2).
+        if db_path != path && std::fs::metadata(path).is_ok_and(|m| !m.is_dir()) {
+            return Err(StoreError::NotALibrary {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "a file, not a library folder (a library is a folder holding {DB_FILE}, or \
+                     a .sqlite file); nothing was changed"
+                ),
+            });
+        }
         // A database that is a link to another library's: its media would be written beside
         // the link while its rows went into the other library (which then names files it
         // does not have). Open the library where it lives.

@@ -93,6 +93,15 @@ pub(crate) fn epochs_done(dir: &Path) -> Option<usize> {
     read_state(dir).ok().map(|s| s.epoch)
 }
 
+/// Whether `dir` holds any epoch's checkpoint (`epoch-NNN`), whatever its state file says.
+pub(crate) fn holds_epochs(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("epoch-"))
+    })
+}
+
 /// The epochs of the checkpoint in `dir`, or why it cannot be resumed from (missing, not a
 /// regular file, unreadable, changed by hand): asked before a run reads its data.
 pub(crate) fn check_state(dir: &Path) -> Result<usize, TrainError> {

@@ -69,6 +69,10 @@ impl RecipeOption {
     }
 }
 
+/// The narrowest and widest embedding (`--dim`) a recipe takes.
+const MIN_DIM: usize = 8;
+const MAX_DIM: usize = 4096;
+
 /// Chosen values by option name, as text (what the CLI parsed or the panel's form holds);
 /// options not given take their defaults.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -104,11 +108,41 @@ impl Settings {
     }
 
     pub fn count(&self, options: &[RecipeOption], name: &str) -> Result<usize, RecipeError> {
-        self.parsed(options, name)
+        let value: usize = self.parsed(options, name)?;
+        // An embedding of a few numbers makes every twin alike, a huge one fills the memory
+        // and the disk (round 9 N23, N25): the same bounds in every recipe.
+        if name == "dim" && !(MIN_DIM..=MAX_DIM).contains(&value) {
+            return Err(RecipeError::Setting(format!(
+                "--dim {value}: an embedding width from {MIN_DIM} to {MAX_DIM}"
+            )));
+        }
+        Ok(value)
     }
 
+    /// A number option's value: finite always, and within what the option means, checked
+    /// before any data is read (round 9 N24, N25: `--lr inf` saved a model of NaN weights,
+    /// `--tau 0` failed after the data was encoded with the wrong advice).
     pub fn number(&self, options: &[RecipeOption], name: &str) -> Result<f64, RecipeError> {
-        self.parsed(options, name)
+        let value: f64 = self.parsed(options, name)?;
+        let (low, high, low_open, meaning) = match name {
+            "lr" => (0.0, 1.0, true, "a learning rate above 0, at most 1"),
+            "tau" => (0.0, 10.0, true, "a temperature above 0, at most 10"),
+            "jitter" | "prevalence" => (0.0, 1.0, false, "a fraction from 0 to 1"),
+            "entropy" | "weight-decay" | "quantization" => {
+                (0.0, 1000.0, false, "a weight from 0 to 1000")
+            }
+            _ => (f64::MIN, f64::MAX, false, "a finite number"),
+        };
+        let inside = value.is_finite()
+            && (if low_open { value > low } else { value >= low })
+            && value <= high;
+        if inside {
+            Ok(value)
+        } else {
+            Err(RecipeError::Setting(format!(
+                "--{name} {value}: not {meaning}"
+            )))
+        }
     }
 
     pub fn flag(&self, options: &[RecipeOption], name: &str) -> bool {
@@ -366,12 +400,17 @@ fn check_target(
         && !fork
         && !ctx.replace
         && !out.join(format!("{name}.json")).exists()
-        && let Some(done) = super::checkpoint::epochs_done(&checkpoints)
+        && super::checkpoint::holds_epochs(&checkpoints)
     {
+        // Its state unreadable or gone, the epochs are still the run's (round 9 N1).
+        let reached = super::checkpoint::epochs_done(&checkpoints)
+            .map_or("its state file unreadable".to_string(), |done| {
+                format!("epoch {done}")
+            });
         return Err(RecipeError::Setting(format!(
-            "{} holds the checkpoints of an unfinished run of --out {} --name {name} (epoch \
-             {done}): --resume continues it, --force starts afresh and discards them, or choose \
-             another --name; nothing was trained",
+            "{} holds the checkpoints of an unfinished run of --out {} --name {name} \
+             ({reached}): --resume continues it, --force starts afresh and discards them, or \
+             choose another --name; nothing was trained",
             checkpoints.display(),
             out.display()
         )));
@@ -428,10 +467,41 @@ pub(crate) fn save_run_model(
     card: &crate::model::weights::ModelCard,
     out: &Path,
 ) -> Result<PathBuf, RecipeError> {
-    crate::model::weights::save(module, card, out).map_err(|e| {
+    let saved = keep_replaced(out, &card.name)
+        .and_then(|()| crate::model::weights::save(module, card, out).map_err(Into::into));
+    if saved.is_err() {
         let _ = store.write(|tx| store::finish_run(tx, run_id, "failed"));
-        e.into()
-    })
+    }
+    saved
+}
+
+/// A model this run replaces (`--force`) is moved into `<out>/replaced/` first, under a free
+/// name, as `model demote` keeps a demoted one (round 9 N32: a forced run over the shipped
+/// folder's model kept no copy of it).
+fn keep_replaced(out: &Path, name: &str) -> Result<(), RecipeError> {
+    use crate::model::weights::record_path;
+    let card = out.join(format!("{name}.json"));
+    if !card.is_file() || !record_path(&card).is_file() {
+        return Ok(());
+    }
+    let kept = out.join("replaced");
+    let io = |p: &Path, e: std::io::Error| {
+        RecipeError::Setting(format!(
+            "{}: {e}; the model it would replace was left in place, nothing was saved",
+            p.display()
+        ))
+    };
+    std::fs::create_dir_all(&kept).map_err(|e| io(&kept, e))?;
+    let to = (0..)
+        .map(|n| match n {
+            0 => kept.join(format!("{name}.json")),
+            n => kept.join(format!("{name}.{n}.json")),
+        })
+        .find(|p| !p.exists() && !record_path(p).exists())
+        .expect("a free name");
+    std::fs::rename(record_path(&card), record_path(&to)).map_err(|e| io(&card, e))?;
+    std::fs::rename(&card, &to).map_err(|e| io(&card, e))?;
+    Ok(())
 }
 
 /// Marks the run finished, cancelled or failed, and returns the last epoch's metrics.

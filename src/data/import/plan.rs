@@ -262,16 +262,26 @@ impl Plan {
     /// with such characters is refused; a value that fails is not imported; each is named.
     fn check_text(&mut self, problems: &mut Problems) {
         let unprintable = |text: &str| text.chars().find(|&c| !store::is_printable(c));
+        // A code with a space at either end looks like the code without it, and a labels CSV
+        // is read trimmed, so its rows went to the other one (round 9 N33).
+        let code_fault = |text: &str| match unprintable(text) {
+            Some(c) => Some(format!("holds the character U+{:04X}", c as u32)),
+            None if text.trim() != text => Some(
+                "begins or ends with a space (it would look like the code without it, and \
+                 labels files name codes trimmed)"
+                    .to_string(),
+            ),
+            None => None,
+        };
         let shown = |text: &str| text.escape_default().to_string();
-        self.exams.retain(|exam| match unprintable(&exam.code) {
+        self.exams.retain(|exam| match code_fault(&exam.code) {
             Some(c) => {
                 problems.push(
                     std::path::Path::new(&exam.source),
                     format!(
-                        "examination code '{}' holds the character U+{:04X}; a code is one line \
-                         of printable text; the examination is not imported",
+                        "examination code '{}' {c}; a code is one line of printable text; the \
+                         examination is not imported",
                         shown(&exam.code),
-                        c as u32
                     ),
                 );
                 false
@@ -280,28 +290,26 @@ impl Plan {
         });
         for exam in &mut self.exams {
             let source = std::path::PathBuf::from(&exam.source);
-            exam.polyps.retain(|p| match unprintable(&p.code) {
+            exam.polyps.retain(|p| match code_fault(&p.code) {
                 Some(c) => {
                     problems.push(
                         &source,
                         format!(
-                            "polyp code '{}' holds the character U+{:04X}; the polyp is not imported",
+                            "polyp code '{}' {c}; the polyp is not imported",
                             shown(&p.code),
-                            c as u32
                         ),
                     );
                     false
                 }
                 None => true,
             });
-            exam.videos.retain(|v| match unprintable(&v.code) {
+            exam.videos.retain(|v| match code_fault(&v.code) {
                 Some(c) => {
                     problems.push(
                         &source,
                         format!(
-                            "video code '{}' holds the character U+{:04X}; the video is not imported",
+                            "video code '{}' {c}; the video is not imported",
                             shown(&v.code),
-                            c as u32
                         ),
                     );
                     false

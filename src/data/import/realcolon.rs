@@ -377,6 +377,17 @@ pub fn read(
                     p.paris = l.paris.clone();
                 }
                 Some(Err(reason)) => problems.push(&lpath, reason.clone()),
+                // Boxes under an id the lesion table lacks (a typo, or `<name>` standing in for
+                // a missing `unique_id`) make a polyp of their own: said (round 9 N39).
+                None if !lesions.is_empty() => problems.push(
+                    &lpath,
+                    format!(
+                        "boxes name `{}`, which has no row here (a unique_id the table lacks, \
+                         or a box without unique_id read by its name): imported as a polyp of \
+                         its own, without pathology",
+                        p.code
+                    ),
+                ),
                 None => {}
             }
         }

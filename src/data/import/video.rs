@@ -30,6 +30,8 @@ pub const FFMPEG_ENV: &str = "ENDOTWIN_FFMPEG";
 pub const TOOL_TIMEOUT_ENV: &str = "ENDOTWIN_TOOL_TIMEOUT_S";
 /// Two minutes: far longer than any healthy decoder pauses between frames.
 pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 120;
+/// The longest [`TOOL_TIMEOUT_ENV`] taken: a day.
+pub const MAX_TOOL_TIMEOUT_S: u64 = 86_400;
 /// The most frames one video import reads: about 2 hours at 25 frames a second.
 pub const MAX_VIDEO_FRAMES: u64 = 180_000;
 
@@ -38,14 +40,15 @@ fn tool_timeout() -> std::time::Duration {
     let s = given
         .as_deref()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|&s| s > 0);
+        // At most a day: a larger number overflowed the deadline (round 9 N18: a panic).
+        .filter(|&s| (1..=MAX_TOOL_TIMEOUT_S).contains(&s));
     if let (Some(v), None) = (&given, s) {
         // Said once a process, where the user looks (MINOR 19: it was replaced silently).
         static TOLD: std::sync::Once = std::sync::Once::new();
         TOLD.call_once(|| {
             eprintln!(
-                "note: {TOOL_TIMEOUT_ENV}={v:?} is not a whole number of seconds above 0; \
-                 using {DEFAULT_TOOL_TIMEOUT_S} s"
+                "note: {TOOL_TIMEOUT_ENV}={v:?} is not a whole number of seconds from 1 to \
+                 {MAX_TOOL_TIMEOUT_S}; using {DEFAULT_TOOL_TIMEOUT_S} s"
             )
         });
     }
@@ -191,7 +194,14 @@ fn executable_on_path(name: &str) -> Option<PathBuf> {
 pub fn find_ffmpeg() -> Result<Ffmpeg, String> {
     let ffmpeg = match std::env::var_os(FFMPEG_ENV) {
         Some(p) if !p.is_empty() => {
-            let p = PathBuf::from(p);
+            let mut p = PathBuf::from(p);
+            // A bare program name is looked up on PATH, as a shell would (round 9 N40).
+            if p.components().count() == 1
+                && !p.is_file()
+                && let Some(found) = executable_on_path(&p.to_string_lossy())
+            {
+                p = found;
+            }
             if !p.is_file() {
                 return Err(format!(
                     "{FFMPEG_ENV} names {}, which is not a file",
