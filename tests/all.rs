@@ -50,6 +50,7 @@ mod prompt_rounds;
 mod prompts;
 mod recipes;
 mod retrieval;
+mod round10;
 mod round4;
 mod round5;
 mod round5b;

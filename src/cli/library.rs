@@ -263,8 +263,9 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
             if made {
                 let _ = target.discard_if_empty(true);
             }
+            // The inner message says whether anything was written.
             return Err(anyhow::Error::from(e).context(format!(
-                "library copy {} to {} (nothing was written)",
+                "library copy {} to {}",
                 from.display(),
                 to.display()
             )));

@@ -92,6 +92,17 @@ pub fn copy_library(
             from.db_path().display()
         )));
     }
+    // Everything is read from one snapshot of the source, so a station writing to it meanwhile
+    // changes neither what is copied nor what the copy is compared with (round 10 N13: an
+    // import during the copy left a copy that "differed from its source").
+    from.in_snapshot(|| copy_snapshot(from, to, progress))
+}
+
+fn copy_snapshot(
+    from: &Store,
+    to: &mut Store,
+    progress: &dyn Fn(usize, usize),
+) -> Result<CopyReport> {
     let media = from.media_rows()?;
     let target = to.db_path().display().to_string();
     to.write_media(|tx, files| -> Result<()> {
@@ -156,11 +167,16 @@ pub fn verify(from: &Store, to: &Store) -> Result<CopyReport> {
             table_rows(to, table, columns)?,
         );
         if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
+            let shown = |r: Option<&Row>| match r {
+                Some(r) => format!("row {} of {} values", i + 1, r.values().len()),
+                None => "no such row".to_string(),
+            };
             return Err(StoreError::Invalid(format!(
-                "the copy differs from its source in table {table}, row {}: {:?} against {:?}",
-                i + 1,
-                a.get(i).map(Row::values),
-                b.get(i).map(Row::values)
+                "the copy at {} does not match its source in table {table} (the source has {}, \
+                 the copy {}): it is not a faithful copy; remove it before copying again",
+                to.db_path().display(),
+                shown(a.get(i)),
+                shown(b.get(i))
             )));
         }
         report.rows.push((table.to_string(), a.len()));
@@ -173,6 +189,22 @@ pub fn verify(from: &Store, to: &Store) -> Result<CopyReport> {
 }
 
 impl Store {
+    /// Runs `f` with every read of this store from one snapshot of the library (a read
+    /// transaction; on PostgreSQL, repeatable read): writes of other stations meanwhile are not
+    /// seen.
+    pub fn in_snapshot<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let begin = match self.conn().kind() {
+            EngineKind::Sqlite => "BEGIN DEFERRED",
+            EngineKind::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        };
+        self.conn().execute_batch(begin)?;
+        let result = f();
+        let end = self.conn().execute_batch("COMMIT");
+        let value = result?;
+        end?;
+        Ok(value)
+    }
+
     /// Every media row, by id.
     pub fn media_rows(&self) -> Result<Vec<super::MediaRow>> {
         let mut stmt = self.conn().prepare(&format!(

@@ -72,6 +72,8 @@ impl RecipeOption {
 /// The narrowest and widest embedding (`--dim`) a recipe takes.
 const MIN_DIM: usize = 8;
 const MAX_DIM: usize = 4096;
+/// The most augmented copies of each view a recipe encodes before training.
+const MAX_COPIES: usize = 64;
 
 /// Chosen values by option name, as text (what the CLI parsed or the panel's form holds);
 /// options not given take their defaults.
@@ -114,6 +116,13 @@ impl Settings {
         if name == "dim" && !(MIN_DIM..=MAX_DIM).contains(&value) {
             return Err(RecipeError::Setting(format!(
                 "--dim {value}: an embedding width from {MIN_DIM} to {MAX_DIM}"
+            )));
+        }
+        // Every copy of every view is encoded and kept before training (round 10 N1: a
+        // million copies grew without bound).
+        if name == "copies" && !(1..=MAX_COPIES).contains(&value) {
+            return Err(RecipeError::Setting(format!(
+                "--copies {value}: from 1 (the crop itself) to {MAX_COPIES} copies of each view"
             )));
         }
         Ok(value)

@@ -378,8 +378,10 @@ impl Recipe for TwinBackboneRecipe {
         super::memory::check(
             "twin-backbone",
             "batch",
-            2 * settings.count(&o, "batch")?.max(1),
-            (MobileNetV2Config::new().pooled_dim() + 2 * dim) as f64,
+            // Polyps a step, two rows each: counted per polyp, so the refusal names the
+            // --batch given and advises one that passes (round 10 N2).
+            settings.count(&o, "batch")?.max(1),
+            2.0 * (MobileNetV2Config::new().pooled_dim() + 2 * dim) as f64,
             super::memory::budget(settings, &o, ctx.memory)?,
         )?;
         let backbone_path = backbone_path(settings, &o)?;
