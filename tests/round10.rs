@@ -116,3 +116,33 @@ fn a_snapshot_read_does_not_see_a_write_made_meanwhile(engine: Engine) {
     assert_eq!(seen, (before, before));
     assert_eq!(reader.examinations().unwrap().len(), before + 1);
 }
+
+/// N24, N25: a sub-pixel `--box` was answered ("carcinoma 49%"); `labels export --out x.json`
+/// wrote CSV without a word.
+#[test]
+fn a_box_too_small_and_an_export_named_for_another_format_are_refused() {
+    let (lib, src) = library_with_cases();
+    let image = src.path().join("base/A/1.png");
+    let mut c = common::endotwin(lib.path());
+    c.args(["twins", "--box", "0,0,1e-30,1e-30"]).arg(&image);
+    let r = run_within(c, 60);
+    assert!(!r.ok() && r.says("at least 4 pixels"), "{}", r.text());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("x.json");
+    let mut c = common::endotwin(lib.path());
+    c.args(["labels", "export", "--out"]).arg(&json);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("a .json file for the csv format") && !json.exists(),
+        "{}",
+        r.text()
+    );
+    // Named for its format, each is written.
+    for (format, name) in [("csv", "x.csv"), ("jsonl", "x.jsonl"), ("coco", "x.json")] {
+        let mut c = common::endotwin(lib.path());
+        c.args(["labels", "export", "--format", format, "--out"])
+            .arg(dir.path().join(format!("{format}-{name}")));
+        let r = run_within(c, 60);
+        assert!(r.ok(), "{format}: {}", r.text());
+    }
+}

@@ -121,6 +121,32 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             Ok(())
         }
         LabelsWhat::Export { format, out } => {
+            // A file named for another format would hold this one (round 10 N25: `--out
+            // x.json` wrote CSV without a word).
+            let extension = out
+                .extension()
+                .map(|e| e.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            let (name, fits) = match format {
+                Format::Csv => ("csv", ["csv", "txt", ""].contains(&extension.as_str())),
+                Format::Jsonl => (
+                    "jsonl",
+                    ["jsonl", "ndjson", ""].contains(&extension.as_str()),
+                ),
+                Format::Coco => ("coco", ["json", ""].contains(&extension.as_str())),
+            };
+            // The guard's own refusals (a library file, a model, a link) come first.
+            if out.as_os_str() != "-" {
+                super::check_output(&out)?;
+            }
+            if out.as_os_str() != "-" && !fits {
+                anyhow::bail!(
+                    "--out {}: a .{extension} file for the {name} format; name it for the format \
+                     (.csv, .jsonl, or .json for coco) or choose the format with --format; \
+                     nothing was written",
+                    out.display()
+                );
+            }
             let store = Store::open(library, OpenMode::Existing)?;
             let text = match format {
                 Format::Csv => endotwin::labels::export_csv(&store)?,

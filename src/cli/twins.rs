@@ -72,6 +72,9 @@ pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
     Ok(())
 }
 
+/// The smallest polyp box (pixels a side) a twin query takes.
+const MIN_BOX: f32 = 4.0;
+
 pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
     if args.k == 0 {
         anyhow::bail!("--k 0 retrieves nothing: ask for at least one twin");
@@ -114,7 +117,9 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         })
         .transpose()?;
     let focus = match numbers.as_deref() {
-        Some(&[x, y, w, h]) if [x, y, w, h].iter().all(|v| v.is_finite()) && w > 0.0 && h > 0.0 => {
+        Some(&[x, y, w, h])
+            if [x, y, w, h].iter().all(|v| v.is_finite()) && w >= MIN_BOX && h >= MIN_BOX =>
+        {
             Focus::Box([x, y, w, h])
         }
         Some(b) if b.len() != 4 => anyhow::bail!(
@@ -125,7 +130,11 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         Some(b) if b.iter().any(|v| !v.is_finite()) => {
             anyhow::bail!("--box {b:?}: every number must be finite (no NaN or inf)")
         }
-        Some(b) => anyhow::bail!("--box {b:?}: give x,y,w,h with a positive width and height"),
+        // A box of a pixel or less holds no polyp to compare (round 10 N24: `0,0,1e-30,1e-30`
+        // was answered).
+        Some(b) => anyhow::bail!(
+            "--box {b:?}: give x,y,w,h with a width and height of at least {MIN_BOX} pixels"
+        ),
         None => Focus::FieldOfView,
     };
     let mut decoded = Vec::new();
