@@ -404,17 +404,6 @@ fn a_png_colour_profile_is_never_inflated() {
     bomb.extend(&bytes[33..]);
     let img = dir.path().join("profile.png");
     std::fs::write(&img, bomb).unwrap();
-    let prompts = dir.path().join("p.txt");
-    std::fs::write(&prompts, "a polyp\nnormal mucosa\n").unwrap();
-    let mut c = std::process::Command::new("sh");
-    c.arg("-c")
-        .arg("ulimit -v 500000 && exec \"$0\" \"$@\"")
-        .arg(env!("CARGO_BIN_EXE_endotwin"))
-        .env("ENDOTWIN_BACKEND", "cpu")
-        .args(["prompts", "score", "--image"])
-        .arg(&img)
-        .arg("--prompts")
-        .arg(&prompts);
-    let r = run_within(c, 120);
+    let r = crate::round8::score_under_memory_limit(&img, 500_000);
     assert!(r.ok() && r.says("a polyp"), "{}", r.text());
 }

@@ -155,9 +155,8 @@ pub fn check_named_outputs(matches: &clap::ArgMatches) -> anyhow::Result<()> {
 /// Whether `a` and `b` name one file: the same device and inode where both exist, else the
 /// same absolute path.
 pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+    match (a.exists(), b.exists()) {
+        (true, true) => endotwin::plumbing::output::same_file(a, b),
         _ => a == b || std::path::absolute(a).ok() == std::path::absolute(b).ok(),
     }
 }

@@ -267,13 +267,7 @@ pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     let active = dir.join(format!("{name}.json"));
     let demoted_dir = dir.join("demoted");
     mkdir(&demoted_dir)?;
-    let demoted = (0..)
-        .map(|n| match n {
-            0 => demoted_dir.join(format!("{name}.json")),
-            n => demoted_dir.join(format!("{name}.{n}.json")),
-        })
-        .find(|p| !p.exists() && !weights::record_path(p).exists())
-        .expect("a free name");
+    let demoted = weights::free_card_path(&demoted_dir, name);
     if active.is_file() {
         move_model(&active, &demoted)?;
     }

@@ -587,6 +587,18 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError
 }
 
 /// A model name becomes `<dir>/<name>.json`: one plain file name, never a path.
+/// `<dir>/<name>.json`, else `<dir>/<name>.1.json`, `.2`, ...: the first card name in `dir`
+/// taken by neither a card nor a record (where a demoted or replaced model is kept).
+pub fn free_card_path(dir: &Path, name: &str) -> PathBuf {
+    (0..)
+        .map(|n| match n {
+            0 => dir.join(format!("{name}.json")),
+            n => dir.join(format!("{name}.{n}.json")),
+        })
+        .find(|p| !p.exists() && !record_path(p).exists())
+        .expect("a free name")
+}
+
 pub fn check_name(name: &str) -> Result<(), WeightsError> {
     let plain = !name.is_empty()
         && name.len() <= 128

@@ -168,7 +168,7 @@ fn belongs_to(out: &Path, db: &Path) -> bool {
 }
 
 /// Whether `a` and `b` are one file on disk (both exist and share device and inode).
-fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

@@ -501,13 +501,7 @@ fn keep_replaced(out: &Path, name: &str) -> Result<(), RecipeError> {
         ))
     };
     std::fs::create_dir_all(&kept).map_err(|e| io(&kept, e))?;
-    let to = (0..)
-        .map(|n| match n {
-            0 => kept.join(format!("{name}.json")),
-            n => kept.join(format!("{name}.{n}.json")),
-        })
-        .find(|p| !p.exists() && !record_path(p).exists())
-        .expect("a free name");
+    let to = crate::model::weights::free_card_path(&kept, name);
     std::fs::rename(record_path(&card), record_path(&to)).map_err(|e| io(&card, e))?;
     std::fs::rename(&card, &to).map_err(|e| io(&card, e))?;
     Ok(())
