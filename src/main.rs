@@ -5,7 +5,7 @@ mod cli;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use endotwin::compute::BackendPref;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
 #[command(
@@ -203,6 +203,28 @@ fn uses_default_models(command: &Command) -> bool {
     )
 }
 
+/// Says when $ENDOTWIN_MODELS names a folder this command will not load from: a library in
+/// which a model was promoted loads its own `models/` (round 10 N17: the variable was
+/// ignored without a word). Commands given `--models` or `--model` load what they name.
+fn note_models_env_not_used(library: &Path, command: &Command, matches: &clap::ArgMatches) {
+    let Some(env) = std::env::var_os("ENDOTWIN_MODELS") else {
+        return;
+    };
+    if !uses_default_models(command) || cli::names_any(matches, &["models", "model", "card"]) {
+        return;
+    }
+    let used = endotwin::engine::promote::models_dir_for(library);
+    if used == endotwin::default_models_dir() {
+        return;
+    }
+    eprintln!(
+        "note: $ENDOTWIN_MODELS ({}) is not used for this library: a model was promoted in it,          so its own {} is loaded; pass --models {} to use that folder, or `endotwin model          demote` the library's models",
+        Path::new(&env).display(),
+        used.display(),
+        Path::new(&env).display()
+    );
+}
+
 fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let pref = BackendPref::resolve(parsed.backend)?;
     if parsed.library.is_none()
@@ -230,10 +252,9 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let command = parsed
         .command
         .unwrap_or(Command::Gui(cli::gui::GuiArgs::default()));
-    if parsed.library.is_none()
-        && endotwin::library_is_source_tree_fallback()
-        && writes_library(&command)
-    {
+    let parsed_library_is_fallback =
+        parsed.library.is_none() && endotwin::library_is_source_tree_fallback();
+    if parsed_library_is_fallback && writes_library(&command) {
         anyhow::bail!(
             "no --library given, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder or beside \
              the executable; this command writes to its library and does not write to the source tree's {} \
@@ -243,10 +264,7 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     }
     // The source tree's folders are read only as a last resort, and said (round 8 N13: a copied
     // binary read a developer's checkout without a word).
-    if parsed.library.is_none()
-        && endotwin::library_is_source_tree_fallback()
-        && !matches!(command, Command::Demo(_))
-    {
+    if parsed_library_is_fallback && !matches!(command, Command::Demo(_)) {
         eprintln!(
             "note: no --library, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder or beside \
              the executable: reading the source tree's {}",
@@ -261,6 +279,12 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         );
     }
     let library = parsed.library.unwrap_or_else(endotwin::default_library);
+    // What the note above calls read only is opened so (round 10 N3: SQLite made and removed
+    // a -wal and -shm beside the source tree's database).
+    if parsed_library_is_fallback {
+        endotwin::store::keep_read_only(&library);
+    }
+    note_models_env_not_used(&library, &command, matches);
     cli::set_output_rules(&library, parsed.force);
     cli::check_named_outputs(matches)?;
     cli::check_compare_labels(matches)?;

@@ -139,6 +139,35 @@ fn hyperkvasir_class_folders_label_each_image_with_an_audit_row() {
     );
 }
 
+/// Round 9 N28: one image under two class folders was imported with the class read first and
+/// the other reported as a conflict "with the library".
+#[test]
+fn hyperkvasir_one_image_under_two_classes_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let polyps = dir
+        .path()
+        .join("lower-gi-tract/pathological-findings/polyps");
+    png(&polyps.join("a.png"), 8, 8, 3);
+    png(&polyps.join("b.png"), 8, 8, 4);
+    let cecum = dir.path().join("lower-gi-tract/anatomical-landmarks/cecum");
+    std::fs::create_dir_all(&cecum).unwrap();
+    std::fs::copy(polyps.join("a.png"), cecum.join("a.png")).unwrap();
+    let (_l, store, r) = run(ImportLayout::Hyperkvasir, dir.path(), false);
+    let r = r.unwrap();
+    let said = reasons(&r);
+    assert_eq!(r.media_added, 1, "{said}");
+    assert!(r.label_changes.is_empty(), "{:?}", r.label_changes);
+    assert!(
+        said.contains(
+            "this source gives it two classes (lower-gi-tract/anatomical-landmarks/cecum, \
+             lower-gi-tract/pathological-findings/polyps); the image is not imported"
+        ),
+        "{said}"
+    );
+    let exam = &store.examinations().unwrap()[0];
+    assert_eq!(store.loose_frames(exam.id).unwrap().len(), 1);
+}
+
 #[test]
 fn multiview_folders_become_polyps_with_pathology_from_csv() {
     let dir = tempfile::tempdir().unwrap();

@@ -146,3 +146,251 @@ fn a_box_too_small_and_an_export_named_for_another_format_are_refused() {
         assert!(r.ok(), "{format}: {}", r.text());
     }
 }
+
+fn et(lib: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = common::endotwin(lib);
+    c.args(args);
+    c
+}
+
+/// N3: the source tree's library, read as a last resort and called read only, was opened
+/// read-write (SQLite made and removed a -wal and -shm beside it). A library kept read-only
+/// opens with nothing written beside it, and a write is refused.
+#[test]
+fn a_library_kept_read_only_is_opened_without_a_file_made_beside_it() {
+    let (lib, _src) = library_with_cases();
+    let before = crate::store_safety::files(lib.path());
+    endotwin::store::keep_read_only(lib.path());
+    let mut store = endotwin::store::Store::open(lib.path(), OpenMode::Existing).unwrap();
+    assert!(!store.examinations().unwrap().is_empty());
+    let wrote = store.write(|tx| {
+        endotwin::store::upsert_examination(
+            tx,
+            &endotwin::store::NewExamination {
+                code: "EX-NEW".into(),
+                ..Default::default()
+            },
+        )
+    });
+    assert!(
+        matches!(wrote, Err(endotwin::store::StoreError::ReadOnly { .. })),
+        "{wrote:?}"
+    );
+    let names: Vec<String> = std::fs::read_dir(lib.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with("-wal") || n.ends_with("-shm")),
+        "{names:?}"
+    );
+    drop(store);
+    assert_eq!(crate::store_safety::files(lib.path()), before);
+}
+
+/// N17: ENDOTWIN_MODELS was ignored without a word once a model had been promoted in the
+/// library (its own models/ is loaded).
+#[test]
+fn a_models_folder_in_the_environment_that_is_not_used_is_said() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = endotwin::default_models_dir();
+    let info = |extra: &[&str]| {
+        let mut c = et(lib.path(), &["info"]);
+        c.args(extra).env("ENDOTWIN_MODELS", &shipped);
+        run_within(c, 60)
+    };
+    // Nothing promoted: the variable is what is loaded, nothing said.
+    let r = info(&[]);
+    assert!(
+        r.ok() && !r.says("is not used for this library"),
+        "{}",
+        r.text()
+    );
+    let run = crate::round7::caption_run(lib.path(), dir.path(), "test-n17");
+    let r = run_within(et(lib.path(), &["model", "promote", &run.to_string()]), 120);
+    assert!(r.ok(), "{}", r.text());
+    let r = info(&[]);
+    assert!(
+        r.ok()
+            && r.says(&format!(
+                "$ENDOTWIN_MODELS ({}) is not used for this library",
+                shipped.display()
+            ))
+            && r.says("a model was promoted in it"),
+        "{}",
+        r.text()
+    );
+    // A command given its own --models loads what it names: nothing to say.
+    let image = dir.path().join("q.png");
+    common::png(&image, 64, 64, 77);
+    let mut c = et(lib.path(), &["twins", "--models"]);
+    c.arg(&shipped).arg(&image).env("ENDOTWIN_MODELS", &shipped);
+    let r = run_within(c, 120);
+    assert!(!r.says("is not used for this library"), "{}", r.text());
+}
+
+/// N26: a prompt with an escape sequence was echoed raw (clearing or recolouring the
+/// terminal); a file that is not UTF-8 got a byte offset only.
+#[test]
+fn prompts_with_control_characters_and_files_not_utf8_are_refused_by_line() {
+    let (lib, src) = library_with_cases();
+    let image = src.path().join("base/A/1.png");
+    let dir = tempfile::tempdir().unwrap();
+    let esc = dir.path().join("esc.txt");
+    std::fs::write(&esc, "normal mucosa\na polyp \x1b[2J\x1b[31mred\n").unwrap();
+    let latin = dir.path().join("latin.txt");
+    std::fs::write(&latin, b"a polyp\nc\xe6cum\n").unwrap();
+    let score = |prompts: &std::path::Path| {
+        let mut c = et(lib.path(), &["prompts", "score", "--image"]);
+        c.arg(&image).arg("--prompts").arg(prompts);
+        run_within(c, 120)
+    };
+    let r = score(&esc);
+    assert!(
+        !r.ok() && r.says("line 2 holds the character U+001B") && !r.text().contains('\x1b'),
+        "{}",
+        r.text()
+    );
+    let r = score(&latin);
+    assert!(
+        !r.ok() && r.says("line 2 is not UTF-8") && r.says("save the file as UTF-8"),
+        "{}",
+        r.text()
+    );
+    let r = run_within(et(lib.path(), &["prompts", "search", "polyp \x1b[2J"]), 120);
+    assert!(
+        !r.ok() && r.says("holds the character U+001B") && !r.text().contains('\x1b'),
+        "{}",
+        r.text()
+    );
+}
+
+/// N27: a copy into `<lib>/models/x` was made when the library had no models/ yet, and then
+/// blocked the library's first promotion.
+#[test]
+fn a_copy_into_a_librarys_models_folder_to_be_is_refused() {
+    let (lib, _src) = library_with_cases();
+    let before = crate::store_safety::files(lib.path());
+    let into = lib.path().join("models/x");
+    let mut c = et(lib.path(), &["library", "copy"]);
+    c.arg(lib.path()).arg(&into);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("lies inside the media/ or models/ folder of the library"),
+        "{}",
+        r.text()
+    );
+    assert!(!lib.path().join("models").exists());
+    assert_eq!(crate::store_safety::files(lib.path()), before);
+}
+
+/// N29: `--fork` and `--resume` with nothing to continue gave raw OS errors and left an
+/// empty checkpoint folder behind.
+#[test]
+fn a_fork_or_resume_with_nothing_to_continue_is_said_and_leaves_nothing() {
+    let (lib, src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    let image = src.path().join("base/A/1.png");
+    let train = |extra: &[&std::ffi::OsStr]| {
+        let mut c = et(
+            lib.path(),
+            &["train", "captions", "--name", "f", "--epochs", "1"],
+        );
+        c.arg("--out").arg(out.path()).args(extra);
+        run_within(c, 120)
+    };
+    let nosuch = out.path().join("nosuch.json");
+    let r = train(&["--fork".as_ref(), nosuch.as_os_str()]);
+    assert!(
+        !r.ok() && r.says("no such model card") && !r.says("os error"),
+        "{}",
+        r.text()
+    );
+    let r = train(&["--fork".as_ref(), image.as_os_str()]);
+    assert!(
+        !r.ok() && r.says("not a model card (NAME.json) nor a run's checkpoint folder"),
+        "{}",
+        r.text()
+    );
+    let r = train(&["--resume".as_ref()]);
+    assert!(
+        !r.ok() && r.says("there is no run of --out") && !r.says("os error"),
+        "{}",
+        r.text()
+    );
+    let left: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// N32: raw operating-system words, and an index run again said "encoded 0 frames".
+#[test]
+fn missing_folders_are_said_in_words() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let nodir = dir.path().join("nodir/x.csv");
+    let mut c = et(lib.path(), &["labels", "export", "--out"]);
+    c.arg(&nodir);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("nodir is not there (make it first)") && !r.says("os error"),
+        "{}",
+        r.text()
+    );
+    let nonexist = dir.path().join("nonexist");
+    let mut c = et(lib.path(), &["library", "prune", "--models"]);
+    c.arg(&nonexist);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("no such file or folder; --models names a folder of model cards"),
+        "{}",
+        r.text()
+    );
+    // A FIFO named as a query image: its name said once.
+    let fifo = dir.path().join("fifo.png");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let mut c = et(lib.path(), &["twins"]);
+        c.arg(&fifo);
+        let r = run_within(c, 60);
+        let twice = format!("{0}: {0}: ", fifo.display());
+        assert!(
+            !r.ok() && r.says("not a regular file") && !r.says(&twice),
+            "{}",
+            r.text()
+        );
+    }
+    let mut c = et(lib.path(), &["eval", "real", "--data"]);
+    c.arg(&nonexist);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("no such file or folder; --data names a folder") && !r.says("os error"),
+        "{}",
+        r.text()
+    );
+}
+
+/// Round 9 N40: ffprobe named as ENDOTWIN_FFMPEG failed on every video, and the video was
+/// blamed.
+#[test]
+fn ffprobe_in_ffmpegs_place_is_named() {
+    let (lib, src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let ffprobe = dir.path().join("ffprobe");
+    std::fs::write(&ffprobe, "#!/bin/sh\nexit 1\n").unwrap();
+    let video = src.path().join("v.mp4");
+    std::fs::write(&video, b"\0\0\0\x18ftypmp42 not really").unwrap();
+    let mut c = et(lib.path(), &["import", "video"]);
+    c.arg(&video).env("ENDOTWIN_FFMPEG", &ffprobe);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("the ffprobe program; it names ffmpeg itself"),
+        "{}",
+        r.text()
+    );
+}

@@ -231,7 +231,10 @@ fn eval_real_names_a_data_path_that_is_no_folder_and_leaves_out_an_empty_capsule
     let missing = dir.path().join("nonexistent");
     let file = dir.path().join("file.txt");
     std::fs::write(&file, b"x").unwrap();
-    for (data, says) in [(&missing, "No such file"), (&file, "not a folder")] {
+    for (data, says) in [
+        (&missing, "no such file or folder"),
+        (&file, "not a folder"),
+    ] {
         let mut c = et(&lib, &["eval", "real", "--data"]);
         c.arg(data);
         let r = run_within(c, 60);

@@ -31,7 +31,7 @@ fn model_demote_takes_a_promoted_models_name_never_a_path() {
         let r = run_within(et(lib.path(), &["model", "demote", name]), 60);
         assert!(
             !r.ok()
-                && r.says("no promoted model of that name (it has: captions, ")
+                && r.says("no promoted model of that name (it has: captions)")
                 && r.says("nothing was changed"),
             "{name}: {}",
             r.text()

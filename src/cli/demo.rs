@@ -367,9 +367,10 @@ pub fn contact_sheet(library: &Path, args: ContactSheetArgs) -> Result<()> {
         );
     }
     println!(
-        "wrote {}: {} tiles, a sample (2 views of up to 8 polyps, a frame of up to 6 examinations, 4 frames of up to 2 videos)",
+        "wrote {}: {} tile{}, a sample (2 views of up to 8 polyps, a frame of up to 6 examinations, 4 frames of up to 2 videos)",
         args.out.display(),
-        sheet.tiles
+        sheet.tiles,
+        if sheet.tiles == 1 { "" } else { "s" }
     );
     Ok(())
 }

@@ -337,6 +337,17 @@ fn real(pref: BackendPref, args: RealArgs) -> Result<()> {
         json,
     } = args;
     let data = data.as_path();
+    if let Err(e) = std::fs::read_dir(data) {
+        anyhow::bail!(
+            "--data {}: {}; --data names a folder laid out as ../shared/realdata \
+             (cvc-clinicdb*/, kvasir-seg*/, ...); nothing was evaluated",
+            data.display(),
+            match data.exists() && !data.is_dir() {
+                true => "not a folder".to_string(),
+                false => endotwin::plumbing::input::plain_io(&e),
+            }
+        );
+    }
     let compute = compute::select(pref)?;
     if let Some(dir) = &models {
         super::check_models_folder(dir)?;

@@ -55,8 +55,14 @@ pub fn run(library: &Path, what: LibraryWhat) -> Result<()> {
 fn kept_versions(folders: &[PathBuf]) -> Result<Vec<String>> {
     let mut versions = Vec::new();
     for folder in folders {
-        let entries = std::fs::read_dir(folder)
-            .map_err(|e| anyhow::anyhow!("cannot read models folder {}: {e}", folder.display()))?;
+        let entries = std::fs::read_dir(folder).map_err(|e| {
+            anyhow::anyhow!(
+                "--models {}: {}; --models names a folder of model cards (nothing was \
+                     changed)",
+                folder.display(),
+                endotwin::plumbing::input::plain_io(&e)
+            )
+        })?;
         let mut cards = 0;
         for entry in entries {
             let path = entry?.path();
@@ -231,6 +237,20 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
                 to.display()
             ))
         })?;
+    }
+    // Inside a library's media/ or models/ (round 10 N27), refused before any folder is made.
+    if !is_url(to)
+        && let Some(around) = endotwin::store::library_around(
+            endotwin::store::resolve_db_path(to)
+                .parent()
+                .unwrap_or(Path::new(".")),
+        )
+    {
+        return Err(endotwin::store::StoreError::InsideAnotherLibrary {
+            path: to.to_path_buf(),
+            library: around,
+        }
+        .into());
     }
     // One copy at a time into a folder (round 6 N47: two into one new folder at once, the
     // second failed with raw SQL, and its clean-up could have removed media files the first

@@ -152,6 +152,21 @@ pub fn check_named_outputs(matches: &clap::ArgMatches) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether the command line gives any of the options `ids` (at any subcommand level).
+pub fn names_any(matches: &clap::ArgMatches, ids: &[&str]) -> bool {
+    let mut level = Some(matches);
+    while let Some(m) = level {
+        if m.ids().any(|id| {
+            ids.contains(&id.as_str())
+                && m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        }) {
+            return true;
+        }
+        level = m.subcommand().map(|(_, sub)| sub);
+    }
+    false
+}
+
 /// Whether `a` and `b` name one file: the same device and inode where both exist, else the
 /// same absolute path.
 pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
@@ -165,19 +180,33 @@ pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 /// never over an existing file without `--force`; written beside and renamed into place, so
 /// a failed write leaves what was there.
 pub fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
     check_output(path)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !folder.is_dir() {
+        anyhow::bail!(
+            "{}: cannot write: its folder {} is not there (make it first); nothing was written",
+            path.display(),
+            folder.display()
+        );
+    }
     let tmp = path.with_file_name(format!(".{name}.partial"));
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
+        .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
+            anyhow::anyhow!(
+                "{}: cannot write: {}; nothing was written",
+                path.display(),
+                endotwin::plumbing::input::plain_io(&e)
+            )
         })
-        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 /// Writes `image` as a PNG file through [`write_output`].
@@ -191,6 +220,14 @@ pub fn write_png(path: &std::path::Path, image: &image::RgbImage) -> anyhow::Res
 pub fn one_line(e: &anyhow::Error) -> String {
     let mut out: Vec<String> = Vec::new();
     for c in e.chain().map(|c| c.to_string()) {
+        // A context naming a file, then the cause naming it again (round 10 N32:
+        // `fifo.png: fifo.png: not a regular file`): the cause alone.
+        if let Some(last) = out.last_mut()
+            && c.starts_with(&format!("{last}: "))
+        {
+            *last = c;
+            continue;
+        }
         if out.last().is_none_or(|last| !last.contains(c.as_str())) {
             out.push(c);
         }

@@ -197,6 +197,8 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             query::check_prompt(&loaded, &text)?;
             unknown_note(&loaded, &text);
             let mut store = Store::open(library, OpenMode::Existing)?;
+            // Nothing to search is said before a frame is encoded (round 10 N32).
+            query::check_searchable(&store)?;
             let done = index(&loaded, &mut store, &device)?;
             // Frames the search could not read are named, never passed over.
             for line in &done.skipped {
@@ -227,7 +229,12 @@ pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
             let loaded = load(&models_dir, model, &device)?;
             let mut store = Store::open(library, OpenMode::Existing)?;
             let done = index(&loaded, &mut store, &device)?;
-            println!("encoded {} frames with {}", done.encoded, loaded.named());
+            println!(
+                "{} frames encoded, {} current with {}",
+                done.encoded,
+                done.current,
+                loaded.named()
+            );
             if !done.skipped.is_empty() {
                 for line in &done.skipped {
                     println!("left out: {line}");

@@ -275,7 +275,9 @@ pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     Ok(demoted)
 }
 
-/// The names of the models promoted into the library's models folder `dir`, for a message.
+/// The names of the models promoted into the library's models folder `dir`, for a message:
+/// those a promotion put there or that have a model to go back to, not the shipped copies the
+/// first promotion made beside them (round 10 N32).
 fn active_names(dir: &Path) -> String {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
@@ -286,6 +288,11 @@ fn active_names(dir: &Path) -> String {
             name.strip_suffix(".json").map(str::to_string)
         })
         .filter(|n| weights::check_name(n).is_ok())
+        .filter(|n| {
+            dir.join("previous").join(format!("{n}.json")).is_file()
+                || weights::read_card(&dir.join(format!("{n}.json")))
+                    .is_ok_and(|c| c.promoted_from.is_some())
+        })
         .collect();
     names.sort();
     if names.is_empty() {

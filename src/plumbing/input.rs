@@ -16,6 +16,14 @@ pub enum InputError {
         max: u64,
         what: &'static str,
     },
+    #[error(
+        "{path}: line {line} is not UTF-8 text (byte {byte} of the file); save the file as UTF-8 and try again"
+    )]
+    NotUtf8 {
+        path: PathBuf,
+        line: usize,
+        byte: usize,
+    },
     #[error("{path}: cannot read: {source}")]
     Read {
         path: PathBuf,
@@ -70,10 +78,39 @@ pub fn read_file(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, I
 
 /// The text of `path` ([`read_file`]), which must be UTF-8.
 pub fn read_text(path: &Path, max: u64, what: &'static str) -> Result<String, InputError> {
-    String::from_utf8(read_file(path, max, what)?).map_err(|e| InputError::Read {
-        path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    String::from_utf8(read_file(path, max, what)?).map_err(|e| {
+        let byte = e.utf8_error().valid_up_to();
+        let line = 1 + e.as_bytes()[..byte].iter().filter(|&&b| b == b'\n').count();
+        InputError::NotUtf8 {
+            path: path.to_path_buf(),
+            line,
+            byte: byte + 1,
+        }
     })
+}
+
+/// An operating-system error in words a user reads ("no such file or folder"), not Rust's
+/// ("No such file or directory (os error 2)").
+pub fn plain_io(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => "no such file or folder".into(),
+        K::NotADirectory => "a part of the path is a file, not a folder".into(),
+        K::IsADirectory => "a folder, not a file".into(),
+        K::PermissionDenied => "permission denied".into(),
+        K::StorageFull => "the disk is full".into(),
+        K::ReadOnlyFilesystem => "the file system is read-only".into(),
+        _ if e.raw_os_error() == Some(40) => "a loop of symbolic links".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// The first character of `text` that shows as nothing or moves the terminal (a control
+/// character other than a tab), named for a refusal: `holds the character U+001B`.
+pub fn control_character(text: &str) -> Option<String> {
+    text.chars()
+        .find(|c| c.is_control() && *c != '\t')
+        .map(|c| format!("holds the character U+{:04X}", c as u32))
 }
 
 #[cfg(test)]
@@ -97,5 +134,14 @@ mod tests {
         let e = read_file(&big, 10, "a test file").unwrap_err();
         assert!(e.to_string().contains("a test file may be at most"), "{e}");
         assert_eq!(read_text(&big, 11, "a test file").unwrap().len(), 11);
+        let latin = dir.path().join("latin.csv");
+        std::fs::write(&latin, b"a,b\nc\xe6cum,d\n").unwrap();
+        let said = read_text(&latin, 100, "a test file")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.contains("line 2 is not UTF-8") && said.contains("byte 6"),
+            "{said}"
+        );
     }
 }

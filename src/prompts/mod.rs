@@ -149,7 +149,30 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
     let text = crate::plumbing::input::read_text(path, MAX_PROMPT_FILE, "a prompt set file")?;
     let is_toml = path.extension().is_some_and(|e| e == "toml") || text.contains("[[set]]");
     if is_toml {
-        return parse_prompt_sets(&text, &shown);
+        let sets = parse_prompt_sets(&text, &shown)?;
+        for prompt in sets.iter().flat_map(|s| &s.prompts) {
+            if let Some(what) = crate::plumbing::input::control_character(prompt) {
+                return Err(PromptSetError::Invalid {
+                    path: shown,
+                    why: format!(
+                        "the prompt {prompt:?} {what} (a control character: it shows as nothing or moves the terminal)"
+                    ),
+                });
+            }
+        }
+        return Ok(sets);
+    }
+    // Each prompt is echoed back with its score: an escape sequence would clear or recolour
+    // the terminal (round 10 N26).
+    if let Some((n, what)) = text.lines().enumerate().find_map(|(n, l)| {
+        crate::plumbing::input::control_character(l.trim_end_matches('\r')).map(|w| (n + 1, w))
+    }) {
+        return Err(PromptSetError::Invalid {
+            path: shown,
+            why: format!(
+                "line {n} {what} (a control character: it shows as nothing or moves the terminal); a prompt is one line of plain text"
+            ),
+        });
     }
     let prompts: Vec<String> = text
         .lines()

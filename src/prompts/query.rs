@@ -16,6 +16,10 @@ use std::collections::HashMap;
 pub enum PromptError {
     #[error("the prompt is empty; type what the image should show")]
     EmptyPrompt,
+    #[error(
+        "the prompt {what} (a control character: it shows as nothing or moves the terminal); type the prompt as plain text"
+    )]
+    ControlCharacter { what: String },
     #[error("the prompt has {words} words; this model reads at most {max} (shorten it)")]
     TooLong { words: usize, max: usize },
     #[error(
@@ -57,6 +61,11 @@ pub fn check_prompt(model: &LoadedPromptModel, prompt: &str) -> Result<(), Promp
     let words = prompt.split_whitespace().count();
     if words == 0 {
         return Err(PromptError::EmptyPrompt);
+    }
+    // Echoed back on every answer: an escape sequence would clear or recolour the terminal
+    // (round 10 N26).
+    if let Some(what) = crate::plumbing::input::control_character(prompt) {
+        return Err(PromptError::ControlCharacter { what });
     }
     // Start and end of text take two places; punctuation splits words further, so count
     // the tokenizer's own pieces.
@@ -213,6 +222,8 @@ pub fn scores(
 pub struct Indexed {
     /// Frames encoded and cached.
     pub encoded: usize,
+    /// Frames whose cached embedding was already this model's, of the file as it is.
+    pub current: usize,
     /// Frames left out, each "file: why" (a file changed on disk, unreadable).
     pub skipped: Vec<String>,
 }
@@ -231,10 +242,13 @@ pub fn index_library(
         .into_iter()
         .map(|r| (r.target_id, r.source_hash))
         .collect();
-    let todo: Vec<MediaRow> = library_stills(store)?
+    let stills = library_stills(store)?;
+    let total = stills.len();
+    let todo: Vec<MediaRow> = stills
         .into_iter()
         .filter(|m| cached.get(&m.id) != Some(&m.hash))
         .collect();
+    let current = total - todo.len();
     progress.stage("encoding frames for text prompts", todo.len() as u64);
     let refs: Vec<&MediaRow> = todo.iter().collect();
     let mut skipped = Vec::new();
@@ -249,6 +263,7 @@ pub fn index_library(
     )?;
     Ok(Indexed {
         encoded: fresh.len(),
+        current,
         skipped,
     })
 }
@@ -344,6 +359,14 @@ pub struct PolypHit {
 }
 
 /// The library's polyps ranked by how well they match `text`, best first, at most `top`.
+/// Refuses a library with no polyp views to search, before anything is encoded for it.
+pub fn check_searchable(store: &Store) -> Result<(), PromptError> {
+    if store.polyps()?.iter().all(|p| p.view_count == 0) {
+        return Err(PromptError::NothingToSearch);
+    }
+    Ok(())
+}
+
 /// Needs the library encoded with `model` ([`index_library`]).
 pub fn search(
     model: &LoadedPromptModel,
@@ -356,9 +379,7 @@ pub fn search(
     let t: Vec<f32> = t.into_data().try_to_vec().expect("f32 embedding");
     let cached = cached_embeddings(model, store)?;
     let polyps = store.polyps()?;
-    if polyps.iter().all(|p| p.view_count == 0) {
-        return Err(PromptError::NothingToSearch);
-    }
+    check_searchable(store)?;
     if cached.is_empty() {
         return Err(PromptError::NotIndexed(model.named()));
     }

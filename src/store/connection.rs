@@ -3,7 +3,34 @@
 
 use super::{LOCK_WAIT, OpenMode, Result, Store, StoreError, resolve_db_path};
 use rusqlite::{Connection, OpenFlags};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The library databases this process opens read-only whoever asks ([`keep_read_only`]).
+static KEPT_READ_ONLY: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Makes every later [`Store::open`] of the library at `path` (a folder or its database file)
+/// in this process a read-only open: nothing is written at open or after, no journal file is
+/// made beside it, and writes fail with [`StoreError::ReadOnly`]. For a library the tool
+/// itself calls read only (the source tree's `sample_db/` read as a last resort).
+pub fn keep_read_only(path: &Path) {
+    let db = canonical_db(path);
+    let mut kept = KEPT_READ_ONLY.lock().unwrap_or_else(|e| e.into_inner());
+    if !kept.contains(&db) {
+        kept.push(db);
+    }
+}
+
+/// Whether the library at `path` was marked by [`keep_read_only`].
+pub fn is_kept_read_only(path: &Path) -> bool {
+    let kept = KEPT_READ_ONLY.lock().unwrap_or_else(|e| e.into_inner());
+    !kept.is_empty() && kept.contains(&canonical_db(path))
+}
+
+fn canonical_db(path: &Path) -> PathBuf {
+    let db = resolve_db_path(path);
+    std::fs::canonicalize(&db).unwrap_or(db)
+}
 
 impl Store {
     /// Opens an existing library to look at it (`info`, `library check`): as [`Store::open`],

@@ -57,6 +57,7 @@ pub use values::{
 pub use videos::*;
 
 use connection::{check_sqlite_header, open_connection};
+pub use connection::{is_kept_read_only, keep_read_only};
 use db::Connection;
 #[cfg(test)]
 use db::params;
@@ -216,14 +217,13 @@ pub fn library_around(folder: &Path) -> Option<PathBuf> {
     for part in rest.into_iter().rev() {
         resolved.push(part);
     }
-    // Inside a library's media/, or inside the models folder a promotion made for it
-    // (marked ACTIVE beside the library's database).
+    // Inside a library's media/, or inside the models/ a promotion makes for it, whether or
+    // not one was made yet (round 10 N27: a copy made there blocked the first promotion).
     resolved
         .ancestors()
         .filter(|a| {
-            a.file_name().is_some_and(|n| n == MEDIA_DIR)
-                || (a.file_name().is_some_and(|n| n == "models")
-                    && crate::plumbing::output::is_library_models(a))
+            a.file_name()
+                .is_some_and(|n| n == MEDIA_DIR || n == "models")
         })
         .filter_map(Path::parent)
         .find(|library| library.join(DB_FILE).is_file())
@@ -394,6 +394,9 @@ impl Store {
         }
         if let Some(url) = pg::library_url(path) {
             return pg::open(url, mode);
+        }
+        if is_kept_read_only(&db_path) {
+            return Store::open_read_only(path);
         }
         // A file without an extension (a README, an image) was taken for a folder: "no
         // library here (no library.sqlite)", or a raw "File exists" on a write (round 9 N2).

@@ -85,7 +85,15 @@ fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>, TrainError> {
             "nothing was trained",
         ));
     }
-    std::fs::read(path).map_err(|e| err(what, path, e))
+    std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => TrainError::Checkpoint(
+            format!(
+                "{what} {}: the file is not there (a run saves its checkpoint after its first epoch); nothing was trained",
+                path.display()
+            ),
+        ),
+        _ => err(what, path, e),
+    })
 }
 
 /// The epochs the checkpoint in `dir` has finished, when there is one.
@@ -151,11 +159,47 @@ fn load_model<M: Module + ModuleSnapshot>(
         .load_from(&mut BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(
             bytes,
         ))))
-        .map_err(|e| err("cannot load", &model_path, e))?;
+        .map_err(|e| another_model(&model_path, e))?;
     if let Some(e) = result.errors.first() {
-        return Err(err("cannot load", &model_path, e));
+        return Err(another_model(&model_path, e));
     }
     Ok(model)
+}
+
+/// A checkpoint whose tensors are not this run's model's, said in a line (round 10 N29: every
+/// missing tensor's name, some 15,000 characters), with the kind of model its card names.
+fn another_model(model_path: &Path, e: impl std::fmt::Display) -> TrainError {
+    let detail = e.to_string();
+    let detail = match detail.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}...", &detail[..cut]),
+        None => detail,
+    };
+    // <run>.checkpoints/epoch-NNN/model.bpk -> <run>.json
+    let card = model_path
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.with_extension("json"))
+        .and_then(|card| crate::model::weights::read_card(&card).ok());
+    let what = card.map_or(String::new(), |c| {
+        let by = c
+            .training
+            .as_ref()
+            .and_then(|t| {
+                let words: Vec<&str> = t.command.split_whitespace().collect();
+                words
+                    .iter()
+                    .position(|w| *w == "train")
+                    .and_then(|i| words.get(i + 1))
+                    .map(|r| format!(", trained by `train {r}`"))
+            })
+            .unwrap_or_default();
+        format!(" (its card: {} `{}`{by})", c.kind, c.name)
+    });
+    TrainError::Checkpoint(format!(
+        "{}: holds another model than this run trains{what}; --fork or --resume a run of the \
+         same recipe and architecture; nothing was trained [{detail}]",
+        model_path.display()
+    ))
 }
 
 /// The weights of the last checkpoint in `dir` put into `model` (of the same architecture,

@@ -307,6 +307,9 @@ pub fn run_recipe(
 /// the run ends.
 pub struct RunLock {
     path: PathBuf,
+    /// `<out>/<name>.checkpoints`: removed when the run ends with it empty (a run refused or
+    /// failed before its first epoch leaves nothing behind).
+    checkpoints: PathBuf,
     _file: std::fs::File,
 }
 
@@ -331,7 +334,11 @@ impl RunLock {
             .open(&path)
             .map_err(|e| setting(format!("{}: {e}; nothing was trained", path.display())))?;
         match file.try_lock() {
-            Ok(()) => Ok(RunLock { path, _file: file }),
+            Ok(()) => Ok(RunLock {
+                path,
+                checkpoints: out.join(format!("{name}.checkpoints")),
+                _file: file,
+            }),
             Err(std::fs::TryLockError::WouldBlock) => Err(setting(format!(
                 "another run is writing --out {} --name {name} right now; nothing was trained \
                  (wait for it, or choose another --name)",
@@ -347,6 +354,8 @@ impl RunLock {
 
 impl Drop for RunLock {
     fn drop(&mut self) {
+        // Only an empty folder is removed; a checkpoint in it stays for --resume.
+        let _ = std::fs::remove_dir(&self.checkpoints);
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -398,8 +407,23 @@ fn check_target(
     // A checkpoint that cannot be resumed from is said before the run reads its data (the
     // recipes' own checks, settings included, come after it: minutes of reading first).
     let checkpoints = out.join(format!("{name}.checkpoints"));
-    if settings.flag(&o, "resume") && checkpoints.exists() {
+    if settings.flag(&o, "resume") && !(has("fork") && settings.path(&o, "fork").is_some()) {
+        // Nothing to continue is said as such (round 10 N29: a raw "No such file or
+        // directory", and an empty checkpoint folder left behind).
+        if !checkpoints.exists() {
+            return Err(RecipeError::Setting(format!(
+                "--resume: there is no run of --out {} --name {name} to continue ({} is not \
+                 there); drop --resume to train afresh; nothing was trained",
+                out.display(),
+                checkpoints.display()
+            )));
+        }
         super::checkpoint::check_state(&checkpoints)?;
+    }
+    if has("fork")
+        && let Some(from) = settings.path(&o, "fork")
+    {
+        check_fork_source(&from)?;
     }
     // An unfinished run's checkpoints are what --resume continues: a new run of the same
     // --out/--name would write over them without a word (round 8 N16: an interrupted run's
@@ -440,6 +464,49 @@ fn check_target(
         )));
     }
     Ok(Some(lock))
+}
+
+/// The checkpoint folder a `--fork` names: a card's run's (`NAME.json` -> `NAME.checkpoints`),
+/// or the folder itself.
+fn fork_dir(from: &Path) -> PathBuf {
+    if from.extension().is_some_and(|e| e == "json") {
+        from.with_extension("checkpoints")
+    } else {
+        from.to_path_buf()
+    }
+}
+
+/// Refuses a `--fork` that names nothing to start from, in words, before anything is read or
+/// made (round 10 N29: raw OS errors for a missing card or an image named).
+fn check_fork_source(from: &Path) -> Result<(), RecipeError> {
+    let dir = fork_dir(from);
+    let refuse = |why: String| {
+        Err(RecipeError::Setting(format!(
+            "--fork {}: {why}; nothing was trained",
+            from.display()
+        )))
+    };
+    if from.extension().is_some_and(|e| e == "json") {
+        if std::fs::symlink_metadata(from).is_err() && std::fs::symlink_metadata(&dir).is_err() {
+            return refuse(format!(
+                "no such model card, and no run's checkpoints at {}",
+                dir.display()
+            ));
+        }
+        if !dir.is_dir() {
+            return refuse(format!(
+                "{} is not there: the run that made this model kept no checkpoints (a shipped, \
+                 imported or promoted copy cannot be forked; fork the run's own card)",
+                dir.display()
+            ));
+        }
+    } else if !from.is_dir() {
+        return refuse(
+            "not a model card (NAME.json) nor a run's checkpoint folder (NAME.checkpoints)".into(),
+        );
+    }
+    super::checkpoint::check_state(&dir)?;
+    Ok(())
 }
 
 /// Refuses to write model `name` into `out` when it would land on a library's own files, or
@@ -602,11 +669,7 @@ pub(crate) fn resume_from<M: Module + ModuleSnapshot>(
             Ok(Some(c))
         }
         Start::Fork(from) => {
-            let from = if from.extension().is_some_and(|e| e == "json") {
-                from.with_extension("checkpoints")
-            } else {
-                from
-            };
+            let from = fork_dir(&from);
             let (model, epoch) = super::checkpoint::load_weights(&from, fresh)?;
             observer.message(&format!(
                 "forked from {} (its epoch {epoch}); this run starts at epoch 1",

@@ -40,6 +40,7 @@ pub fn read(
         frame.labels = vec![("class".into(), class), ("class_path".into(), rel)];
         exam.frames.push(frame);
     }
+    refuse_images_of_two_classes(&mut exam, problems);
     if exam.frames.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(
             root,
@@ -47,4 +48,54 @@ pub fn read(
         ));
     }
     Ok(Plan { exams: vec![exam] })
+}
+
+/// One image (the same bytes) under two class folders: the source gives it two classes, and
+/// neither is imported (round 9 N28: the class read first was kept, and the second reported
+/// as a conflict "with the library" that `--update-labels` would only flip).
+fn refuse_images_of_two_classes(exam: &mut PlanExam, problems: &mut Problems) {
+    use sha2::{Digest, Sha256};
+    use std::collections::BTreeMap;
+    let class = |f: &PlanImage| {
+        f.labels
+            .iter()
+            .find(|(k, _)| k == "class_path")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let mut by_content: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
+    for (i, f) in exam.frames.iter().enumerate() {
+        by_content
+            .entry(Sha256::digest(&f.image.bytes).to_vec())
+            .or_default()
+            .push(i);
+    }
+    let mut refused = vec![false; exam.frames.len()];
+    for same in by_content.values() {
+        let mut classes: Vec<String> = same.iter().map(|&i| class(&exam.frames[i])).collect();
+        classes.sort();
+        classes.dedup();
+        if classes.len() < 2 {
+            continue;
+        }
+        for &i in same {
+            refused[i] = true;
+            let others: Vec<String> = same
+                .iter()
+                .filter(|&&j| j != i)
+                .map(|&j| exam.frames[j].image.source.display().to_string())
+                .collect();
+            problems.push(
+                &exam.frames[i].image.source,
+                format!(
+                    "the same image as {} (the same bytes): this source gives it two classes \
+                     ({}); the image is not imported (remove it from the folders it is not)",
+                    others.join(" and "),
+                    classes.join(", ")
+                ),
+            );
+        }
+    }
+    let mut keep = refused.iter().map(|r| !r);
+    exam.frames.retain(|_| keep.next().unwrap_or(true));
 }

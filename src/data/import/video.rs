@@ -208,6 +208,17 @@ pub fn find_ffmpeg() -> Result<Ffmpeg, String> {
                     p.display()
                 ));
             }
+            // ffmpeg's companion in its place would fail on every video, and the video be
+            // blamed (round 9 N40).
+            if p.file_stem()
+                .is_some_and(|s| s.to_string_lossy().starts_with("ffprobe"))
+            {
+                return Err(format!(
+                    "{FFMPEG_ENV} names {}, the ffprobe program; it names ffmpeg itself (the \
+                     ffprobe beside it is found on its own); nothing was imported",
+                    p.display()
+                ));
+            }
             p
         }
         _ => executable_on_path("ffmpeg").ok_or_else(|| {
