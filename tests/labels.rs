@@ -684,3 +684,75 @@ fn an_import_whose_preview_another_reviewer_changed_since_writes_nothing() {
     drop(store);
     assert_eq!(common::state(lib.path()), before, "a label was written");
 }
+
+/// #46: caption corrections and video boxes coming through `labels import` were not checked
+/// against what the preview read: another station's caption or box move was written over.
+#[test]
+fn a_coco_import_whose_caption_or_box_another_reviewer_changed_since_writes_nothing() {
+    use endotwin::data::phantom::{self, PhantomConfig, Split};
+    let lib = tempfile::tempdir().unwrap();
+    let mut store = Store::open(lib.path(), OpenMode::CreateIfMissing).unwrap();
+    let cfg = PhantomConfig {
+        seed: 8,
+        split: Split::Train,
+        polyps: 0,
+        videos: 0,
+        capsule_images: 3,
+        background_frames: 0,
+        image_size: 48,
+        ..PhantomConfig::default()
+    };
+    phantom::generate(&mut store, &cfg, &endotwin::engine::Progress::new()).unwrap();
+    let mut coco: serde_json::Value =
+        serde_json::from_str(&endotwin::labels::coco::export(&store).unwrap()).unwrap();
+    let id = coco["images"][0]["id"].as_i64().unwrap();
+    coco["images"][0]["caption"] = "Small angioectasia in the jejunum.".into();
+    let (changes, problems) =
+        endotwin::labels::diff_file(&store, &serde_json::to_string(&coco).unwrap()).unwrap();
+    assert!(
+        problems.is_empty() && changes.len() == 1,
+        "{changes:?} {problems:?}"
+    );
+    // Another station corrects the same caption after this preview was read.
+    let theirs = "Ulcer in the ileum.";
+    store
+        .correct_caption("bob", id, Some((theirs, None)))
+        .unwrap();
+    let before = common::state(lib.path());
+    let e = endotwin::labels::apply(&mut store, "ana", &changes).unwrap_err();
+    assert!(e.to_string().contains(theirs), "{e}");
+    assert_eq!(common::state(lib.path()), before, "a caption was written");
+    assert_eq!(store.caption(id).unwrap().as_deref(), Some(theirs));
+
+    // A video box moved by another station since the preview.
+    drop(store);
+    let lib = tempfile::tempdir().unwrap();
+    crate::common::video_library(lib.path(), 4);
+    let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
+    let mut coco: serde_json::Value =
+        serde_json::from_str(&endotwin::labels::coco::export(&store).unwrap()).unwrap();
+    let ann = coco["annotations"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|a| a["box"].is_i64())
+        .expect("a video box");
+    let box_id = ann["box"].as_i64().unwrap();
+    let b: Vec<f64> = ann["bbox"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    ann["bbox"] = serde_json::json!([b[0] + 1.0, b[1], b[2], b[3]]);
+    let (changes, problems) =
+        endotwin::labels::diff_file(&store, &serde_json::to_string(&coco).unwrap()).unwrap();
+    assert!(changes.len() == 1, "{changes:?} {problems:?}");
+    store
+        .move_box("bob", box_id, [b[0], b[1] + 2.0, b[2], b[3]])
+        .unwrap();
+    let before = common::state(lib.path());
+    let e = endotwin::labels::apply(&mut store, "ana", &changes).unwrap_err();
+    assert!(e.to_string().contains("it is now"), "{e}");
+    assert_eq!(common::state(lib.path()), before, "a box was moved");
+}

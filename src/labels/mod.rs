@@ -571,23 +571,51 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
         .map(|p| (p.code, p.id))
         .collect();
     // A label someone else changed since the preview was read is not written over: every
-    // label change is checked against the value the preview showed first (nothing is
-    // applied when one differs), then written only if its version is still the one read.
-    let target_of = |c: &Change| match c.kind {
-        ChangeKind::Polyp => Some(TargetKind::Polyp),
-        ChangeKind::Frame => Some(TargetKind::Media),
-        _ => None,
-    };
+    // change (labels, captions, tracklets' polyps, video boxes) is checked against the value
+    // the preview showed first (nothing is applied when one differs), then written only if
+    // its version is still the one read (#46: captions, tracklets and boxes were not).
+    let box_text = |b: [f64; 4]| format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
     let mut read = Vec::with_capacity(changes.len());
     let mut moved = Vec::new();
     for c in changes {
-        let Some(target) = target_of(c) else {
-            read.push(None);
-            continue;
+        let (version, now) = match c.kind {
+            ChangeKind::Polyp | ChangeKind::Frame => {
+                let target = match c.kind {
+                    ChangeKind::Polyp => TargetKind::Polyp,
+                    _ => TargetKind::Media,
+                };
+                (
+                    store.label_version(target, c.polyp_id, &c.key)?,
+                    store.current_label(target, c.polyp_id, &c.key)?,
+                )
+            }
+            ChangeKind::Caption => (
+                store.label_version(TargetKind::Media, c.polyp_id, "caption")?,
+                store.caption(c.polyp_id)?,
+            ),
+            ChangeKind::Tracklet => (
+                store.tracklet_version(c.polyp_id)?,
+                store.tracklet_polyp_code(c.polyp_id)?,
+            ),
+            // A box has no version of its own: its place is checked again under the lock.
+            ChangeKind::VideoBox => (0, store.box_place(c.polyp_id)?.map(box_text)),
         };
-        let version = store.label_version(target, c.polyp_id, &c.key)?;
-        let now = store.current_label(target, c.polyp_id, &c.key)?;
-        if now != c.old {
+        let same = match c.kind {
+            ChangeKind::VideoBox => {
+                let parse = |v: &Option<String>| -> Option<Vec<f64>> {
+                    v.as_deref()
+                        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+                };
+                match (parse(&now), parse(&c.old)) {
+                    (Some(a), Some(b)) => {
+                        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-3)
+                    }
+                    (a, b) => a == b,
+                }
+            }
+            _ => now == c.old,
+        };
+        if !same {
             let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
             moved.push(format!(
                 "{} {}: the preview read {}, it is now {}",
@@ -630,7 +658,7 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
             }
             ChangeKind::Tracklet => {
                 let polyp = c.new.as_ref().and_then(|code| codes.get(code).copied());
-                store.assign_tracklet(who, c.polyp_id, polyp)?;
+                store.assign_tracklet_as_read(who, c.polyp_id, polyp, read)?;
             }
             ChangeKind::VideoBox => {
                 let parse = |v: &str| -> Option<[f64; 4]> {
@@ -640,7 +668,8 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
                 let Some(b) = c.new.as_deref().and_then(parse) else {
                     return Err(LabelsError::Format(format!("{c}: not x,y,w,h")));
                 };
-                store.move_box(who, c.polyp_id, b)?;
+                let was = c.old.as_deref().and_then(parse);
+                store.move_box_as_read(who, c.polyp_id, b, was)?;
             }
             ChangeKind::Caption => {
                 let refined = c
@@ -655,7 +684,7 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
                             .map(|r| (r.caption.as_str(), r.category.as_str())),
                     )
                 });
-                store.correct_caption(who, c.polyp_id, caption)?;
+                store.correct_caption_as_read(who, c.polyp_id, caption, read)?;
             }
         }
     }

@@ -304,6 +304,19 @@ impl Store {
         media_id: i64,
         caption: Option<(&str, Option<(&str, &str)>)>,
     ) -> Result<Option<String>> {
+        self.correct_caption_as_read(who, media_id, caption, None)
+    }
+
+    /// [`Store::correct_caption`] by a reviewer who read the caption at version `read` (its
+    /// [`Store::label_version`] under the key `caption`): when another station changed it
+    /// since, nothing is written and [`StoreError::Conflict`] says who changed what.
+    pub fn correct_caption_as_read(
+        &mut self,
+        who: &str,
+        media_id: i64,
+        caption: Option<(&str, Option<(&str, &str)>)>,
+        read: Option<i64>,
+    ) -> Result<Option<String>> {
         check_reviewer(who)?;
         if let Some((text, _)) = caption
             && text.trim().is_empty()
@@ -314,10 +327,23 @@ impl Store {
         }
         let old = self.caption(media_id)?;
         let new = caption.map(|c| c.0);
-        if old.as_deref() == new {
+        if old.as_deref() == new && read.is_none() {
             return Ok(old);
         }
         self.write(|tx| -> Result<()> {
+            if let Some(read) = read {
+                super::audit::check_unchanged(tx, TargetKind::Media, media_id, "caption", read)?;
+            }
+            let old: Option<String> = tx
+                .query_row(
+                    "SELECT text FROM captions WHERE media_id = ?1",
+                    [media_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if old.as_deref() == new {
+                return Ok(());
+            }
             match caption {
                 Some((text, refined)) => super::set_caption(tx, media_id, text, refined)?,
                 None => {

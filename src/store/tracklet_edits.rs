@@ -444,6 +444,40 @@ impl Store {
     /// Moves (or resizes) video box `box_id` to `xywh`: one transaction with its audit row on
     /// the box's video (key `box N`, old and new as `x,y,w,h`). Returns the old place.
     pub fn move_box(&mut self, who: &str, box_id: i64, xywh: [f64; 4]) -> Result<[f64; 4]> {
+        self.move_box_as_read(who, box_id, xywh, None)
+    }
+
+    /// Where video box `box_id` is now (x, y, w, h), if the library has it.
+    pub fn box_place(&self, box_id: i64) -> Result<Option<[f64; 4]>> {
+        self.conn()
+            .query_row(
+                "SELECT x, y, w, h FROM boxes WHERE id = ?1",
+                [box_id],
+                |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]),
+            )
+            .optional()
+    }
+
+    /// The code of the polyp tracklet `tracklet` is labelled with, if any.
+    pub fn tracklet_polyp_code(&self, tracklet: i64) -> Result<Option<String>> {
+        self.conn()
+            .query_row(
+                "SELECT p.code FROM tracklets t JOIN polyps p ON p.id = t.polyp_id WHERE t.id = ?1",
+                [tracklet],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
+    /// [`Store::move_box`] by a reviewer who read the box at `read` (x, y, w, h): when it was
+    /// moved since, nothing is written and [`StoreError::Conflict`] says where it is now.
+    pub fn move_box_as_read(
+        &mut self,
+        who: &str,
+        box_id: i64,
+        xywh: [f64; 4],
+        read: Option<[f64; 4]>,
+    ) -> Result<[f64; 4]> {
         check_who(who)?;
         if !(xywh.iter().all(|v| v.is_finite()) && xywh[2] > 0.0 && xywh[3] > 0.0) {
             return Err(StoreError::Invalid(format!(
@@ -465,6 +499,25 @@ impl Store {
         };
         let text = |b: [f64; 4]| format!("{},{},{},{}", b[0], b[1], b[2], b[3]);
         self.write(|tx| -> Result<()> {
+            // Read again under the write lock: another station's move since is not undone.
+            if let Some(read) = read {
+                let now: [f64; 4] = tx.query_row(
+                    "SELECT x, y, w, h FROM boxes WHERE id = ?1",
+                    [box_id],
+                    |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]),
+                )?;
+                if now.iter().zip(read).any(|(a, b)| (a - b).abs() > 1e-6) {
+                    return Err(StoreError::Conflict {
+                        target: format!("box {box_id} of video {video}"),
+                        key: "place".into(),
+                        changes: format!(
+                            "another writer (read at {}, now at {})",
+                            text(read),
+                            text(now)
+                        ),
+                    });
+                }
+            }
             tx.execute(
                 "UPDATE boxes SET x = ?2, y = ?3, w = ?4, h = ?5 WHERE id = ?1",
                 params![box_id, xywh[0], xywh[1], xywh[2], xywh[3]],
