@@ -500,4 +500,65 @@ fn a_server_library_is_reached_over_tls_and_one_the_url_does_not_trust_is_refuse
             "{query}: {text}"
         );
     }
+    a_station_signs_in_by_certificate(&url, &tls);
+}
+
+/// #46: a server that lets a station in by its certificate alone (pg_hba's `cert` method;
+/// `.ci/postgres` makes the role `endotwin_cert` and its client.crt/client.key): the library
+/// opens with `sslcert` and `sslkey`; without them, or with a key others can read, it is
+/// refused by name.
+fn a_station_signs_in_by_certificate(url: &str, tls: &std::path::Path) {
+    if !tls.join("client.crt").is_file() {
+        eprintln!("skipped client certificates: the test server's TLS folder has no client.crt");
+        return;
+    }
+    let as_cert = url.replacen("://endotwin@", "://endotwin_cert@", 1);
+    assert_ne!(
+        as_cert, url,
+        "the test server's URL names the role endotwin"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("client.key");
+    std::fs::copy(tls.join("client.key"), &key).unwrap();
+    let open_key = dir.path().join("open.key");
+    std::fs::copy(tls.join("client.key"), &open_key).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let ca = tls.join("ca.crt");
+    let cert = tls.join("client.crt");
+    let with = |query: String| PathBuf::from(format!("{as_cert}&{query}"));
+    let store = Store::open(
+        &with(format!(
+            "sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}",
+            ca.display(),
+            cert.display(),
+            key.display()
+        )),
+        OpenMode::Existing,
+    )
+    .unwrap();
+    assert!(store.server_tls().unwrap().is_some());
+    drop(store);
+    for (query, says) in [
+        (
+            format!("sslmode=verify-full&sslrootcert={}", ca.display()),
+            "certificate",
+        ),
+        (
+            format!(
+                "sslrootcert={}&sslcert={}&sslkey={}",
+                ca.display(),
+                cert.display(),
+                open_key.display()
+            ),
+            "chmod 600",
+        ),
+        (format!("sslcert={}", cert.display()), "go together"),
+    ] {
+        let err = Store::open(&with(query.clone()), OpenMode::Existing).unwrap_err();
+        assert!(err.to_string().contains(says), "{query}: {err}");
+    }
 }

@@ -1,6 +1,8 @@
 //! TLS to a library's PostgreSQL server, with the URL parameters libpq users know:
 //! `sslmode` = `disable`, `allow`, `prefer` (the default), `require`, `verify-ca` or
-//! `verify-full`, and `sslrootcert` (a PEM file of the CA certificates to trust).
+//! `verify-full`, `sslrootcert` (a PEM file of the CA certificates to trust), and `sslcert`
+//! with `sslkey` (a client certificate and its private key, PEM, for a server that
+//! authenticates stations by certificate: pg_hba's `cert` method).
 //!
 //! As libpq: `prefer` encrypts when the server offers TLS, `require` refuses a server that
 //! does not; neither checks who the server is unless `sslrootcert` names a CA file (then the
@@ -31,6 +33,10 @@ pub enum SslMode {
 pub struct Tls {
     pub mode: SslMode,
     pub root_cert: Option<PathBuf>,
+    /// The station's certificate (`sslcert`), PEM; with `client_key`.
+    pub client_cert: Option<PathBuf>,
+    /// Its private key (`sslkey`), PEM: readable by its owner alone, as libpq asks.
+    pub client_key: Option<PathBuf>,
 }
 
 /// Splits the TLS parameters off `url`: the URL the PostgreSQL client parses (`sslmode`
@@ -41,6 +47,8 @@ pub fn split(url: &str) -> Result<(String, Tls), String> {
     let mut tls = Tls {
         mode: SslMode::Prefer,
         root_cert: None,
+        client_cert: None,
+        client_key: None,
     };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -61,9 +69,21 @@ pub fn split(url: &str) -> Result<(String, Tls), String> {
                     }
                 }
             }
-            "sslrootcert" => tls.root_cert = Some(PathBuf::from(percent_decoded(value)?)),
+            "sslrootcert" => tls.root_cert = Some(PathBuf::from(percent_decoded(key, value)?)),
+            "sslcert" => tls.client_cert = Some(PathBuf::from(percent_decoded(key, value)?)),
+            "sslkey" => tls.client_key = Some(PathBuf::from(percent_decoded(key, value)?)),
             _ => kept.push(pair),
         }
+    }
+    if tls.client_cert.is_some() != tls.client_key.is_some() {
+        return Err(
+            "sslcert and sslkey go together: name the station's certificate and its private \
+             key"
+            .into(),
+        );
+    }
+    if tls.client_cert.is_some() && tls.mode == SslMode::Disable {
+        return Err("sslcert with sslmode=disable: a certificate is only sent over TLS".into());
     }
     // The client knows disable, prefer and require; TLS is then required or not as asked,
     // and the connector below checks as much as the mode says.
@@ -81,7 +101,7 @@ pub fn split(url: &str) -> Result<(String, Tls), String> {
 }
 
 /// `%XX` escapes of a URL value decoded (a path with spaces or `&` in it).
-fn percent_decoded(value: &str) -> Result<String, String> {
+fn percent_decoded(key: &str, value: &str) -> Result<String, String> {
     let bytes = value.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -90,7 +110,7 @@ fn percent_decoded(value: &str) -> Result<String, String> {
             let hex = value
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("sslrootcert '{value}': a broken %-escape"))?;
+                .ok_or_else(|| format!("{key} '{value}': a broken %-escape"))?;
             out.push(hex);
             i += 3;
         } else {
@@ -98,7 +118,7 @@ fn percent_decoded(value: &str) -> Result<String, String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| format!("sslrootcert '{value}' is not UTF-8"))
+    String::from_utf8(out).map_err(|_| format!("{key} '{value}' is not UTF-8"))
 }
 
 /// The connector for `tls`: it checks the server's certificate as the mode says.
@@ -109,25 +129,78 @@ pub fn connector(tls: &Tls) -> Result<tokio_postgres_rustls::MakeRustlsConnect, 
         .map_err(|e| format!("TLS: {e}"))?;
     let verify =
         matches!(tls.mode, SslMode::VerifyCa | SslMode::VerifyFull) || tls.root_cert.is_some();
-    let config = if verify {
+    let wants_client = if verify {
         let roots = Arc::new(roots(tls.root_cert.as_deref())?);
         let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
             .build()
             .map_err(|e| format!("TLS: {e}"))?;
         match tls.mode {
-            SslMode::VerifyFull => builder.with_webpki_verifier(webpki).with_no_client_auth(),
+            SslMode::VerifyFull => builder.with_webpki_verifier(webpki),
             _ => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
-                .with_no_client_auth(),
+                .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki))),
         }
     } else {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
-            .with_no_client_auth()
+    };
+    let config = match (&tls.client_cert, &tls.client_key) {
+        (Some(cert), Some(key)) => {
+            let (certs, key) = client_identity(cert, key)?;
+            wants_client
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| format!("sslcert {} with sslkey: {e}", cert.display()))?
+        }
+        _ => wants_client.with_no_client_auth(),
     };
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The station's certificate chain and private key, each a PEM file. The key must be
+/// readable by its owner alone, as libpq asks (a key others can read is no secret).
+fn client_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<
+    (
+        Vec<CertificateDer<'static>>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ),
+    String,
+> {
+    let text = crate::plumbing::input::read_text(cert, 16 << 20, "a certificate file")
+        .map_err(|e| format!("sslcert: {e}"))?;
+    let certs: Vec<CertificateDer<'static>> =
+        rustls_pemfile::certs(&mut std::io::Cursor::new(text.into_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("sslcert {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "sslcert {}: no PEM certificate in it",
+            cert.display()
+        ));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(key)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            return Err(format!(
+                "sslkey {}: others can read it (mode {:o}); a private key is its owner's \
+                 alone: chmod 600 it",
+                key.display(),
+                meta.permissions().mode() & 0o777
+            ));
+        }
+    }
+    let text = crate::plumbing::input::read_text(key, 1 << 20, "a private key file")
+        .map_err(|e| format!("sslkey: {e}"))?;
+    let key_der = rustls_pemfile::private_key(&mut std::io::Cursor::new(text.into_bytes()))
+        .map_err(|e| format!("sslkey {}: {e}", key.display()))?
+        .ok_or_else(|| format!("sslkey {}: no PEM private key in it", key.display()))?;
+    Ok((certs, key_der))
 }
 
 /// The CA certificates trusted: the file's, else the system's.
@@ -284,5 +357,11 @@ mod tests {
             ("postgres://u@h/db?sslmode=prefer", SslMode::Prefer)
         );
         assert!(split("postgres://u@h/db?sslmode=verify").is_err());
+        let (url, tls) = split("postgres://u@h/db?sslcert=/c.pem&sslkey=/k%20x.pem").unwrap();
+        assert_eq!(url, "postgres://u@h/db?sslmode=prefer");
+        assert_eq!(tls.client_cert.as_deref(), Some(Path::new("/c.pem")));
+        assert_eq!(tls.client_key.as_deref(), Some(Path::new("/k x.pem")));
+        assert!(split("postgres://u@h/db?sslcert=/c.pem").is_err());
+        assert!(split("postgres://u@h/db?sslmode=disable&sslcert=/c&sslkey=/k").is_err());
     }
 }
