@@ -218,10 +218,15 @@ fn note_models_env_not_used(library: &Path, command: &Command, matches: &clap::A
         return;
     }
     eprintln!(
-        "note: $ENDOTWIN_MODELS ({}) is not used for this library: a model was promoted in it,          so its own {} is loaded; pass --models {} to use that folder, or `endotwin model          demote` the library's models",
+        "note: $ENDOTWIN_MODELS ({}) is not used for this library: a model was promoted in \
+         it, so it loads its own {} (from then on, whatever is demoted){}",
         Path::new(&env).display(),
         used.display(),
-        Path::new(&env).display()
+        if cli::takes_arg(matches, "models") {
+            format!("; --models {} uses that folder", Path::new(&env).display())
+        } else {
+            String::new()
+        }
     );
 }
 

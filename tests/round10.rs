@@ -219,7 +219,10 @@ fn a_models_folder_in_the_environment_that_is_not_used_is_said() {
                 "$ENDOTWIN_MODELS ({}) is not used for this library",
                 shipped.display()
             ))
-            && r.says("a model was promoted in it"),
+            && r.says("a model was promoted in it")
+            // `info` takes no --models: none advised (round 11 N1).
+            && !r.says("--models ")
+            && !r.stderr.contains("  "),
         "{}",
         r.text()
     );
@@ -284,7 +287,56 @@ fn a_copy_into_a_librarys_models_folder_to_be_is_refused() {
         r.text()
     );
     assert!(!lib.path().join("models").exists());
+    // Through a folder not there yet and back (round 11 N2: the folders were made first).
+    let mut c = et(lib.path(), &["library", "copy"]);
+    c.arg(lib.path()).arg(lib.path().join("zz/../models/y"));
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("lies inside the media/ or models/ folder of the library"),
+        "{}",
+        r.text()
+    );
+    assert!(!lib.path().join("models").exists() && !lib.path().join("zz").exists());
     assert_eq!(crate::store_safety::files(lib.path()), before);
+}
+
+/// Round 11 N4, N5: a report's generated split had no bound: 10^8 videos grew without end,
+/// 2^64 capsule frames panicked ("capacity overflow").
+#[test]
+fn a_reports_generated_split_too_large_is_refused_before_generating() {
+    let (lib, _src) = library_with_cases();
+    let models = endotwin::default_models_dir();
+    for (card, option, value) in [
+        ("captions.json", "--capsule-frames", "18446744073709551615"),
+        ("tracklet-head.json", "--videos", "100000000"),
+        ("tracklet-head.json", "--videos", "18446744073709551615"),
+        ("twin-image.json", "--polyps", "100000000"),
+    ] {
+        let mut c = et(lib.path(), &["model", "report", "--card"]);
+        c.arg(models.join(card)).args([option, value]);
+        let r = run_within(c, 60);
+        assert!(
+            !r.ok() && r.says("a generated phantom takes at most") && !r.says("panicked"),
+            "{card} {option} {value}: {}",
+            r.text()
+        );
+    }
+    // The evaluations' generated test splits alike (round 11 N6).
+    for args in [
+        ["tracklets", "--videos", "18446744073709551615"],
+        ["tracklets", "--frames-per-video", "18446744073709551615"],
+        ["captions", "--frames", "18446744073709551615"],
+        ["prompts", "--polyps", "100000000"],
+    ] {
+        let mut c = et(lib.path(), &["eval"]);
+        c.args(args);
+        let r = run_within(c, 60);
+        assert!(
+            !r.ok() && r.says("a generated phantom takes at most") && !r.says("panicked"),
+            "{args:?}: {}",
+            r.text()
+        );
+    }
 }
 
 /// N29: `--fork` and `--resume` with nothing to continue gave raw OS errors and left an
@@ -310,6 +362,14 @@ fn a_fork_or_resume_with_nothing_to_continue_is_said_and_leaves_nothing() {
         r.text()
     );
     let r = train(&["--fork".as_ref(), image.as_os_str()]);
+    assert!(
+        !r.ok() && r.says("not a model card (NAME.json) nor a run's checkpoint folder"),
+        "{}",
+        r.text()
+    );
+    // A folder that is no run's checkpoints (round 11 R10: "a run saves its checkpoint
+    // after its first epoch").
+    let r = train(&["--fork".as_ref(), src.path().as_os_str()]);
     assert!(
         !r.ok() && r.says("not a model card (NAME.json) nor a run's checkpoint folder"),
         "{}",
@@ -393,4 +453,35 @@ fn ffprobe_in_ffmpegs_place_is_named() {
         "{}",
         r.text()
     );
+}
+
+/// Round 11 N3: a program in ffmpeg's place that decodes nothing (`/bin/true`) blamed the
+/// video ("the video holds no frames").
+#[test]
+fn a_decoder_that_gives_nothing_is_named_not_the_video() {
+    let Some(ffmpeg) = crate::video::ffmpeg() else {
+        return;
+    };
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let video = crate::video::recording(&ffmpeg, dir.path(), "v.mp4", true);
+    // ffprobe beside the fake: the real one (found beside a program first).
+    let fake = dir.path().join("fake-ffmpeg");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::symlink(ffmpeg.with_file_name("ffprobe"), dir.path().join("ffprobe"))
+        .unwrap();
+    let before = common::state(lib.path());
+    let mut c = et(lib.path(), &["import", "video"]);
+    c.arg(&video).env("ENDOTWIN_FFMPEG", &fake);
+    let r = run_within(c, 120);
+    assert!(
+        !r.ok() && r.says("gave no frame and no error") && r.says("is it ffmpeg?"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(common::state(lib.path()), before);
 }

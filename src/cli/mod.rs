@@ -167,6 +167,15 @@ pub fn names_any(matches: &clap::ArgMatches, ids: &[&str]) -> bool {
     false
 }
 
+/// Whether the command given (its deepest subcommand) has the option `id` at all.
+pub fn takes_arg(matches: &clap::ArgMatches, id: &str) -> bool {
+    let mut m = matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
+    m.try_contains_id(id).is_ok()
+}
+
 /// Whether `a` and `b` name one file: the same device and inode where both exist, else the
 /// same absolute path.
 pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {

@@ -156,6 +156,7 @@ impl HeldOut {
         described: String,
         progress: &Progress,
     ) -> Result<HeldOut, PhantomError> {
+        phantom::check_size(cfg)?;
         sweep_stale_splits();
         let dir = std::env::temp_dir().join(format!(
             "endotwin-heldout-{}-{}-{}",
@@ -185,7 +186,7 @@ pub fn video_split(seed: u64, split: Split, videos: usize, frames: usize) -> Pha
     PhantomConfig {
         seed,
         split,
-        polyps: videos * 3,
+        polyps: videos.saturating_mul(3),
         views_per_polyp: 4,
         videos,
         frames_per_video: frames,

@@ -206,16 +206,28 @@ pub fn library_around(folder: &Path) -> Option<PathBuf> {
     } else {
         std::env::current_dir().ok()?.join(folder)
     };
-    // The deepest part that exists, resolved; the rest appended as given.
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        rest.push(existing.file_name()?.to_os_string());
-        existing = existing.parent()?;
+    // The longest leading part that exists, resolved; the rest appended as the folders would
+    // be made (`zz/../models/y` is `models/y`: round 11 N2).
+    let parts: Vec<std::path::Component> = absolute.components().collect();
+    let mut known = 0;
+    let mut prefix = PathBuf::new();
+    for (i, part) in parts.iter().enumerate() {
+        prefix.push(part);
+        if prefix.exists() {
+            known = i + 1;
+        } else {
+            break;
+        }
     }
-    let mut resolved = std::fs::canonicalize(existing).ok()?;
-    for part in rest.into_iter().rev() {
-        resolved.push(part);
+    let mut resolved = std::fs::canonicalize(parts[..known].iter().collect::<PathBuf>()).ok()?;
+    for part in &parts[known..] {
+        match part {
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => resolved.push(other),
+        }
     }
     // Inside a library's media/, or inside the models/ a promotion makes for it, whether or
     // not one was made yet (round 10 N27: a copy made there blocked the first promotion).

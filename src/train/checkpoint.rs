@@ -169,10 +169,19 @@ fn load_model<M: Module + ModuleSnapshot>(
 /// A checkpoint whose tensors are not this run's model's, said in a line (round 10 N29: every
 /// missing tensor's name, some 15,000 characters), with the kind of model its card names.
 fn another_model(model_path: &Path, e: impl std::fmt::Display) -> TrainError {
+    // Burn lists every tensor it missed: counted, not listed (round 11 R10); a shape that
+    // differs is said in its own words, cut short.
     let detail = e.to_string();
-    let detail = match detail.char_indices().nth(160) {
-        Some((cut, _)) => format!("{}...", &detail[..cut]),
-        None => detail,
+    let detail = if detail.contains("Missing tensors") || detail.contains("Unused tensors") {
+        format!(
+            " [{} of this run's tensors are not in it]",
+            detail.matches("(\"").count().max(1)
+        )
+    } else {
+        match detail.char_indices().nth(160) {
+            Some((cut, _)) => format!(" [{}...]", &detail[..cut]),
+            None => format!(" [{detail}]"),
+        }
     };
     // <run>.checkpoints/epoch-NNN/model.bpk -> <run>.json
     let card = model_path
@@ -197,7 +206,7 @@ fn another_model(model_path: &Path, e: impl std::fmt::Display) -> TrainError {
     });
     TrainError::Checkpoint(format!(
         "{}: holds another model than this run trains{what}; --fork or --resume a run of the \
-         same recipe and architecture; nothing was trained [{detail}]",
+         same recipe and architecture; nothing was trained{detail}",
         model_path.display()
     ))
 }

@@ -310,6 +310,8 @@ pub struct RunLock {
     /// `<out>/<name>.checkpoints`: removed when the run ends with it empty (a run refused or
     /// failed before its first epoch leaves nothing behind).
     checkpoints: PathBuf,
+    /// `--out` when this run made it: removed when the run ends with it empty.
+    made_out: Option<PathBuf>,
     _file: std::fs::File,
 }
 
@@ -317,6 +319,7 @@ impl RunLock {
     fn take(out: &Path, name: &str) -> Result<RunLock, RecipeError> {
         let path = out.join(format!(".{name}.lock"));
         let setting = |why: String| RecipeError::Setting(why);
+        let made_out = (!out.exists()).then(|| out.to_path_buf());
         std::fs::create_dir_all(out)
             .map_err(|e| setting(format!("--out {}: {e}; nothing was trained", out.display())))?;
         // A FIFO or device there is refused, not opened (opening a FIFO blocks).
@@ -337,6 +340,7 @@ impl RunLock {
             Ok(()) => Ok(RunLock {
                 path,
                 checkpoints: out.join(format!("{name}.checkpoints")),
+                made_out,
                 _file: file,
             }),
             Err(std::fs::TryLockError::WouldBlock) => Err(setting(format!(
@@ -357,6 +361,9 @@ impl Drop for RunLock {
         // Only an empty folder is removed; a checkpoint in it stays for --resume.
         let _ = std::fs::remove_dir(&self.checkpoints);
         let _ = std::fs::remove_file(&self.path);
+        if let Some(out) = &self.made_out {
+            let _ = std::fs::remove_dir(out);
+        }
     }
 }
 
@@ -500,7 +507,7 @@ fn check_fork_source(from: &Path) -> Result<(), RecipeError> {
                 dir.display()
             ));
         }
-    } else if !from.is_dir() {
+    } else if !from.is_dir() || !from.join("state.json").exists() {
         return refuse(
             "not a model card (NAME.json) nor a run's checkpoint folder (NAME.checkpoints)".into(),
         );

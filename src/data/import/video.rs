@@ -585,6 +585,16 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
         )));
     }
     if frames.is_empty() {
+        // ffprobe read frames that the decoder did not give: the program named as ffmpeg is
+        // the likelier culprit (round 11 N3: ENDOTWIN_FFMPEG=/bin/true blamed the video).
+        if info.frames.is_some_and(|n| n > 0) && stderr.trim().is_empty() {
+            return Err(fail(format!(
+                "{} gave no frame and no error for a video ffprobe reads as {} frames: is it \
+                 ffmpeg? ({FFMPEG_ENV} names the program)",
+                tools.ffmpeg.display(),
+                info.frames.unwrap_or_default()
+            )));
+        }
         return Err(fail("the video holds no frames".into()));
     }
     if let Some(listed) = info.frames
