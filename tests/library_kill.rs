@@ -135,7 +135,8 @@ fn wait_for(child: &mut Child, what: &str, mut ready: impl FnMut() -> bool) {
 /// Label edits, as several stations make them, until killed.
 fn edit_loop(library: &Path) -> Child {
     endotwin(library)
-        .args(["bench", "library", "--clients", "2", "--seconds", "3600"])
+        .args(["bench", "library", "--changes-this-library"])
+        .args(["--clients", "2", "--seconds", "3600"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -485,3 +485,24 @@ fn a_decoder_that_gives_nothing_is_named_not_the_video() {
     );
     assert_eq!(common::state(lib.path()), before);
 }
+
+/// N22: `bench library` rewrote the labels of the library it was given (its help said so,
+/// nothing asked): without --changes-this-library it is refused and nothing is changed.
+#[test]
+fn bench_library_asks_before_it_changes_the_library_given() {
+    let (lib, _src) = library_with_cases();
+    let before = common::state(lib.path());
+    let r = run_within(
+        et(
+            lib.path(),
+            &["bench", "library", "--clients", "1", "--seconds", "0.2"],
+        ),
+        60,
+    );
+    assert!(
+        !r.ok() && r.says("--changes-this-library") && r.says("nothing was changed"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(common::state(lib.path()), before);
+}

@@ -78,8 +78,13 @@ pub enum BenchWhat {
     /// Several clients at once on the library (--library: a folder or a postgres:// URL):
     /// label edits against the version each read, imports and twin queries, then the audit
     /// trail checked against every client's log (lost, duplicated, silent overwrites). It
-    /// changes labels and imports images into the library it is given: run it on a copy.
+    /// changes labels and imports images into the library it is given: run it on a copy
+    /// (`endotwin library copy LIB COPY`) and say so with --changes-this-library.
     Library {
+        /// Confirms that the library given may be changed (its labels rewritten, images
+        /// imported into it): a copy made for the benchmark, never a library in use.
+        #[arg(long)]
+        changes_this_library: bool,
         #[arg(long, default_value_t = 8, value_parser = count(1, 256))]
         clients: usize,
         #[arg(long, default_value_t = 10.0, value_parser = seconds_of(false))]
@@ -223,10 +228,21 @@ fn opt(x: Option<f64>) -> Value {
 pub fn run(library: &Path, what: BenchWhat) -> Result<()> {
     match what {
         BenchWhat::Library {
+            changes_this_library,
             clients,
             seconds,
             json,
         } => {
+            // Round 10 N22: the labels of the library given were scrambled without a word.
+            if !changes_this_library {
+                anyhow::bail!(
+                    "bench library rewrites labels and imports images into {}: run it on a \
+                     copy (`endotwin library copy {} COPY`, then `endotwin --library COPY \
+                     bench library --changes-this-library`); nothing was changed",
+                    library.display(),
+                    library.display()
+                );
+            }
             let report = bench::library::run(library, clients, seconds)?;
             let text = serde_json::to_string_pretty(&report)?;
             println!("{text}");

@@ -336,7 +336,18 @@ impl RunLock {
             .write(true)
             .open(&path)
             .map_err(|e| setting(format!("{}: {e}; nothing was trained", path.display())))?;
-        match file.try_lock() {
+        // A run killed a moment ago holds its lock until the system has torn the process
+        // down (round 11 N7: "another run is writing" right after a SIGKILL): a few seconds'
+        // grace before a live run is named.
+        let mut tried = file.try_lock();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while matches!(tried, Err(std::fs::TryLockError::WouldBlock))
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            tried = file.try_lock();
+        }
+        match tried {
             Ok(()) => Ok(RunLock {
                 path,
                 checkpoints: out.join(format!("{name}.checkpoints")),
