@@ -109,6 +109,19 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     cli::quiet_platform_warnings();
+    // Standard output that cannot be written (a full disk, a closed terminal): said in words
+    // and exit 1, as any tool, not a panic with a backtrace (round 11 N13).
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info.payload_as_str().unwrap_or_default();
+        if let Some(why) = text.strip_prefix("failed printing to stdout: ") {
+            eprintln!(
+                "error: cannot write to standard output ({why}); what it shows is incomplete"
+            );
+            std::process::exit(1);
+        }
+        default_hook(info)
+    }));
     let matches = Cli::command().get_matches();
     let parsed = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = run(parsed, &matches) {

@@ -51,6 +51,7 @@ mod prompts;
 mod recipes;
 mod retrieval;
 mod round10;
+mod round11;
 mod round4;
 mod round5;
 mod round5b;

@@ -156,7 +156,17 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
             // `--out -`: standard output (the file's text alone, for a pipe), as tools do.
             if out.as_os_str() == "-" {
                 use std::io::Write;
-                std::io::stdout().write_all(text.as_bytes())?;
+                let mut stdout = std::io::stdout().lock();
+                stdout
+                    .write_all(text.as_bytes())
+                    .and_then(|_| stdout.flush())
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "--out -: cannot write to standard output ({}); the export is \
+                             incomplete",
+                            endotwin::plumbing::input::plain_io(&e)
+                        )
+                    })?;
                 return Ok(());
             }
             super::write_output(&out, text.as_bytes())?;
@@ -253,6 +263,34 @@ const MAX_LABELS_FILE: u64 = 64 << 20;
 
 /// A labels file's text: a regular file (not a FIFO or device) of at most 64 MiB.
 fn read_labels_file(file: &Path) -> Result<String> {
+    // `-`: standard input, as `labels export --out -` writes standard output (round 11 N16).
+    if file.as_os_str() == "-" {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(MAX_LABELS_FILE + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "-: cannot read standard input ({})",
+                    endotwin::plumbing::input::plain_io(&e)
+                )
+            })?;
+        if bytes.len() as u64 > MAX_LABELS_FILE {
+            anyhow::bail!(
+                "-: standard input holds more than {} MB; a labels file may be at most that",
+                MAX_LABELS_FILE >> 20
+            );
+        }
+        return String::from_utf8(bytes).map_err(|e| {
+            let byte = e.utf8_error().valid_up_to();
+            let line = 1 + e.as_bytes()[..byte].iter().filter(|&&b| b == b'\n').count();
+            anyhow::anyhow!(
+                "-: line {line} of standard input is not UTF-8 text; save the file as UTF-8"
+            )
+        });
+    }
     Ok(endotwin::plumbing::input::read_text(
         file,
         MAX_LABELS_FILE,

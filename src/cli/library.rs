@@ -110,12 +110,14 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool, include_recent: bool)
     // The library's own models (a promotion made it use them) are always kept: their sets
     // are the index it answers with.
     let mut folders = folders.to_vec();
+    // Said once every folder was read (round 11 N16: "kept: ..." and then an error).
+    let mut said = Vec::new();
     let own = endotwin::engine::promote::active_dir(library);
     if endotwin::engine::promote::is_library_models(&own) {
-        println!(
+        said.push(format!(
             "kept: the versions of the library's own models ({})",
             own.display()
-        );
+        ));
         // previous/ and demoted/ may be empty (after a demote): read only when they hold a card.
         let holds_card = |dir: &Path| {
             std::fs::read_dir(dir).is_ok_and(|mut d| {
@@ -133,13 +135,16 @@ fn prune(library: &Path, folders: &[PathBuf], apply: bool, include_recent: bool)
     // --models deleted them).
     let in_use = endotwin::engine::promote::models_dir_for(library);
     if in_use.is_dir() && !folders.contains(&in_use) {
-        println!(
+        said.push(format!(
             "kept: the versions of the models in use ({})",
             in_use.display()
-        );
+        ));
         folders.push(in_use);
     }
     let kept = kept_versions(&folders)?;
+    for line in said {
+        println!("{line}");
+    }
     let current = |version: &str| {
         kept.iter().any(|k| {
             version == k

@@ -73,7 +73,7 @@ pub fn run(library: &Path, pref: BackendPref, args: LinksArgs) -> Result<()> {
                 all.iter()
                     .find(|v| &v.code == code)
                     .cloned()
-                    .with_context(|| format!("no video {code} in {}", library.display()))
+                    .with_context(|| format!("no video '{code}' in {}", library.display()))
             })
             .collect::<Result<_>>()?
     };

@@ -185,25 +185,37 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
             reason: e.to_string(),
         });
     }
+    // The active model is this run's own under another version (its card halved, say):
+    // it is set aside in demoted/, and previous/ keeps the model before the run (round 11
+    // N9: the run's first version took its place and the library's original was lost to
+    // demote).
+    let same_run = run.is_some()
+        && is_library_models(&active_dir(library))
+        && weights::read_card(&active_dir(library).join(format!("{name}.json")))
+            .is_ok_and(|a| a.promoted_from.as_ref().is_some_and(|p| p.run == run));
     let dir = seeded(library)?;
     let previous = dir.join("previous");
     mkdir(&previous)?;
     let target = dir.join(format!("{name}.json"));
-    let kept_previous = target.is_file();
+    let displaced = if same_run {
+        let demoted = dir.join("demoted");
+        mkdir(&demoted)?;
+        Some(weights::free_card_path(&demoted, name))
+    } else {
+        target
+            .is_file()
+            .then(|| previous.join(format!("{name}.json")))
+    };
+    let kept_previous = previous.join(format!("{name}.json")).is_file() || displaced.is_some();
     let promotion = Promotion {
         card: card.display().to_string(),
         run,
         at: crate::store::now_utc(),
     };
-    install(
-        card,
-        &target,
-        kept_previous.then(|| previous.join(format!("{name}.json"))),
-        |c| {
-            c.name = name.to_string();
-            c.promoted_from = Some(promotion);
-        },
-    )?;
+    install(card, &target, displaced, |c| {
+        c.name = name.to_string();
+        c.promoted_from = Some(promotion);
+    })?;
     // A prompt model brings its polyp detector (stage 1) when its run made one.
     if read.kind == ModelKind::PromptModel && name != crate::prompts::model::SHIPPED_DETECTOR {
         let source = card.with_file_name(format!(

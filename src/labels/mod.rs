@@ -393,9 +393,9 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
         };
         // A label given twice in one object: JSON keeps the last without a word, as a CSV
         // with a doubled column would not (it is refused as unclear).
-        if let Some(key) = twice_given_label(raw) {
+        if let Some(what) = twice_given_label(raw) {
             problems.push(format!(
-                "line {line}: the label `{key}` is given twice; the line is not used"
+                "line {line}: {what} is given twice; the line is not used"
             ));
             continue;
         }
@@ -510,11 +510,19 @@ fn twice_given_label(raw: &str) -> Option<String> {
     struct Line {
         labels: Option<Keys>,
     }
+    let twice = |keys: &[String]| {
+        keys.iter()
+            .enumerate()
+            .find(|(i, k)| keys[..*i].contains(k))
+            .map(|(_, k)| k.clone())
+    };
+    // The line's own keys first (round 11 N12: two "polyp" codes, the last one changed).
+    let top = serde_json::from_str::<Keys>(raw).ok()?.0;
+    if let Some(key) = twice(&top) {
+        return Some(format!("the key `{key}`"));
+    }
     let keys = serde_json::from_str::<Line>(raw).ok()?.labels?.0;
-    keys.iter()
-        .enumerate()
-        .find(|(i, k)| keys[..*i].contains(k))
-        .map(|(_, k)| k.clone())
+    twice(&keys).map(|k| format!("the label `{k}`"))
 }
 
 /// [`coco::diff`] for a COCO JSON file (a single object with `images`), [`diff_jsonl`] for a

@@ -260,6 +260,15 @@ pub fn load(
 {
     use super::weights::{self, ModelKind};
     let card = weights::read_card(path)?;
+    // The kind first: another model's card is named as such, not as a config that does not
+    // parse (round 11 N16: "untagged enum TwinEncoderConfig").
+    if card.kind != ModelKind::ImageEncoder {
+        return Err(weights::WeightsError::Kind {
+            path: path.to_path_buf(),
+            expected: ModelKind::ImageEncoder,
+            found: card.kind,
+        });
+    }
     let config: TwinEncoderConfig = card.config(path)?;
     let (encoder, card) = match &config {
         TwinEncoderConfig::Vit(_) => {

@@ -268,7 +268,14 @@ impl ModelCard {
     pub fn config<C: serde::de::DeserializeOwned>(&self, path: &Path) -> Result<C, WeightsError> {
         serde_json::from_value(self.config.clone()).map_err(|e| WeightsError::Card {
             path: path.to_path_buf(),
-            reason: format!("its config does not describe a {}: {e}", self.kind),
+            reason: format!(
+                "its config is not one this {} reads ({})",
+                self.kind,
+                e.to_string().replace(
+                    "data did not match any variant of untagged enum ",
+                    "no known "
+                )
+            ),
         })
     }
 }
@@ -426,7 +433,13 @@ pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
     let text = read_model_file(path, MAX_CARD_BYTES)?;
     serde_json::from_slice(&text).map_err(|e| WeightsError::Card {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        // Not JSON at all (an image, a record): said so, not as a parser's position.
+        reason: match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                "not JSON text (a model card is the .json file beside its .bpk record)".into()
+            }
+            _ => e.to_string(),
+        },
     })
 }
 

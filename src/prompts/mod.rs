@@ -186,6 +186,23 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
             why: "no prompts (one per line)".into(),
         });
     }
+    // One prompt twice splits its share of the softmax in two without a word (round 11 N16).
+    if let Some((i, twice)) = prompts
+        .iter()
+        .enumerate()
+        .find(|(i, p)| prompts[..*i].contains(p))
+    {
+        let first = prompts.iter().position(|p| p == twice).unwrap_or_default();
+        return Err(PromptSetError::Invalid {
+            path: shown,
+            why: format!(
+                "the prompt '{twice}' is given twice (prompts {} and {}): the scores are shares \
+                 of one whole, so each prompt is scored once; nothing was scored",
+                first + 1,
+                i + 1
+            ),
+        });
+    }
     check_prompt_count(prompts.len(), &shown)?;
     Ok(vec![PromptSet {
         name: path

@@ -170,7 +170,7 @@ pub enum StoreError {
         file: String,
     },
     #[error(
-        "{path}: lies inside the {MEDIA_DIR}/ or models/ folder of the library in {library}; a new library is not made there (nothing was written): name a folder outside it"
+        "{path}: lies inside the {MEDIA_DIR}/ or models/ folder of the library in {library} (or at the name of its database's files); a new library is not made there (nothing was written): name a folder outside it"
     )]
     InsideAnotherLibrary { path: PathBuf, library: PathBuf },
     #[error(
@@ -231,11 +231,18 @@ pub fn library_around(folder: &Path) -> Option<PathBuf> {
     }
     // Inside a library's media/, or inside the models/ a promotion makes for it, whether or
     // not one was made yet (round 10 N27: a copy made there blocked the first promotion).
+    // Or at the name of a library's database or one of SQLite's files beside it (round 11
+    // N10: a library made at `L/library.sqlite-wal` made L's own database unreadable).
+    let beside_database = |n: &std::ffi::OsStr| {
+        n.to_str()
+            .and_then(|n| n.strip_prefix(DB_FILE))
+            .is_some_and(|rest| ["", "-wal", "-shm", "-journal"].contains(&rest))
+    };
     resolved
         .ancestors()
         .filter(|a| {
             a.file_name()
-                .is_some_and(|n| n == MEDIA_DIR || n == "models")
+                .is_some_and(|n| n == MEDIA_DIR || n == "models" || beside_database(n))
         })
         .filter_map(Path::parent)
         .find(|library| library.join(DB_FILE).is_file())

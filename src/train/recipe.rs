@@ -125,6 +125,21 @@ impl Settings {
                 "--copies {value}: from 1 (the crop itself) to {MAX_COPIES} copies of each view"
             )));
         }
+        // Counts that size a loop or a list (round 11 N15: `--epochs 2^64-1` overflowed a
+        // product, `--rounds 2^64-1` a list's capacity), bounded far above any real run.
+        let most = match name {
+            "epochs" => Some(100_000),
+            "rounds" => Some(1_000),
+            "shots" => Some(1_000_000),
+            _ => None,
+        };
+        if let Some(most) = most
+            && value > most
+        {
+            return Err(RecipeError::Setting(format!(
+                "--{name} {value}: at most {most}; nothing was trained"
+            )));
+        }
         Ok(value)
     }
 

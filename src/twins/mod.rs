@@ -36,7 +36,9 @@ pub enum TwinError {
     Weights(#[from] WeightsError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-    #[error("no digital-twin image encoder in {0}: train one with `endotwin train image-encoder`")]
+    #[error(
+        "no digital-twin image encoder in {0}: train one with `endotwin train twin-backbone` (or `train image-encoder`)"
+    )]
     NoModel(String),
     #[error(
         "the library is indexed with {indexed}, the loaded model is {loaded}: re-index it (Twins > Re-index, or `endotwin index`)"

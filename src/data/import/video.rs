@@ -300,6 +300,20 @@ pub fn probe(tools: &Ffmpeg, path: &Path) -> Result<VideoInfo, String> {
             stream["codec_name"].as_str().unwrap_or("?")
         ));
     };
+    // A still picture under a video's name (round 11 N8: a PNG renamed .mp4 became a video
+    // of one frame): an image codec without several frames is no recording.
+    let codec = stream["codec_name"].as_str().unwrap_or("?");
+    let listed = stream["nb_frames"]
+        .as_str()
+        .and_then(|s| s.parse::<u64>().ok());
+    const STILL_CODECS: [&str; 8] = [
+        "png", "mjpeg", "bmp", "tiff", "webp", "gif", "jpeg2000", "jpegls",
+    ];
+    if STILL_CODECS.contains(&codec) && listed.is_none_or(|n| n <= 1) {
+        return Err(format!(
+            "a still image ({codec}), not a recording: import it with `endotwin import images`"
+        ));
+    }
     let fps = ["avg_frame_rate", "r_frame_rate"]
         .iter()
         .find_map(|k| stream[*k].as_str().and_then(rational))
