@@ -122,7 +122,20 @@ fn main() {
         }
         default_hook(info)
     }));
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command().try_get_matches().unwrap_or_else(|e| {
+        // Help and version printed where they cannot be written are said so (round 12 N2:
+        // `--help >/dev/full` exited 0 with nothing shown).
+        use std::io::Write;
+        let printed = e.print().and_then(|()| std::io::stdout().flush());
+        if let Err(io) = printed {
+            eprintln!(
+                "error: cannot write to standard output ({})",
+                endotwin::plumbing::input::plain_io(&io)
+            );
+            std::process::exit(1);
+        }
+        std::process::exit(e.exit_code())
+    });
     let parsed = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = run(parsed, &matches) {
         let line = cli::one_line(&e);

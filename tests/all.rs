@@ -52,6 +52,7 @@ mod recipes;
 mod retrieval;
 mod round10;
 mod round11;
+mod round12;
 mod round4;
 mod round5;
 mod round5b;

@@ -69,9 +69,9 @@ fn kvasir_seg_real_images_become_polyps_with_masks() {
 fn kvasir_seg_rejects_masks_of_another_size_and_missing_masks() {
     let dir = tempfile::tempdir().unwrap();
     png(&dir.path().join("images/a.png"), 20, 10, 1);
-    png(&dir.path().join("masks/a.png"), 20, 10, 200);
+    crate::common::mask_png(&dir.path().join("masks/a.png"), 20, 10);
     png(&dir.path().join("images/b.png"), 20, 10, 2);
-    png(&dir.path().join("masks/b.png"), 10, 10, 200);
+    crate::common::mask_png(&dir.path().join("masks/b.png"), 10, 10);
     png(&dir.path().join("images/c.png"), 20, 10, 3);
     let (_l, store, r) = run(ImportLayout::KvasirSeg, dir.path(), false);
     let r = r.unwrap();

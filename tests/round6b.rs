@@ -325,10 +325,10 @@ fn masks_that_cannot_be_used_are_named_with_the_image_they_keep_out() {
 
     let kv = dir.path().join("kv");
     common::png(&kv.join("images/ok.png"), 24, 16, 5);
-    common::png(&kv.join("masks/ok.png"), 24, 16, 6);
+    common::mask_png(&kv.join("masks/ok.png"), 24, 16);
     common::png(&kv.join("images/piped.png"), 24, 16, 7);
     crate::hostile::mkfifo(&kv.join("masks/piped.png"));
-    common::png(&kv.join("masks/extra.png"), 24, 16, 8);
+    common::mask_png(&kv.join("masks/extra.png"), 24, 16);
     std::fs::write(kv.join("images/empty.jpg"), b"").unwrap();
     let lib = tempfile::tempdir().unwrap();
     let r = common::import(lib.path(), "kvasir-seg", &kv, &[]);

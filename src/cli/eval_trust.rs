@@ -49,6 +49,21 @@ fn diagram_path(dir: &std::path::Path, i: usize) -> PathBuf {
 }
 
 pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
+    // Every generated split's size before any of them is made (round 12 R5: --records
+    // 2^64-1 was refused only after minutes of the other splits).
+    use endotwin::data::phantom::{PhantomConfig, check_size};
+    for (polyps, capsule_images, frames_per_exam) in [
+        (args.polyps, 0, 0),
+        (0, args.capsule_frames, 0),
+        (args.records, 0, 24),
+    ] {
+        check_size(&PhantomConfig {
+            polyps,
+            capsule_images,
+            frames_per_exam,
+            ..PhantomConfig::default()
+        })?;
+    }
     // The diagrams' folder and files are checked before minutes of evaluation, as --json is.
     if let Some(dir) = &args.diagrams {
         if dir.exists() && !dir.is_dir() {

@@ -348,7 +348,14 @@ pub fn decode_media(
 /// Decodes an image file: a regular file (not a FIFO or a device, which could block or never
 /// end) of at most [`MAX_FILE_BYTES`].
 pub fn decode_file(path: &Path) -> Result<Decoded, ImageError> {
-    let meta = std::fs::metadata(path).map_err(|e| ImageError::Read(e.to_string()))?;
+    // `-` is no file: images are read from files, never standard input (round 12 N11).
+    if path.as_os_str() == "-" {
+        return Err(ImageError::Read(
+            "`-`: an image is read from a file, not standard input; name the file".into(),
+        ));
+    }
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ImageError::Read(crate::plumbing::input::plain_io(&e)))?;
     if !meta.is_file() {
         return Err(ImageError::NotARegularFile(format!(
             "{}: not a regular file (a folder, FIFO or device); EndoTwin reads images from files",

@@ -50,7 +50,7 @@ struct Image {
     /// "polyp", "no polyp", or null; a file without the key leaves the label alone.
     #[serde(
         default,
-        deserialize_with = "present",
+        deserialize_with = "present_label",
         skip_serializing_if = "Option::is_none"
     )]
     polyp_present: Option<Option<String>>,
@@ -66,6 +66,21 @@ struct Image {
 /// `Some(None)` for an explicit null, `None` when the key is absent.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
+}
+
+/// [`present`] for `polyp_present`, whose name invites true and false (round 12 N10: `true`
+/// refused the whole file in a parser's words): read as "polyp" and "no polyp"; any other
+/// value is kept as text and skipped by name.
+fn present_label<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Ok(Some(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => None,
+        serde_json::Value::Bool(true) => Some("polyp".into()),
+        serde_json::Value::Bool(false) => Some("no polyp".into()),
+        serde_json::Value::String(s) => Some(s),
+        other => Some(other.to_string()),
+    }))
 }
 
 #[derive(Debug, Serialize, Deserialize)]

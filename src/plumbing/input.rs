@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 pub enum InputError {
     #[error("{0}: not a regular file (a folder, FIFO or device)")]
     NotAFile(PathBuf),
+    #[error("`-`: {0} is read from a file, not standard input; name the file")]
+    StandardInput(&'static str),
     #[error("{path}: {} MB; {what} may be at most {} MB", .bytes >> 20, .max >> 20)]
     TooLarge {
         path: PathBuf,
@@ -24,7 +26,7 @@ pub enum InputError {
         line: usize,
         byte: usize,
     },
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {}", plain_io(.source))]
     Read {
         path: PathBuf,
         #[source]
@@ -35,6 +37,9 @@ pub enum InputError {
 /// The size of `path` when it is a regular file (links followed) of at most `max` bytes;
 /// `what` names the kind of file in the refusal ("a prompt set").
 pub fn check_file(path: &Path, max: u64, what: &'static str) -> Result<u64, InputError> {
+    if path.as_os_str() == "-" {
+        return Err(InputError::StandardInput(what));
+    }
     let meta = std::fs::metadata(path).map_err(|source| InputError::Read {
         path: path.to_path_buf(),
         source,

@@ -187,17 +187,26 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
         });
     }
     // One prompt twice splits its share of the softmax in two without a word (round 11 N16).
+    // Compared as the text tower reads them: case and spacing aside (round 12 N3).
+    let read_as = |p: &str| {
+        p.to_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let keys: Vec<String> = prompts.iter().map(|p| read_as(p)).collect();
     if let Some((i, twice)) = prompts
         .iter()
         .enumerate()
-        .find(|(i, p)| prompts[..*i].contains(p))
+        .find(|(i, _)| keys[..*i].contains(&keys[*i]))
     {
-        let first = prompts.iter().position(|p| p == twice).unwrap_or_default();
+        let first = keys.iter().position(|k| *k == keys[i]).unwrap_or_default();
         return Err(PromptSetError::Invalid {
             path: shown,
             why: format!(
-                "the prompt '{twice}' is given twice (prompts {} and {}): the scores are shares \
-                 of one whole, so each prompt is scored once; nothing was scored",
+                "the prompt '{twice}' is given twice (prompts {} and {}, read alike whatever \
+                 their case and spacing): the scores are shares of one whole, so each prompt \
+                 is scored once; nothing was scored",
                 first + 1,
                 i + 1
             ),

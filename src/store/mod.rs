@@ -414,6 +414,18 @@ impl Store {
         if let Some(url) = pg::library_url(path) {
             return pg::open(url, mode);
         }
+        // A server's URL mistyped (`POSTGRES://`, `postgres:/host`) would otherwise be a folder
+        // made on this machine (round 12 N8).
+        let lower = path.to_string_lossy().trim().to_ascii_lowercase();
+        if lower.starts_with("postgres:") || lower.starts_with("postgresql:") {
+            return Err(StoreError::NotALibrary {
+                path: path.to_path_buf(),
+                reason: "it looks like a PostgreSQL URL but is not one: write it \
+                         postgres://USER@HOST/DATABASE (the scheme in lower case, two slashes); \
+                         nothing was made"
+                    .into(),
+            });
+        }
         if is_kept_read_only(&db_path) {
             return Store::open_read_only(path);
         }

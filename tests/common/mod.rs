@@ -5,6 +5,16 @@ use endotwin::store::{OpenMode, Store};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// A segmentation mask: black, with a white rectangle in its middle (the polyp).
+pub fn mask_png(path: &Path, w: u32, h: u32) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let img = image::GrayImage::from_fn(w, h, |x, y| {
+        let inside = x >= w / 4 && x < w - w / 4 && y >= h / 4 && y < h - h / 4;
+        image::Luma([if inside { 255 } else { 0 }])
+    });
+    img.save(path).unwrap();
+}
+
 /// A small distinct PNG (the seed makes its content unique).
 pub fn png(path: &Path, w: u32, h: u32, seed: u8) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -238,6 +238,9 @@ fn add_annotations(
     // Pathology per (sequence, identity) as the annotations give it; disagreeing
     // annotations make that polyp's pathology unusable (named, not imported).
     let mut pathology: BTreeMap<(String, String), Vec<GivenPathology>> = BTreeMap::new();
+    // One box given twice (same frame, place and identity) would be two boxes and two
+    // tracklets of one polyp (round 12 N6).
+    let mut seen: BTreeMap<(String, i64, String, [u64; 4]), usize> = BTreeMap::new();
     for (n, a) in coco.annotations.iter().enumerate() {
         let Some((seq, frame)) = frame_of.get(&key(&a.image_id)) else {
             problems.push(
@@ -250,8 +253,26 @@ fn add_annotations(
             );
             continue;
         };
-        let exam = exams.get_mut(seq).expect("exam of an imported frame");
         let identity = key(&a.identity_id);
+        let place = (
+            seq.clone(),
+            *frame,
+            identity.clone(),
+            a.bbox.map(f64::to_bits),
+        );
+        if let Some(&first) = seen.get(&place) {
+            problems.push(
+                path,
+                format!(
+                    "{} repeats {} (the same frame, box and identity); it is imported once",
+                    annotation_name(n, a),
+                    annotation_name(first, &coco.annotations[first])
+                ),
+            );
+            continue;
+        }
+        seen.insert(place, n);
+        let exam = exams.get_mut(seq).expect("exam of an imported frame");
         let polyp = exam.polyp_mut(&identity);
         let histology = a.histology.as_deref().and_then(histology_name);
         let mut size = None;

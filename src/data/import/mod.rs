@@ -271,7 +271,33 @@ pub fn prepare_mask(path: &Path, width: u32, height: u32) -> Result<PreparedImag
     if (w, h) != (width, height) {
         return Err(format!("mask is {w}x{h} but its image is {width}x{height}"));
     }
+    // A photograph given as the mask (round 12 N5: the frame itself, thresholded, became the
+    // polyp's outline): a mask is black and white, with a few grey pixels at its edge.
+    let pixels = (w as u64 * h as u64).max(1);
+    let rgb = decoded.image.to_rgb8();
+    let coloured = rgb
+        .pixels()
+        .filter(|p| p.0.iter().max().unwrap_or(&0) - p.0.iter().min().unwrap_or(&0) > 64)
+        .count() as u64;
+    if coloured * 10 > pixels {
+        return Err(format!(
+            "not a mask: {}% of its pixels are coloured (a photograph?); a mask is black with \
+             the polyp white",
+            coloured * 100 / pixels
+        ));
+    }
     let luma = decoded.image.to_luma8();
+    let grey = luma
+        .pixels()
+        .filter(|p| (48..=207).contains(&p.0[0]))
+        .count() as u64;
+    if grey * 4 > pixels {
+        return Err(format!(
+            "not a mask: {}% of its pixels are mid-grey (a photograph?); a mask is black with \
+             the polyp white",
+            grey * 100 / pixels
+        ));
+    }
     let binary = GrayImage::from_fn(w, h, |x, y| {
         image::Luma([if luma.get_pixel(x, y).0[0] > 127 {
             255

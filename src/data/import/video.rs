@@ -593,6 +593,15 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
     };
     let stderr = String::from_utf8_lossy(&errors.finish()).into_owned();
     if !status.success() {
+        // Failing without a word is the program's doing, not the video's (round 12 N1:
+        // ENDOTWIN_FFMPEG=/bin/false, "could not decode it ()").
+        if stderr.trim().is_empty() {
+            return Err(fail(format!(
+                "{} failed ({status}) without a message on a video ffprobe reads: is it \
+                 ffmpeg? ({FFMPEG_ENV} names the program)",
+                tools.ffmpeg.display()
+            )));
+        }
         return Err(fail(format!(
             "ffmpeg could not decode it ({})",
             tail(&stderr)

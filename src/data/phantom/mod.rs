@@ -197,9 +197,10 @@ fn osd_lines(patient: &str, rng: &mut Rng) -> Vec<String> {
 /// The limits are `endotwin demo`'s.
 pub fn check_size(cfg: &PhantomConfig) -> Result<(), PhantomError> {
     let sizes = [
+        // Videos before polyps: a video split has three polyps a video.
+        ("videos", cfg.videos, 1_000),
         ("polyps", cfg.polyps, 100_000),
         ("views per polyp", cfg.views_per_polyp, 32),
-        ("videos", cfg.videos, 1_000),
         ("frames per video", cfg.frames_per_video, 20_000),
         ("capsule frames", cfg.capsule_images, 100_000),
         ("background frames", cfg.background_frames, 1_000),
