@@ -122,6 +122,22 @@ fn main() {
         }
         default_hook(info)
     }));
+    // A global option given before and after the subcommand: clap keeps the last without a
+    // word (round 12 N16: an import went into the second library named).
+    for option in ["--library", "--backend"] {
+        let given = std::env::args_os()
+            .skip(1)
+            .take_while(|a| a != "--")
+            .filter(|a| {
+                let a = a.to_string_lossy();
+                a == option || a.starts_with(&format!("{option}="))
+            })
+            .count();
+        if given > 1 {
+            eprintln!("error: {option} is given {given} times; give it once (nothing was run)");
+            std::process::exit(2);
+        }
+    }
     let matches = Cli::command().try_get_matches().unwrap_or_else(|e| {
         // Help and version printed where they cannot be written are said so (round 12 N2:
         // `--help >/dev/full` exited 0 with nothing shown).

@@ -225,3 +225,138 @@ fn standard_input_and_missing_files_as_inputs_are_said_in_words() {
     );
     assert_eq!(files(lib.path()), before);
 }
+
+/// N16: `--library` given before and after the subcommand: the first was dropped without a
+/// word (an import went into the second).
+#[test]
+fn a_global_option_given_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (la, lb) = (dir.path().join("la"), dir.path().join("lb"));
+    let (_lib, src) = library_with_cases();
+    let mut c = common::endotwin(&la);
+    c.args(["import", "images"])
+        .arg(src.path().join("base/A"))
+        .arg("--library")
+        .arg(&lb);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("--library is given 2 times"),
+        "{}",
+        r.text()
+    );
+    assert!(!la.exists() && !lb.exists());
+}
+
+/// N17: a size cleared by `labels import --apply` came back in the twins table from the
+/// pathology row's copy.
+#[test]
+fn a_cleared_size_is_cleared_wherever_it_is_read() {
+    let (lib, _src) = library_with_cases();
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let polyp = store.polyps().unwrap()[0].clone();
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    for (n, size) in [(1, "7"), (2, "")] {
+        let file = dir.path().join(format!("s{n}.csv"));
+        std::fs::write(&file, format!("polyp,size_mm\n{},{size}\n", polyp.code)).unwrap();
+        let r = run_within(
+            et(
+                lib.path(),
+                &["labels", "import", file.to_str().unwrap(), "--apply"],
+            ),
+            60,
+        );
+        assert!(r.ok(), "{}", r.text());
+        let store =
+            endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+        let read = store.polyp(polyp.id).unwrap().unwrap().size_mm;
+        let want = size.parse::<f64>().ok();
+        assert_eq!(read, want, "size after importing '{size}'");
+    }
+}
+
+/// N18: a library whose models/ is a link to another library's: promote and demote changed
+/// the other library's active models.
+#[test]
+fn a_models_folder_that_is_a_link_is_never_promoted_into() {
+    let (lib, _src) = library_with_cases();
+    let (other, _src2) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::round7::caption_run(other.path(), dir.path(), "test-other");
+    let r = run_within(
+        et(other.path(), &["model", "promote", &run.to_string()]),
+        120,
+    );
+    assert!(r.ok(), "{}", r.text());
+    std::os::unix::fs::symlink(other.path().join("models"), lib.path().join("models")).unwrap();
+    let before = files(other.path());
+    let run = crate::round7::caption_run(lib.path(), dir.path(), "test-mine");
+    for args in [
+        vec!["model".to_string(), "promote".into(), run.to_string()],
+        vec!["model".into(), "demote".into(), "captions".into()],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run_within(et(lib.path(), &args), 120);
+        assert!(
+            !r.ok() && r.says("is a link to") && r.says("nothing was changed"),
+            "{args:?}: {}",
+            r.text()
+        );
+    }
+    assert_eq!(files(other.path()), before);
+}
+
+/// N19: the same images on two EndoFinder lines with different ground truth became two
+/// polyps of one pair of images.
+#[test]
+fn endofinder_lines_of_the_same_images_with_two_truths_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    png(&dir.path().join("img/e1.png"), 24, 16, 1);
+    png(&dir.path().join("img/e2.png"), 24, 16, 2);
+    png(&dir.path().join("img/e3.png"), 24, 16, 3);
+    png(&dir.path().join("img/e4.png"), 24, 16, 4);
+    let list = dir.path().join("list.jsonl");
+    std::fs::write(
+        &list,
+        [
+            r#"{"img_paths":["img/e1.png","img/e2.png"],"ground_truth":"adenoma"}"#,
+            r#"{"img_paths":["img/e3.png","img/e4.png"],"ground_truth":"adenoma"}"#,
+            r#"{"img_paths":["img/e2.png","img/e1.png"],"ground_truth":"hyperplastic"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let r = common::import(lib.path(), "endofinder", &list, &[]);
+    assert!(
+        r.says("lines 1, 3 list the same images with different ground truth") && r.says("1 polyps"),
+        "{}",
+        r.text()
+    );
+}
+
+/// N20: `eval tracklets --threshold NaN` was scored as an exact count; a --threshold that the
+/// validation split replaces was dropped without a word.
+#[test]
+fn an_eval_threshold_that_means_nothing_or_is_not_used_is_refused() {
+    let (lib, _src) = library_with_cases();
+    for args in [
+        &[
+            "eval",
+            "tracklets",
+            "--validation-videos",
+            "0",
+            "--threshold",
+            "NaN",
+        ][..],
+        &["eval", "tracklets", "--threshold", "0.9"],
+    ] {
+        let r = run_within(et(lib.path(), args), 60);
+        assert!(
+            !r.ok() && r.says("--threshold") && r.says("nothing was evaluated"),
+            "{args:?}: {}",
+            r.text()
+        );
+    }
+}

@@ -207,7 +207,7 @@ fn re_indexing_touches_only_what_changed_and_a_new_model_needs_a_re_index() {
     let mut store = Store::open(library.path(), OpenMode::Existing).unwrap();
     assert!(matches!(
         TwinIndex::load(&store, &models),
-        Err(TwinError::EmptyIndex)
+        Err(TwinError::EmptyIndex(_))
     ));
     let first = index_library(&mut store, &models, &Progress::new()).unwrap();
     assert_eq!(first.views_encoded, 2 * POLYPS);

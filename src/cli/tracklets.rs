@@ -57,6 +57,24 @@ pub struct EvalArgs {
 }
 
 pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
+    // A threshold that means nothing, or one that will not be used, is said before any work
+    // (round 12 N20: NaN scored as an exact count; a --threshold dropped for validation's).
+    if !(-1.0..=1.0).contains(&a.threshold) {
+        anyhow::bail!(
+            "--threshold {}: a cosine similarity between -1 and 1; nothing was evaluated",
+            a.threshold
+        );
+    }
+    let threshold_given =
+        std::env::args().any(|x| x == "--threshold" || x.starts_with("--threshold="));
+    if threshold_given && (a.validation.is_some() || a.validation_videos > 0) {
+        anyhow::bail!(
+            "--threshold {} is not used: each method's threshold is chosen on the validation \
+             split; give --validation-videos 0 (and no --validation) to score at --threshold; \
+             nothing was evaluated",
+            a.threshold
+        );
+    }
     let compute = compute::select(pref)?;
     let dir = a
         .models

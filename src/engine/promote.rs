@@ -31,6 +31,10 @@ pub enum PromoteError {
     )]
     ForeignModelsFolder(String),
     #[error(
+        "{0} is a link to {1}: a library's models folder is its own (another library's active models would change); remove the link, then promote or demote again; nothing was changed"
+    )]
+    LinkedModelsFolder(String, String),
+    #[error(
         "{0}: a library on a server keeps no models of its own yet (they would land in a folder of this workstation, named after the server, shared by every database on it): give the model to each workstation with --models or ENDOTWIN_MODELS; nothing was changed"
     )]
     ServerLibrary(String),
@@ -348,6 +352,18 @@ fn refuse_server(library: &Path) -> Result<(), PromoteError> {
 /// check (its models are not changed either: the index rebuild after a promotion would be
 /// refused, leaving the two apart); else the model version run `run` saved, if any.
 fn check_library(library: &Path, run: Option<i64>) -> Result<Option<String>, PromoteError> {
+    // models/ that is a link: promote and demote would change the active models of whatever
+    // it leads to (round 12 N18: another library's).
+    let dir = active_dir(library);
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        let target = std::fs::canonicalize(&dir)
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|_| "nothing".into());
+        return Err(PromoteError::LinkedModelsFolder(
+            dir.display().to_string(),
+            target,
+        ));
+    }
     if let Some(problem) = models_marker_problem(&active_dir(library)) {
         return Err(PromoteError::Marker(problem));
     }

@@ -212,7 +212,10 @@ pub const MODELS_MARKER: &str = "ACTIVE";
 /// user keeps beside a library is none of these (round 6 N39: a promoted library whose marker
 /// was deleted fell back to the shipped models without a word).
 pub fn is_library_models(dir: &Path) -> bool {
+    // A link is never a library's own models folder (round 12 N18: a link to another
+    // library's was loaded, promoted into and demoted from as this one's).
     dir.is_dir()
+        && !std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink())
         && (std::fs::symlink_metadata(dir.join(MODELS_MARKER)).is_ok()
             || dir.join("previous").is_dir()
             || dir.join("demoted").is_dir())

@@ -240,6 +240,15 @@ impl Store {
                     )?,
                     _ => tx.execute(&sql, params![target_id, value])?,
                 };
+                // The pathology row's copy of the size follows (round 12 N17: a cleared size
+                // came back from it in the twins table).
+                if key == "size_mm" {
+                    let mm = value.and_then(|v| v.trim().parse::<f64>().ok());
+                    tx.execute(
+                        "UPDATE pathology SET size_mm = ?2 WHERE polyp_id = ?1",
+                        params![target_id, mm],
+                    )?;
+                }
             }
             if target == TargetKind::Polyp && ATTRIBUTE_KEYS.contains(&key) {
                 match value {

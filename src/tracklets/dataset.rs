@@ -15,8 +15,15 @@ use std::collections::BTreeMap;
 pub enum TrackletDataError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{path}: {reason}")]
-    Image { path: String, reason: String },
+    #[error(
+        "video {video}, frame {frame}: {reason} ({path}); `endotwin library check` lists every missing or changed file"
+    )]
+    Image {
+        video: String,
+        frame: i64,
+        path: String,
+        reason: String,
+    },
     #[error("video {video}: frame {frame} has a box but no image")]
     MissingFrame { video: String, frame: i64 },
     #[error("cancelled")]
@@ -41,8 +48,14 @@ pub fn frame_image(
     crate::data::images::decode_media(store, media)
         .map(|d| d.image)
         .map_err(|e| TrackletDataError::Image {
+            video: video.to_string(),
+            frame: index,
+            reason: match std::fs::symlink_metadata(&path) {
+                // Said once, in words (round 12 N15: the path twice and the OS's words).
+                Err(_) => "its media file is missing".into(),
+                Ok(_) => e.to_string().replace(&format!("{}: ", path.display()), ""),
+            },
             path: path.display().to_string(),
-            reason: e.to_string(),
         })
 }
 

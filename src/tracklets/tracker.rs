@@ -143,8 +143,10 @@ pub fn follow_in_video(
             }
             Err(e) => {
                 failure = Some(TrackletDataError::Image {
+                    video: video_id.to_string(),
+                    frame: i,
+                    reason: e.to_string().replace(&format!("{}: ", path.display()), ""),
                     path: path.display().to_string(),
-                    reason: e.to_string(),
                 });
                 None
             }

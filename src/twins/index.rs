@@ -312,7 +312,7 @@ impl TwinIndex {
         // would send the user round in a circle.
         let empty = || match store.polyps() {
             Ok(p) if p.is_empty() => TwinError::NoPolyps,
-            Ok(_) => TwinError::EmptyIndex,
+            Ok(_) => TwinError::EmptyIndex(version.clone()),
             Err(e) => e.into(),
         };
         let Some(model) = store.model(POLYP_MODEL, &version)? else {

@@ -44,8 +44,10 @@ pub enum TwinError {
         "the library is indexed with {indexed}, the loaded model is {loaded}: re-index it (Twins > Re-index, or `endotwin index`)"
     )]
     StaleIndex { indexed: String, loaded: String },
-    #[error("the library has no indexed polyps yet: index it first")]
-    EmptyIndex,
+    #[error(
+        "the library has no polyps indexed with this model ({0}) yet: run `endotwin index` with the same models first"
+    )]
+    EmptyIndex(String),
     #[error("the library has no polyps with views to retrieve")]
     NoPolyps,
     #[error("{0}")]

@@ -36,7 +36,7 @@ pub fn replicate(
     let version = models.version();
     let model = store
         .model("twin-polyp", &version)?
-        .ok_or(TwinError::EmptyIndex)?;
+        .ok_or_else(|| TwinError::EmptyIndex(version.clone()))?;
     let base: Vec<(store::PolypRow, EmbeddingRow, Vec<i64>)> = {
         let embedded: std::collections::HashMap<i64, EmbeddingRow> = store
             .embeddings(model.id, EmbeddingTarget::Polyp)?
@@ -53,7 +53,7 @@ pub fn replicate(
         base
     };
     if base.is_empty() {
-        return Err(TwinError::EmptyIndex);
+        return Err(TwinError::EmptyIndex(version));
     }
     let base_videos: Vec<(store::VideoRow, Vec<i64>)> = store
         .videos()?

@@ -329,6 +329,57 @@ pub fn read_jsonl(
             ),
         );
     }
+    // The same images on two lines under two ids: one polyp told twice, or two truths for it
+    // (round 12 N19: two polyps of one pair of images, adenoma and hyperplastic).
+    let mut by_images: HashMap<Vec<String>, Vec<usize>> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let mut key: Vec<String> = e.paths.iter().map(|p| p.trim().to_string()).collect();
+        key.sort();
+        by_images.entry(key).or_default().push(i);
+    }
+    let mut dropped = vec![false; entries.len()];
+    let mut groups: Vec<Vec<usize>> = by_images.into_values().filter(|g| g.len() > 1).collect();
+    groups.sort();
+    for group in groups {
+        let lines: Vec<String> = group.iter().map(|&i| entries[i].line.to_string()).collect();
+        let truths: std::collections::BTreeSet<String> = group
+            .iter()
+            .map(|&i| {
+                entries[i]
+                    .histology
+                    .clone()
+                    .unwrap_or_else(|| "none".into())
+            })
+            .collect();
+        if truths.len() > 1 {
+            for &i in &group {
+                dropped[i] = true;
+            }
+            problems.push(
+                path,
+                format!(
+                    "lines {} list the same images with different ground truth ({}); none of \
+                     them is imported",
+                    lines.join(", "),
+                    truths.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        } else {
+            for &i in &group[1..] {
+                dropped[i] = true;
+            }
+            problems.push(
+                path,
+                format!(
+                    "lines {} list the same images: one polyp, imported once (line {})",
+                    lines.join(", "),
+                    lines[0]
+                ),
+            );
+        }
+    }
+    let mut keep = dropped.iter().map(|d| !d);
+    entries.retain(|_| keep.next().unwrap_or(true));
     progress.stage("reading polyps", entries.len() as u64);
     for entry in entries {
         check_cancel(progress)?;
