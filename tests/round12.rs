@@ -360,3 +360,46 @@ fn an_eval_threshold_that_means_nothing_or_is_not_used_is_refused() {
         );
     }
 }
+
+/// N21: a `model demote` killed between its renames left models/ with a card and no record
+/// (no caption model, and no command brought it back). The renames are journaled: the next
+/// command that reads the library's models finishes them.
+#[test]
+fn a_demote_killed_between_its_renames_is_finished_by_the_next_command() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::round7::caption_run(lib.path(), dir.path(), "test-n21");
+    let r = run_within(et(lib.path(), &["model", "promote", &run.to_string()]), 120);
+    assert!(r.ok(), "{}", r.text());
+    let models = lib.path().join("models");
+    let version = |card: &Path| endotwin::model::weights::read_card(card).unwrap().version;
+    let shipped = version(&models.join("previous/captions.json"));
+    // What `model demote captions` does, killed after its first two renames (the active
+    // model's record and card into demoted/) with the journal's count one behind.
+    std::fs::create_dir_all(models.join("demoted")).unwrap();
+    let pair = |from: &str, to: &str| {
+        let (f, t) = (models.join(from), models.join(to));
+        [
+            (f.with_extension("bpk"), t.with_extension("bpk")),
+            (f.clone(), t.clone()),
+        ]
+    };
+    let mut moves = pair("captions.json", "demoted/captions.json").to_vec();
+    moves.extend(pair("previous/captions.json", "captions.json"));
+    for (from, to) in &moves[..2] {
+        std::fs::rename(from, to).unwrap();
+    }
+    std::fs::write(
+        models.join(endotwin::engine::model_moves::JOURNAL),
+        serde_json::json!({"moves": moves, "done": 1}).to_string(),
+    )
+    .unwrap();
+    let r = run_within(et(lib.path(), &["info"]), 60);
+    assert!(r.ok(), "{}", r.text());
+    assert_eq!(version(&models.join("captions.json")), shipped);
+    assert!(models.join("captions.bpk").is_file());
+    assert_eq!(version(&models.join("demoted/captions.json")), "test-n21");
+    assert!(!models.join(endotwin::engine::model_moves::JOURNAL).exists());
+    let r = run_within(et(lib.path(), &["library", "check"]), 60);
+    assert!(r.ok(), "{}", r.text());
+}

@@ -7,6 +7,7 @@ mod jobs;
 pub mod promote;
 pub use jobs::device_check;
 pub mod loader;
+pub mod model_moves;
 pub mod prompt_jobs;
 pub mod training;
 pub mod trust;

@@ -79,6 +79,11 @@ pub fn active_dir(library: &Path) -> PathBuf {
 /// [`PromoteError::ServerLibrary`]).
 pub fn models_dir_for(library: &Path) -> PathBuf {
     let own = active_dir(library);
+    // A promote or demote killed midway is finished before its models are read (when no
+    // other one holds the lock: it finishes its own).
+    if own.join(super::model_moves::JOURNAL).exists() {
+        let _ = lock_models(library);
+    }
     if crate::store::library_url(library).is_none() && is_library_models(&own) {
         own
     } else {
@@ -284,10 +289,13 @@ pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
     let demoted_dir = dir.join("demoted");
     mkdir(&demoted_dir)?;
     let demoted = weights::free_card_path(&demoted_dir, name);
+    // One journaled step: killed midway, the next promote, demote or load finishes it.
+    let mut moves = Vec::new();
     if active.is_file() {
-        move_model(&active, &demoted)?;
+        moves.extend(super::model_moves::model_moves(&active, &demoted));
     }
-    move_model(&previous, &active)?;
+    moves.extend(super::model_moves::model_moves(&previous, &active));
+    super::model_moves::journaled(&dir, &moves).map_err(|e| io(&dir, e))?;
     Ok(demoted)
 }
 
@@ -411,7 +419,13 @@ fn lock_models(library: &Path) -> Result<ModelsLock, PromoteError> {
         .open(&path)
         .map_err(|e| io(&path, e))?;
     match file.try_lock() {
-        Ok(()) => Ok(ModelsLock { path, _file: file }),
+        Ok(()) => {
+            let lock = ModelsLock { path, _file: file };
+            // A promote or demote killed midway is finished before anything else.
+            let dir = active_dir(library);
+            super::model_moves::finish_interrupted(&dir).map_err(|e| io(&dir, e))?;
+            Ok(lock)
+        }
         Err(std::fs::TryLockError::WouldBlock) => {
             Err(PromoteError::Busy(folder.display().to_string()))
         }
@@ -612,20 +626,15 @@ fn install(
         remove_staged();
         return Err(e);
     }
-    if let Some(previous) = &previous
-        && let Err(e) = move_model(target, previous)
-    {
-        remove_staged();
-        return Err(e);
+    // The active model out and the staged one in as one journaled step (round 12 N21: a kill
+    // between the renames left a card without its record).
+    let mut moves = Vec::new();
+    if let Some(previous) = &previous {
+        moves.extend(super::model_moves::model_moves(target, previous));
     }
-    if let Err(e) = move_model(&staged, target) {
-        if let Some(previous) = &previous {
-            let _ = move_model(previous, target);
-        }
-        remove_staged();
-        return Err(e);
-    }
-    Ok(())
+    moves.extend(super::model_moves::model_moves(&staged, target));
+    let dir = target.parent().unwrap_or(Path::new("."));
+    super::model_moves::journaled(dir, &moves).map_err(|e| io(dir, e))
 }
 
 fn copy_model(card: &Path, to: &Path) -> Result<(), PromoteError> {
