@@ -124,17 +124,28 @@ fn main() {
     }));
     // A global option given before and after the subcommand: clap keeps the last without a
     // word (round 12 N16: an import went into the second library named).
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .take_while(|a| a != "--")
+        .collect();
     for option in ["--library", "--backend"] {
-        let given = std::env::args_os()
-            .skip(1)
-            .take_while(|a| a != "--")
-            .filter(|a| {
-                let a = a.to_string_lossy();
-                a == option || a.starts_with(&format!("{option}="))
-            })
-            .count();
-        if given > 1 {
-            eprintln!("error: {option} is given {given} times; give it once (nothing was run)");
+        let mut values: Vec<&str> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if a == option {
+                values.push(args.get(i + 1).map_or("", String::as_str));
+            } else if let Some(v) = a.strip_prefix(&format!("{option}=")) {
+                values.push(v);
+            }
+        }
+        values.dedup();
+        if values.len() > 1 {
+            eprintln!(
+                "error: {option} is given {} times with different values ({}); give it once \
+                 (nothing was run)",
+                values.len(),
+                values.join(", ")
+            );
             std::process::exit(2);
         }
     }

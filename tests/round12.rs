@@ -240,7 +240,7 @@ fn a_global_option_given_twice_is_refused() {
         .arg(&lb);
     let r = run_within(c, 60);
     assert!(
-        !r.ok() && r.says("--library is given 2 times"),
+        !r.ok() && r.says("--library is given 2 times with different values"),
         "{}",
         r.text()
     );

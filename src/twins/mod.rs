@@ -45,7 +45,7 @@ pub enum TwinError {
     )]
     StaleIndex { indexed: String, loaded: String },
     #[error(
-        "the library has no polyps indexed with this model ({0}) yet: run `endotwin index` with the same models first"
+        "the library has no polyps indexed with this model ({0}) yet: index it first (Twins > Re-index, or `endotwin index` with the same models)"
     )]
     EmptyIndex(String),
     #[error("the library has no polyps with views to retrieve")]
