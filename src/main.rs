@@ -336,6 +336,23 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             endotwin::default_models_dir().display()
         );
     }
+    // `library copy FROM TO` names its libraries itself: a --library beside them that is
+    // neither would be ignored without a word (round 13 N6).
+    if let (
+        Some(given),
+        Command::Library {
+            what: cli::library::LibraryWhat::Copy { from, .. },
+        },
+    ) = (&parsed.library, &command)
+        && !cli::same_file(given, from)
+    {
+        anyhow::bail!(
+            "library copy copies {} (its FROM), not --library {}: drop --library (nothing was \
+             copied)",
+            from.display(),
+            given.display()
+        );
+    }
     let library = parsed.library.unwrap_or_else(endotwin::default_library);
     // What the note above calls read only is opened so (round 10 N3: SQLite made and removed
     // a -wal and -shm beside the source tree's database).

@@ -53,6 +53,7 @@ mod retrieval;
 mod round10;
 mod round11;
 mod round12;
+mod round13;
 mod round4;
 mod round5;
 mod round5b;

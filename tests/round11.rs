@@ -213,7 +213,7 @@ fn standard_input_repeated_prompts_and_a_wrong_card_are_said_in_words() {
         .arg(&prompts);
     let r = run_within(c, 120);
     assert!(
-        !r.ok() && r.says("the prompt 'a polyp' is given twice (prompts 1 and 3)"),
+        !r.ok() && r.says("the prompt 'a polyp' is given twice (prompts 1 and 3"),
         "{}",
         r.text()
     );

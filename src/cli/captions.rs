@@ -123,12 +123,16 @@ pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> 
 
 fn load(card: Option<PathBuf>, device: &burn::tensor::Device) -> Result<LoadedCaptionModel> {
     let path = card.unwrap_or_else(|| model::shipped_path(&endotwin::default_models_dir()));
-    model::load(&path, device).with_context(|| {
-        format!(
-            "caption model {} (train one with `endotwin train captions`)",
+    // A card not there is a mistyped name as often as a model never trained (round 13
+    // N12): said as such.
+    if std::fs::symlink_metadata(&path).is_err() {
+        anyhow::bail!(
+            "caption model {}: no such model card (name a card, NAME.json, or a model of the models \
+             folder; `endotwin train captions` makes one)",
             path.display()
-        )
-    })
+        );
+    }
+    model::load(&path, device).with_context(|| format!("caption model {}", path.display()))
 }
 
 #[derive(clap::Args)]

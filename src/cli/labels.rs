@@ -91,7 +91,11 @@ pub fn run(library: &Path, what: LabelsWhat) -> Result<()> {
                 until: a.until,
                 // One more than shown, to tell the reader when there are more (round 9 N6:
                 // the default 50 cut the trail without a word).
-                limit: if a.limit == 0 { 0 } else { a.limit + 1 },
+                limit: if a.limit == 0 {
+                    0
+                } else {
+                    a.limit.saturating_add(1)
+                },
             };
             let mut rows = store.audit_log(&filter)?;
             if rows.is_empty() {

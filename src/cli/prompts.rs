@@ -70,12 +70,16 @@ fn load(
     device: &burn::tensor::Device,
 ) -> Result<LoadedPromptModel> {
     let path = card_path(models, card);
-    model::load(&path, device).with_context(|| {
-        format!(
-            "prompt model {} (train one with `endotwin train prompts`)",
+    // A card not there is a mistyped name as often as a model never trained (round 13
+    // N12): said as such.
+    if std::fs::symlink_metadata(&path).is_err() {
+        anyhow::bail!(
+            "prompt model {}: no such model card (name a card, NAME.json, or a model of the models \
+             folder; `endotwin train prompts` makes one)",
             path.display()
-        )
-    })
+        );
+    }
+    model::load(&path, device).with_context(|| format!("prompt model {}", path.display()))
 }
 
 pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {

@@ -190,6 +190,9 @@ pub fn export_csv_of(store: &Store, only: Option<&[i64]>) -> Result<String, Labe
 
 /// What importing `text` would change, and the rows it cannot use (named by line).
 pub fn diff_csv(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), LabelsError> {
+    // Windows (CRLF) and old Mac (CR) line ends read as one line end each, so rows are named
+    // by the lines an editor shows (round 13 N7: one line too low, or further off).
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let header: Vec<String> = reader
         .headers()

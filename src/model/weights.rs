@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {}", crate::plumbing::input::plain_io(.source))]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {}", crate::plumbing::input::plain_io(.source))]
     Write {
         path: PathBuf,
         source: std::io::Error,

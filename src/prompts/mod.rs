@@ -143,6 +143,37 @@ pub fn default_set(name: &str) -> PromptSet {
 /// The largest prompt set file read (a set is a few lines; a thousand sets are kilobytes).
 const MAX_PROMPT_FILE: u64 = 16 << 20;
 
+/// Refuses a prompt given twice in one set, compared as the text tower reads them (case and
+/// spacing aside): the scores are shares of one whole, and a prompt twice would split its
+/// share in two without a word (round 11 N16, round 12 N3; TOML sets too: round 13 R4).
+fn check_no_repeats(prompts: &[String], shown: &str) -> Result<(), PromptSetError> {
+    let read_as = |p: &str| {
+        p.to_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let keys: Vec<String> = prompts.iter().map(|p| read_as(p)).collect();
+    if let Some((i, twice)) = prompts
+        .iter()
+        .enumerate()
+        .find(|(i, _)| keys[..*i].contains(&keys[*i]))
+    {
+        let first = keys.iter().position(|k| *k == keys[i]).unwrap_or_default();
+        return Err(PromptSetError::Invalid {
+            path: shown.to_string(),
+            why: format!(
+                "the prompt '{twice}' is given twice (prompts {} and {}, read alike whatever \
+                 their case and spacing): the scores are shares of one whole, so each prompt \
+                 is scored once; nothing was scored",
+                first + 1,
+                i + 1
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Prompt sets from a file (a prompt set TOML, or plain text: one prompt per line).
 pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, PromptSetError> {
     let shown = path.display().to_string();
@@ -150,6 +181,9 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
     let is_toml = path.extension().is_some_and(|e| e == "toml") || text.contains("[[set]]");
     if is_toml {
         let sets = parse_prompt_sets(&text, &shown)?;
+        for set in &sets {
+            check_no_repeats(&set.prompts, &format!("{shown} (set '{}')", set.name))?;
+        }
         for prompt in sets.iter().flat_map(|s| &s.prompts) {
             if let Some(what) = crate::plumbing::input::control_character(prompt) {
                 return Err(PromptSetError::Invalid {
@@ -186,32 +220,7 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
             why: "no prompts (one per line)".into(),
         });
     }
-    // One prompt twice splits its share of the softmax in two without a word (round 11 N16).
-    // Compared as the text tower reads them: case and spacing aside (round 12 N3).
-    let read_as = |p: &str| {
-        p.to_lowercase()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let keys: Vec<String> = prompts.iter().map(|p| read_as(p)).collect();
-    if let Some((i, twice)) = prompts
-        .iter()
-        .enumerate()
-        .find(|(i, _)| keys[..*i].contains(&keys[*i]))
-    {
-        let first = keys.iter().position(|k| *k == keys[i]).unwrap_or_default();
-        return Err(PromptSetError::Invalid {
-            path: shown,
-            why: format!(
-                "the prompt '{twice}' is given twice (prompts {} and {}, read alike whatever \
-                 their case and spacing): the scores are shares of one whole, so each prompt \
-                 is scored once; nothing was scored",
-                first + 1,
-                i + 1
-            ),
-        });
-    }
+    check_no_repeats(&prompts, &shown)?;
     check_prompt_count(prompts.len(), &shown)?;
     Ok(vec![PromptSet {
         name: path
