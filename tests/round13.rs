@@ -101,3 +101,22 @@ fn a_windows_labels_csv_names_the_lines_an_editor_shows() {
     );
     assert_eq!(files(lib.path()), before);
 }
+
+/// N1: `eval trust` on splits too small to answer printed a calibration error of 0.000 with
+/// a zero-width interval, and `--records 0` still scored 24 frames.
+#[test]
+fn eval_trust_refuses_splits_too_small_to_answer() {
+    let (lib, _src) = library_with_cases();
+    for (flag, value) in [
+        ("--records", "0"),
+        ("--polyps", "1"),
+        ("--capsule-frames", "1"),
+    ] {
+        let r = run_within(et(lib.path(), &["eval", "trust", flag, value]), 60);
+        assert!(
+            !r.ok() && r.says(&format!("{flag} {value}: at least")),
+            "{flag}: {}",
+            r.text()
+        );
+    }
+}

@@ -52,6 +52,20 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
     // Every generated split's size before any of them is made (round 12 R5: --records
     // 2^64-1 was refused only after minutes of the other splits).
     use endotwin::data::phantom::{PhantomConfig, check_size};
+    // A split too small to answer anything is no evaluation (round 13 N1: `--records 0`
+    // still scored 24 background frames).
+    for (flag, value, least) in [
+        ("--polyps", args.polyps, 2),
+        ("--capsule-frames", args.capsule_frames, 2),
+        ("--records", args.records, 1),
+    ] {
+        if value < least {
+            anyhow::bail!(
+                "{flag} {value}: at least {least} for a split that answers anything; nothing \
+                 was evaluated"
+            );
+        }
+    }
     for (polyps, capsule_images, frames_per_exam) in [
         (args.polyps, 0, 0),
         (0, args.capsule_frames, 0),
@@ -285,6 +299,15 @@ pub(super) fn print_rows(rows: &[TrustRow]) {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
+        // No answer, no figure: a zero-width 0.000 read as "perfectly calibrated" (round 13
+        // N1).
+        if r.answers == 0 {
+            println!(
+                "| {} | {} | 0 | - | - | - | - | - | - |",
+                r.capability, r.data
+            );
+            continue;
+        }
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.capability,
