@@ -147,11 +147,7 @@ fn a_box_too_small_and_an_export_named_for_another_format_are_refused() {
     }
 }
 
-fn et(lib: &std::path::Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// N3: the source tree's library, read as a last resort and called read only, was opened
 /// read-write (SQLite made and removed a -wal and -shm beside it). A library kept read-only
@@ -465,15 +461,7 @@ fn a_decoder_that_gives_nothing_is_named_not_the_video() {
     let (lib, _src) = library_with_cases();
     let dir = tempfile::tempdir().unwrap();
     let video = crate::video::recording(&ffmpeg, dir.path(), "v.mp4", true);
-    // ffprobe beside the fake: the real one (found beside a program first).
-    let fake = dir.path().join("fake-ffmpeg");
-    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    std::os::unix::fs::symlink(ffmpeg.with_file_name("ffprobe"), dir.path().join("ffprobe"))
-        .unwrap();
+    let fake = crate::video::fake_ffmpeg(&ffmpeg, dir.path(), 0);
     let before = common::state(lib.path());
     let mut c = et(lib.path(), &["import", "video"]);
     c.arg(&video).env("ENDOTWIN_FFMPEG", &fake);

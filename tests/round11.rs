@@ -7,11 +7,7 @@ use crate::hostile::library_with_cases;
 use crate::store_safety::{files, run_within};
 use std::path::Path;
 
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// N8: a PNG renamed `.mp4` was imported as a video of one frame.
 #[test]

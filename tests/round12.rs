@@ -6,11 +6,7 @@ use crate::hostile::library_with_cases;
 use crate::store_safety::{files, run_within};
 use std::path::Path;
 
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// R5: `eval trust --records 2^64-1` was refused only after minutes of the other splits.
 #[test]
@@ -52,14 +48,7 @@ fn a_decoder_that_fails_without_a_word_is_named() {
     let (lib, _src) = library_with_cases();
     let dir = tempfile::tempdir().unwrap();
     let video = crate::video::recording(&ffmpeg, dir.path(), "v.mp4", true);
-    let fake = dir.path().join("fake-ffmpeg");
-    std::fs::write(&fake, "#!/bin/sh\nexit 1\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    std::os::unix::fs::symlink(ffmpeg.with_file_name("ffprobe"), dir.path().join("ffprobe"))
-        .unwrap();
+    let fake = crate::video::fake_ffmpeg(&ffmpeg, dir.path(), 1);
     let before = common::state(lib.path());
     let mut c = et(lib.path(), &["import", "video"]);
     c.arg(&video).env("ENDOTWIN_FFMPEG", &fake);

@@ -1,16 +1,10 @@
 //! Hostile round 13 (issue 43): each finding through the path a user takes, refused or said
 //! by name, with nothing changed where something was refused.
 
-use crate::common;
 use crate::hostile::library_with_cases;
 use crate::store_safety::{files, run_within};
-use std::path::Path;
 
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// N8: `labels history --limit 2^64-1` panicked ("attempt to add with overflow").
 #[test]

@@ -11,11 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// `endotwin --library LIB ARGS...` on the CPU.
-fn et(lib: &Path, args: &[&str]) -> Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// Every file below `dir` with its bytes (empty when there is no such folder).
 fn tree(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {

@@ -10,11 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// `endotwin --library LIB ARGS...` on the CPU.
-fn et(lib: &Path, args: &[&str]) -> Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// The endotwin binary run from an empty folder with no library named anywhere: its
 /// library falls back on the source tree's `sample_db/`.

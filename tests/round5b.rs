@@ -8,11 +8,7 @@ use crate::store_safety::run_within;
 use std::path::Path;
 
 /// `endotwin --library LIB ARGS...` on the CPU.
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// A 48 px frame and its mask: a 12 px polyp in the top-left corner (a polyp-free window of
 /// its size exists elsewhere).

@@ -8,11 +8,7 @@ use crate::store_safety::{files, run_within};
 use std::path::Path;
 
 /// `endotwin --library LIB ARGS...` on the CPU.
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// N2: a library's database copied away under another name with nothing beside it (a
 /// backup) was replaced by an export given --force.

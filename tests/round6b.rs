@@ -8,11 +8,7 @@ use crate::store_safety::{files, run_within};
 use std::path::Path;
 
 /// `endotwin --library LIB ARGS...` on the CPU.
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// The code of the library's first polyp, as `labels export` writes it.
 fn first_polyp(lib: &Path) -> String {

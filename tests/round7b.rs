@@ -9,11 +9,7 @@ use crate::store_safety::{files, run_within};
 use endotwin::store::{OpenMode, Store};
 use std::path::Path;
 
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// A white square of `side` px at (`x`, `y`) on black, `w` x `h`: a polyp's mask.
 fn mask(path: &Path, (w, h): (u32, u32), (x, y, side): (u32, u32, u32)) {

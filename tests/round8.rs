@@ -7,11 +7,7 @@ use crate::store_safety::{files, run_within};
 
 use std::path::Path;
 
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// R7: read commands answered from a damaged database without a word, or with a raw SQL
 /// type error.

@@ -6,13 +6,7 @@ use crate::hostile::library_with_cases;
 use crate::round7::caption_run;
 use crate::store_safety::{files, run_within};
 
-use std::path::Path;
-
-fn et(lib: &Path, args: &[&str]) -> std::process::Command {
-    let mut c = common::endotwin(lib);
-    c.args(args);
-    c
-}
+use crate::common::et;
 
 /// N12: `model demote ../captions` moved the active model out of models/, and a name with
 /// more `../` moved and replaced files outside the library.

@@ -59,6 +59,17 @@ pub(crate) fn recording(ffmpeg: &Path, dir: &Path, name: &str, faststart: bool) 
     out
 }
 
+/// A program in ffmpeg's place in `dir` that prints nothing and exits with `code`, with the
+/// real ffprobe beside it (ffprobe is found beside the program first).
+pub(crate) fn fake_ffmpeg(ffmpeg: &Path, dir: &Path, code: i32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = dir.join("fake-ffmpeg");
+    std::fs::write(&fake, format!("#!/bin/sh\nexit {code}\n")).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(ffmpeg.with_file_name("ffprobe"), dir.join("ffprobe")).unwrap();
+    fake
+}
+
 /// Mean absolute difference per channel value between two RGB images of one size.
 fn mean_abs_diff(a: &image::RgbImage, b: &image::RgbImage) -> f64 {
     assert_eq!(a.dimensions(), b.dimensions());

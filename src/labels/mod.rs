@@ -573,6 +573,12 @@ fn invalid(key: &str, value: &str) -> Option<String> {
     })
 }
 
+/// A video box's place as a change carries it (`x,y,w,h`).
+fn parse_box(text: &str) -> Option<[f64; 4]> {
+    let p: Vec<f64> = text.split(',').filter_map(|x| x.parse().ok()).collect();
+    p.try_into().ok()
+}
+
 /// Applies `changes` (from a diff, so already checked), each one audited transaction
 /// signed `who`.
 pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, LabelsError> {
@@ -613,14 +619,9 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
         };
         let same = match c.kind {
             ChangeKind::VideoBox => {
-                let parse = |v: &Option<String>| -> Option<Vec<f64>> {
-                    v.as_deref()
-                        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
-                };
-                match (parse(&now), parse(&c.old)) {
-                    (Some(a), Some(b)) => {
-                        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-3)
-                    }
+                let place = |v: &Option<String>| v.as_deref().and_then(parse_box);
+                match (place(&now), place(&c.old)) {
+                    (Some(a), Some(b)) => a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-3),
                     (a, b) => a == b,
                 }
             }
@@ -672,14 +673,10 @@ pub fn apply(store: &mut Store, who: &str, changes: &[Change]) -> Result<usize, 
                 store.assign_tracklet_as_read(who, c.polyp_id, polyp, read)?;
             }
             ChangeKind::VideoBox => {
-                let parse = |v: &str| -> Option<[f64; 4]> {
-                    let p: Vec<f64> = v.split(',').filter_map(|x| x.parse().ok()).collect();
-                    p.try_into().ok()
-                };
-                let Some(b) = c.new.as_deref().and_then(parse) else {
+                let Some(b) = c.new.as_deref().and_then(parse_box) else {
                     return Err(LabelsError::Format(format!("{c}: not x,y,w,h")));
                 };
-                let was = c.old.as_deref().and_then(parse);
+                let was = c.old.as_deref().and_then(parse_box);
                 store.move_box_as_read(who, c.polyp_id, b, was)?;
             }
             ChangeKind::Caption => {

@@ -426,13 +426,7 @@ impl Store {
     }
 
     pub fn caption(&self, media_id: i64) -> Result<Option<String>> {
-        self.conn()
-            .query_row(
-                "SELECT text FROM captions WHERE media_id = ?1",
-                [media_id],
-                |r| r.get(0),
-            )
-            .optional()
+        caption_of(self.conn(), media_id)
     }
 
     /// A media item's stored refinement (caption label, category), when it has one.
@@ -493,4 +487,14 @@ impl Store {
 pub fn delete_examination(tx: &Transaction<'_>, id: i64) -> Result<()> {
     tx.execute("DELETE FROM examinations WHERE id = ?1", [id])?;
     Ok(())
+}
+
+/// A media item's caption (its raw finding), read on `conn` (a transaction's too).
+pub(super) fn caption_of(conn: &super::db::Connection, media_id: i64) -> Result<Option<String>> {
+    conn.query_row(
+        "SELECT text FROM captions WHERE media_id = ?1",
+        [media_id],
+        |r| r.get(0),
+    )
+    .optional()
 }

@@ -343,13 +343,7 @@ impl Store {
             if let Some(read) = read {
                 super::audit::check_unchanged(tx, TargetKind::Media, media_id, "caption", read)?;
             }
-            let old: Option<String> = tx
-                .query_row(
-                    "SELECT text FROM captions WHERE media_id = ?1",
-                    [media_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let old: Option<String> = super::cases::caption_of(tx, media_id)?;
             if old.as_deref() == new {
                 return Ok(());
             }

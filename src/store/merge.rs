@@ -262,13 +262,7 @@ pub fn merge_caption(
     refined: Option<(&str, &str)>,
     merge: &mut Merge,
 ) -> Result<()> {
-    let old: Option<String> = tx
-        .query_row(
-            "SELECT text FROM captions WHERE media_id = ?1",
-            [media_id],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let old: Option<String> = super::cases::caption_of(tx, media_id)?;
     if old.is_none() {
         // A new caption on media this import brings is plain data, not a change.
         return super::set_caption(tx, media_id, text, refined);

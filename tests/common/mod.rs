@@ -35,6 +35,13 @@ pub fn endotwin(library: &Path) -> Command {
     c
 }
 
+/// [`endotwin`] on `library` with `args`: the command line of most hostile-round tests.
+pub fn et(library: &Path, args: &[&str]) -> Command {
+    let mut c = endotwin(library);
+    c.args(args);
+    c
+}
+
 /// What a command did, for assertions and failure messages.
 pub struct Ran {
     pub code: Option<i32>,
