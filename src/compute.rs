@@ -62,7 +62,7 @@ impl fmt::Display for BackendKind {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ComputeError {
-    #[error("ENDOTWIN_BACKEND must be auto, gpu or cpu, not '{0}'")]
+    #[error("ENDOTWIN_BACKEND must be auto, gpu (or wgpu) or cpu (or flex), not '{0}'")]
     BadPreference(String),
     #[error("GPU requested, but no wgpu adapter was found ({0})")]
     NoAdapter(String),

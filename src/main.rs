@@ -283,6 +283,37 @@ fn note_models_env_not_used(library: &Path, command: &Command, matches: &clap::A
     );
 }
 
+/// Refuses a command that would load its models from $ENDOTWIN_MODELS when the variable
+/// names no folder (round 15 N1: `tracklets` fell back to colour histograms without a word,
+/// and `captions` advised training a model). `info` says it instead.
+fn refuse_models_env_not_a_folder(
+    library: &Path,
+    command: &Command,
+    matches: &clap::ArgMatches,
+) -> anyhow::Result<()> {
+    let Some(env) = std::env::var_os("ENDOTWIN_MODELS") else {
+        return Ok(());
+    };
+    let env = Path::new(&env);
+    if env.is_dir()
+        || matches!(command, Command::Info)
+        || !uses_default_models(command)
+        || cli::names_any(matches, &["models", "model", "card"])
+        || endotwin::engine::promote::models_dir_for(library) != env
+    {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "$ENDOTWIN_MODELS names {}, {}; name a folder of model cards (or unset it for models/); nothing was done",
+        env.display(),
+        if env.exists() {
+            "which is not a folder"
+        } else {
+            "which is not there"
+        }
+    )
+}
+
 fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let pref = BackendPref::resolve(parsed.backend)?;
     if parsed.library.is_none()
@@ -360,6 +391,7 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         endotwin::store::keep_read_only(&library);
     }
     note_models_env_not_used(&library, &command, matches);
+    refuse_models_env_not_a_folder(&library, &command, matches)?;
     cli::set_output_rules(&library, parsed.force);
     cli::check_named_outputs(matches)?;
     cli::check_compare_labels(matches)?;

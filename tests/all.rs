@@ -54,6 +54,8 @@ mod round10;
 mod round11;
 mod round12;
 mod round13;
+mod round14;
+mod round15;
 mod round4;
 mod round5;
 mod round5b;

@@ -33,7 +33,11 @@ fn wgpu_and_cpu_agree() {
 #[test]
 fn a_bad_backend_preference_is_reported() {
     let err = BackendPref::parse(Some("quantum")).unwrap_err();
-    assert!(err.to_string().contains("auto, gpu or cpu"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("auto, gpu (or wgpu) or cpu (or flex)"),
+        "{err}"
+    );
     assert_eq!(BackendPref::parse(Some(" CPU ")).unwrap(), BackendPref::Cpu);
     assert_eq!(BackendPref::parse(None).unwrap(), BackendPref::Auto);
     assert_eq!(

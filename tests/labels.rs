@@ -655,8 +655,19 @@ fn an_import_whose_preview_another_reviewer_changed_since_writes_nothing() {
     tiny_library(lib.path());
     let mut store = Store::open(lib.path(), OpenMode::Existing).unwrap();
     let polyp = store.polyps().unwrap()[0].clone();
+    // A new size that fits the polyp's size class (one that contradicts it is refused).
+    let class = store
+        .current_label(TargetKind::Polyp, polyp.id, "size class")
+        .unwrap();
+    let size = match class.as_deref() {
+        Some("diminutive") => 2.5,
+        Some("small") => 9.5,
+        Some("large") => 19.5,
+        _ => 287.0,
+    };
+    assert_ne!(polyp.size_mm, Some(size));
     let text = format!(
-        "polyp,histology,size_mm\n{},hamartomatous,287\n",
+        "polyp,histology,size_mm\n{},hamartomatous,{size}\n",
         polyp.code
     );
     let (changes, problems) = endotwin::labels::diff_file(&store, &text).unwrap();

@@ -561,4 +561,25 @@ fn a_station_signs_in_by_certificate(url: &str, tls: &std::path::Path) {
         let err = Store::open(&with(query.clone()), OpenMode::Existing).unwrap_err();
         assert!(err.to_string().contains(says), "{query}: {err}");
     }
+    // A station set up for psql: the CA, certificate and key in ~/.postgresql, the URL
+    // naming none of them, as libpq reads them.
+    let home = tempfile::tempdir().unwrap();
+    let folder = home.path().join(".postgresql");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(&ca, folder.join("root.crt")).unwrap();
+    std::fs::copy(&cert, folder.join("postgresql.crt")).unwrap();
+    std::fs::copy(&key, folder.join("postgresql.key")).unwrap();
+    let info = |home: &std::path::Path| {
+        let mut c = crate::common::endotwin(&with("sslmode=verify-full".into()));
+        c.arg("info").env("HOME", home);
+        for v in ["PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY"] {
+            c.env_remove(v);
+        }
+        crate::common::run(c)
+    };
+    let r = info(home.path());
+    assert!(r.ok() && r.says("connected over TLS"), "{}", r.text());
+    let bare = tempfile::tempdir().unwrap();
+    let r = info(bare.path());
+    assert!(!r.ok() && r.says("certificate"), "{}", r.text());
 }

@@ -199,8 +199,11 @@ fn promotes_and_demotes(lib: &std::path::Path, card: &std::path::Path, run: i64)
         assert!(promote::demote(lib, &p.name).is_err());
         let still = read_card(&p.dir.join(format!("{}.json", p.name))).unwrap();
         assert_eq!(Some(still.version), before);
-        assert!(demoted.starts_with(p.dir.join("demoted")), "{demoted:?}");
-        let kept = read_card(&demoted).unwrap();
+        assert!(
+            demoted.kept_as.starts_with(p.dir.join("demoted")),
+            "{demoted:?}"
+        );
+        let kept = read_card(&demoted.kept_as).unwrap();
         assert_eq!(kept.version, trained.version);
     } else {
         assert!(!promote::can_demote(lib, &p.name));

@@ -111,7 +111,7 @@ impl App {
                     ),
                     None => self.state.toast(
                         ToastLevel::Error,
-                        format!("run #{run} saved no model; only finished runs can be promoted"),
+                        format!("run #{run} saved no model of its own to promote (a stage of a longer run, or a run that did not finish)"),
                     ),
                 }
             }

@@ -311,7 +311,13 @@ fn print_twins(e: &TwinEval, models: &TwinModels, library: &Path) {
         println!("\n{why}");
         return;
     }
-    println!("\npathology by 6-NN vote over polyps, 5-fold cross-validation");
+    println!(
+        "\npathology by {}-NN vote over polyps, 5-fold cross-validation",
+        e.k
+    );
+    if let Some(note) = &e.k_note {
+        println!("note: {note}");
+    }
     println!("| method | accuracy | macro-F1 | AUC (macro one-vs-rest) | neoplastic AUC |");
     println!("| --- | --- | --- | --- | --- |");
     for r in &e.pathology {

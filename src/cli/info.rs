@@ -36,6 +36,17 @@ pub fn run(library: &Path, pref: BackendPref) -> Result<()> {
         models.display(),
         if endotwin::engine::promote::is_library_models(&models) {
             " (the library's own: a model was promoted in it)"
+        } else if !models.is_dir() {
+            // Round 14 N13: a folder that is not there was printed as if fine.
+            match (
+                models.exists(),
+                std::env::var_os("ENDOTWIN_MODELS").is_some(),
+            ) {
+                (false, true) => " (no such folder: $ENDOTWIN_MODELS names it)",
+                (false, false) => " (no such folder)",
+                (true, true) => " (not a folder: $ENDOTWIN_MODELS names it)",
+                (true, false) => " (not a folder)",
+            }
         } else {
             ""
         }

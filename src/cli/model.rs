@@ -18,7 +18,8 @@ pub enum ModelWhat {
     /// Make a finished training run's model the library's active one for its capability (as
     /// the Training tab's Promote does); the twin index is rebuilt when the twin encoder changed.
     Promote {
-        /// The run's number (`#N` in the Training tab).
+        /// The run's number (`#N` in the Training tab; `7` or `#7`).
+        #[arg(value_parser = run_number)]
         run: i64,
     },
     /// Put back the model NAME (twin-image, tracklet-head, captions, prompts, ...) had before
@@ -105,7 +106,7 @@ pub enum ModelWhat {
 #[derive(clap::Args)]
 pub struct ReportArgs {
     /// The run's number (`#N` in the Training tab); its model was trained on this library.
-    #[arg(long, conflicts_with = "card", required_unless_present = "card")]
+    #[arg(long, conflicts_with = "card", required_unless_present = "card", value_parser = run_number)]
     pub run: Option<i64>,
     /// Any model card instead of a run's.
     #[arg(long)]
@@ -195,10 +196,14 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
             let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
             let Some(card) = store.run_card(run)? else {
                 // No such run is not a run that saved nothing (round 8 N35).
-                if !store.runs()?.iter().any(|r| r.0 == run) {
+                let Some((_, recipe, status)) = store.runs()?.into_iter().find(|r| r.0 == run)
+                else {
                     anyhow::bail!("the library has no run #{run} (`endotwin info` lists its runs)");
-                }
-                anyhow::bail!("run #{run} saved no model (only finished runs can be promoted)");
+                };
+                anyhow::bail!(
+                    "{}",
+                    endotwin::engine::promote::no_model_to_promote(run, &recipe, &status)
+                );
             };
             drop(store);
             let p = match promote::promote(library, std::path::Path::new(&card), Some(run)) {
@@ -219,13 +224,17 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
                 Err(e) => return Err(e.into()),
             };
             println!(
-                "{} in {} is now run #{run}'s model ({card}){}",
+                "{} in {} is now run #{run}'s model ({card}){}{}",
                 p.name,
                 p.dir.display(),
-                if p.kept_previous {
-                    "; the previous one is kept for demote"
-                } else {
-                    ""
+                match &p.detector {
+                    Some(d) => format!(", and {d} its polyp detector (the run's stage 1)"),
+                    None => String::new(),
+                },
+                match (p.kept_previous, p.detector.is_some()) {
+                    (true, true) => "; the previous ones are kept for demote",
+                    (true, false) => "; the previous one is kept for demote",
+                    _ => "",
                 }
             );
             reindex(&p.name)
@@ -248,9 +257,13 @@ pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Res
         ModelWhat::Demote { name } => {
             let demoted = promote::demote(library, &name)?;
             println!(
-                "{name}: the model before the last promotion is back; the demoted one is kept \
+                "{name}: the model before the last promotion is back{}; the demoted one is kept \
                  as {} (promote its run again to use it)",
-                demoted.display()
+                match &demoted.detector {
+                    Some(d) => format!(", and {d} with it (promoted together)"),
+                    None => String::new(),
+                },
+                demoted.kept_as.display()
             );
             reindex(&name)
         }
@@ -553,4 +566,12 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
         println!("wrote {} and {}", json.display(), pictures.join(" and "));
     }
     Ok(())
+}
+
+/// A run's number as the Training tab and `info` show it (`#7`) or bare (`7`).
+fn run_number(text: &str) -> Result<i64, String> {
+    let digits = text.trim().trim_start_matches('#');
+    digits.parse::<i64>().map_err(|_| {
+        format!("'{text}' is not a run number (`7` or `#7`, as `endotwin info` lists runs)")
+    })
 }

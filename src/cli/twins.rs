@@ -138,8 +138,34 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         None => Focus::FieldOfView,
     };
     let mut decoded = Vec::new();
+    // The same picture under two names is one view too (round 14 N23: a copy counted as a
+    // second view): compared by its pixels once decoded.
+    let mut pictures: Vec<(String, &Path)> = Vec::new();
     for path in &args.images {
         let image = decode_file(path).with_context(|| path.display().to_string())?;
+        // The whole image is the region compared when no --box is given: held to the box's
+        // least size (round 15 N14: a 2x2 box was refused, a 2x2 image answered).
+        let (w, h) = (image.image.width(), image.image.height());
+        if (w as f32) < MIN_BOX || (h as f32) < MIN_BOX {
+            anyhow::bail!(
+                "{}: {w} x {h} pixels holds no polyp to compare (a view, as a --box, is at least {MIN_BOX} pixels a side); nothing was queried",
+                path.display()
+            );
+        }
+        let pixels = format!(
+            "{}x{}:{}",
+            image.image.width(),
+            image.image.height(),
+            endotwin::store::content_hash(image.image.as_bytes())
+        );
+        if let Some((_, first)) = pictures.iter().find(|(p, _)| *p == pixels) {
+            anyhow::bail!(
+                "{} and {} are one image (the same pixels): a view counts once in a twin query; nothing was queried",
+                first.display(),
+                path.display()
+            );
+        }
+        pictures.push((pixels, path));
         if let Focus::Box([x, y, w, h]) = focus {
             let (iw, ih) = (image.image.width() as f32, image.image.height() as f32);
             if !(x >= 0.0 && y >= 0.0 && x + w <= iw + 0.5 && y + h <= ih + 0.5) {

@@ -13,11 +13,8 @@ use std::path::{Path, PathBuf};
 pub enum PromoteError {
     #[error(transparent)]
     Weights(#[from] weights::WeightsError),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {}", crate::plumbing::input::plain_io(.io))]
+    Io { path: String, io: std::io::Error },
     #[error("{card}: a {kind} is not a model any panel uses; nothing was promoted")]
     NotPromotable { card: String, kind: ModelKind },
     #[error("{0}: no earlier model to go back to (nothing was changed)")]
@@ -130,6 +127,9 @@ pub struct Promoted {
     pub dir: PathBuf,
     /// Whether an earlier model was kept for demote.
     pub kept_previous: bool,
+    /// The polyp detector (`prompts-detect`) a prompt model's run made, promoted with it
+    /// (round 14 N5: it was replaced without a word).
+    pub detector: Option<String>,
 }
 
 /// Makes the model of `card` (a run's) the library's active one for its capability.
@@ -162,7 +162,7 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
     if !record.is_file() {
         return Err(PromoteError::Io {
             path: record.display().to_string(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "weights missing"),
+            io: std::io::Error::new(std::io::ErrorKind::NotFound, "weights missing"),
         });
     }
     weights::verify_pair(card)?;
@@ -221,34 +221,47 @@ pub fn promote(library: &Path, card: &Path, run: Option<i64>) -> Result<Promoted
         run,
         at: crate::store::now_utc(),
     };
-    install(card, &target, displaced, |c| {
-        c.name = name.to_string();
-        c.promoted_from = Some(promotion);
-    })?;
-    // A prompt model brings its polyp detector (stage 1) when its run made one.
-    if read.kind == ModelKind::PromptModel && name != crate::prompts::model::SHIPPED_DETECTOR {
-        let source = card.with_file_name(format!(
-            "{}-detect.json",
-            card.file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default()
-        ));
-        if source.is_file() {
-            let shipped = dir.join(format!("{}.json", crate::prompts::model::SHIPPED_DETECTOR));
-            if shipped.is_file() {
-                move_model(
-                    &shipped,
-                    &previous.join(format!("{}.json", crate::prompts::model::SHIPPED_DETECTOR)),
-                )?;
-            }
-            copy_model(&source, &shipped)?;
+    // A prompt model brings its polyp detector (stage 1) when its run made one: checked
+    // before either moves, installed as the model is (journaled, the one before kept for
+    // demote), and marked with the same promotion so `demote prompts` puts both back.
+    let detector_source = card.with_file_name(format!(
+        "{}-detect.json",
+        card.file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+    ));
+    let with_detector = read.kind == ModelKind::PromptModel
+        && name != crate::prompts::model::SHIPPED_DETECTOR
+        && detector_source.is_file();
+    if with_detector {
+        weights::verify_pair(&detector_source)?;
+    }
+    install(card, &target, displaced, {
+        let promotion = promotion.clone();
+        |c| {
+            c.name = name.to_string();
+            c.promoted_from = Some(promotion);
         }
+    })?;
+    let mut detector = None;
+    if with_detector {
+        let det = crate::prompts::model::SHIPPED_DETECTOR;
+        let target = dir.join(format!("{det}.json"));
+        let displaced = target
+            .is_file()
+            .then(|| previous.join(format!("{det}.json")));
+        install(&detector_source, &target, displaced, |c| {
+            c.name = det.to_string();
+            c.promoted_from = Some(promotion);
+        })?;
+        detector = Some(det.to_string());
     }
     Ok(Promoted {
         name: name.to_string(),
         kind: read.kind,
         dir,
         kept_previous,
+        detector,
     })
 }
 
@@ -263,7 +276,15 @@ pub fn can_demote(library: &Path, name: &str) -> bool {
 /// Puts back the model `name` had before the last promotion. The demoted one leaves the
 /// active models for `demoted/` (kept, never deleted: promote its run again to use it), so a
 /// second demote finds nothing earlier and says so instead of swapping back.
-pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
+/// What a demotion did: where the demoted model is kept, and the detector put back with a
+/// prompt model when one was promoted with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demoted {
+    pub kept_as: PathBuf,
+    pub detector: Option<String>,
+}
+
+pub fn demote(library: &Path, name: &str) -> Result<Demoted, PromoteError> {
     refuse_server(library)?;
     check_library(library, None)?;
     // A capability's name, never a path (round 9 N12: `demote ../captions` moved the active
@@ -295,8 +316,30 @@ pub fn demote(library: &Path, name: &str) -> Result<PathBuf, PromoteError> {
         moves.extend(super::model_moves::model_moves(&active, &demoted));
     }
     moves.extend(super::model_moves::model_moves(&previous, &active));
+    // The detector promoted with this prompt model goes back with it (round 14 N5: it stayed,
+    // a pairing never trained together).
+    let mut detector = None;
+    if name == crate::prompts::model::SHIPPED_NAME {
+        let det = crate::prompts::model::SHIPPED_DETECTOR;
+        let det_active = dir.join(format!("{det}.json"));
+        let det_previous = dir.join("previous").join(format!("{det}.json"));
+        let promotion = |p: &Path| weights::read_card(p).ok().and_then(|c| c.promoted_from);
+        if det_previous.is_file()
+            && promotion(&active).is_some()
+            && promotion(&active) == promotion(&det_active)
+        {
+            weights::verify_pair(&det_previous)?;
+            let det_demoted = weights::free_card_path(&demoted_dir, det);
+            moves.extend(super::model_moves::model_moves(&det_active, &det_demoted));
+            moves.extend(super::model_moves::model_moves(&det_previous, &det_active));
+            detector = Some(det.to_string());
+        }
+    }
     super::model_moves::journaled(&dir, &moves).map_err(|e| io(&dir, e))?;
-    Ok(demoted)
+    Ok(Demoted {
+        kept_as: demoted,
+        detector,
+    })
 }
 
 /// The names of the models promoted into the library's models folder `dir`, for a message:
@@ -586,10 +629,27 @@ pub fn library_folder(library: &Path) -> PathBuf {
     }
 }
 
-fn io(path: &Path, source: std::io::Error) -> PromoteError {
+/// Why run `run` of `recipe`, now `status`, has no model to promote, in words: a finished
+/// run without one is a stage a recipe of several records on its own (round 14 N21: "only
+/// finished runs can be promoted" about a run `info` lists as finished).
+pub fn no_model_to_promote(run: i64, recipe: &str, status: &str) -> String {
+    if status == "finished" {
+        format!(
+            "run #{run} ({recipe}) finished without a model of its own to promote: it is a stage \
+             of a longer run (as `train prompts` records its cleansing and attunement stages), \
+             whose last run saved the model; `endotwin info` lists the runs"
+        )
+    } else {
+        format!(
+            "run #{run} ({recipe}) is {status} and saved no model; only a finished run's model can be promoted"
+        )
+    }
+}
+
+fn io(path: &Path, io: std::io::Error) -> PromoteError {
     PromoteError::Io {
         path: path.display().to_string(),
-        source,
+        io,
     }
 }
 
@@ -641,12 +701,5 @@ fn copy_model(card: &Path, to: &Path) -> Result<(), PromoteError> {
     let (from_r, to_r) = (weights::record_path(card), weights::record_path(to));
     std::fs::copy(&from_r, &to_r).map_err(|e| io(&from_r, e))?;
     std::fs::copy(card, to).map_err(|e| io(card, e))?;
-    Ok(())
-}
-
-fn move_model(card: &Path, to: &Path) -> Result<(), PromoteError> {
-    let (from_r, to_r) = (weights::record_path(card), weights::record_path(to));
-    std::fs::rename(&from_r, &to_r).map_err(|e| io(&from_r, e))?;
-    std::fs::rename(card, to).map_err(|e| io(card, e))?;
     Ok(())
 }

@@ -58,6 +58,12 @@ pub struct PairedRow {
 pub struct TwinEval {
     pub polyps: usize,
     pub seed: u64,
+    /// The neighbours of the pathology vote (`--k`).
+    pub k: usize,
+    /// Said when `k` is more than the polyps a fold votes among (round 15 N8: such a k gave
+    /// the figures of all of them without a word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub k_note: Option<String>,
     pub bootstrap: usize,
     pub reid: Vec<ReidRow>,
     pub pathology: Vec<PathologyRow>,
@@ -398,9 +404,17 @@ pub fn run(
     details.class_names = names;
     details.classes = classes.clone();
     details.neoplastic = neoplastic;
+    let fold_train = polyps.len() - polyps.len().div_ceil(5);
     Ok(TwinEval {
         polyps: polyps.len(),
         seed,
+        k,
+        k_note: (k > fold_train).then(|| {
+            format!(
+                "--k {k} is more than the {fold_train} polyps each fold votes among: all of \
+                 them vote, as with --k {fold_train}"
+            )
+        }),
         bootstrap: BOOTSTRAP,
         reid,
         pathology,

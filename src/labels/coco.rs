@@ -270,22 +270,34 @@ pub fn diff(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>), Lab
         }
     }
     // Tracklet identities: one polyp per track.
-    let mut tracks: BTreeMap<i64, Option<String>> = BTreeMap::new();
+    // A track whose boxes name different polyps is unclear: said once, with how many boxes
+    // name each, and left as it is (round 14 N16: one edited box gave a line per other box,
+    // each saying "the first is used").
+    let mut named: BTreeMap<i64, BTreeMap<Option<String>, usize>> = BTreeMap::new();
     for a in &coco.annotations {
         let (Some(track), Some(polyp)) = (a.track_id, &a.polyp) else {
             continue;
         };
-        match tracks.get(&track) {
-            Some(p) if p != polyp => problems.push(format!(
-                "track {track}: its boxes name two polyps ({} and {}); the first is used",
-                p.as_deref().unwrap_or("none"),
-                polyp.as_deref().unwrap_or("none")
-            )),
-            Some(_) => {}
-            None => {
-                tracks.insert(track, polyp.clone());
-            }
+        *named
+            .entry(track)
+            .or_default()
+            .entry(polyp.clone())
+            .or_default() += 1;
+    }
+    let mut tracks: BTreeMap<i64, Option<String>> = BTreeMap::new();
+    for (track, polyps) in named {
+        if polyps.len() == 1 {
+            tracks.extend(polyps.into_keys().map(|p| (track, p)));
+            continue;
         }
+        let each: Vec<String> = polyps
+            .iter()
+            .map(|(p, n)| format!("{} on {n}", p.as_deref().unwrap_or("none")))
+            .collect();
+        problems.push(format!(
+            "track {track}: its boxes name different polyps ({}); its polyp is not changed",
+            each.join(", ")
+        ));
     }
     // Each tracklet's polyp now, and the polyps its video's examination has (a tracklet can
     // only show one of those).

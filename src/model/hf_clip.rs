@@ -20,11 +20,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HfClipError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {}", crate::plumbing::input::plain_io(.io))]
+    Io { path: PathBuf, io: std::io::Error },
     #[error("{path} is not a readable safetensors file (truncated or corrupt?): {reason}")]
     NotSafetensors { path: PathBuf, reason: String },
     #[error(
@@ -56,11 +53,8 @@ pub enum HfClipError {
     Config { path: PathBuf, reason: String },
     #[error("loading {path} failed: {reason}")]
     Load { path: PathBuf, reason: String },
-    #[error("cannot create {path}: {source}")]
-    Create {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot create {path}: {}", crate::plumbing::input::plain_io(.io))]
+    Create { path: PathBuf, io: std::io::Error },
     #[error(transparent)]
     Save(#[from] super::weights::WeightsError),
 }
@@ -76,9 +70,9 @@ pub fn import_to_card(
     w::check_name(name)?;
     let device = Device::flex();
     let (clip, config) = load_hf_clip(weights, None, &device)?;
-    std::fs::create_dir_all(out).map_err(|source| HfClipError::Create {
+    std::fs::create_dir_all(out).map_err(|io| HfClipError::Create {
         path: out.to_path_buf(),
-        source,
+        io,
     })?;
     let card = ModelCard::new(
         name,
@@ -99,9 +93,9 @@ pub fn load_hf_clip(
     config: Option<ClipConfig>,
     device: &Device,
 ) -> Result<(Clip, ClipConfig), HfClipError> {
-    let bytes = std::fs::read(weights).map_err(|source| HfClipError::Io {
+    let bytes = std::fs::read(weights).map_err(|io| HfClipError::Io {
         path: weights.to_path_buf(),
-        source,
+        io,
     })?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| HfClipError::NotSafetensors {
         path: weights.to_path_buf(),
@@ -477,9 +471,9 @@ pub fn read_hf_config(path: &Path) -> Result<ClipConfig, HfClipError> {
         path: path.to_path_buf(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|source| HfClipError::Io {
+    let text = std::fs::read_to_string(path).map_err(|io| HfClipError::Io {
         path: path.to_path_buf(),
-        source,
+        io,
     })?;
     let hf: HfConfig =
         serde_json::from_str(&text).map_err(|e| bad(format!("not a CLIP config.json: {e}")))?;

@@ -36,11 +36,8 @@ pub const LAYERS: usize = 19;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackboneError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {}", crate::plumbing::input::plain_io(.io))]
+    Read { path: PathBuf, io: std::io::Error },
     #[error("{path} is not a readable safetensors file: {reason}")]
     Format { path: PathBuf, reason: String },
     #[error("{path} has no tensor `{name}`: not torchvision's MobileNetV2 feature layers")]
@@ -217,9 +214,9 @@ pub fn load_mobilenet_v2(
     config: &MobileNetV2Config,
     device: &Device,
 ) -> Result<MobileNetV2, BackboneError> {
-    let meta = std::fs::metadata(path).map_err(|source| BackboneError::Read {
+    let meta = std::fs::metadata(path).map_err(|io| BackboneError::Read {
         path: path.into(),
-        source,
+        io,
     })?;
     if !meta.is_file() || meta.len() > 256 << 20 {
         return Err(BackboneError::Format {
@@ -227,9 +224,9 @@ pub fn load_mobilenet_v2(
             reason: "not a regular file of at most 256 MB".into(),
         });
     }
-    let bytes = std::fs::read(path).map_err(|source| BackboneError::Read {
+    let bytes = std::fs::read(path).map_err(|io| BackboneError::Read {
         path: path.into(),
-        source,
+        io,
     })?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| BackboneError::Format {
         path: path.into(),

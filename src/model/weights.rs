@@ -12,16 +12,12 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
-    #[error("cannot read {path}: {}", crate::plumbing::input::plain_io(.source))]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {}", crate::plumbing::input::plain_io(.source))]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    // The OS error is said in words and is not a `source`: a chain printed by the CLI would
+    // repeat it as Rust writes it (round 14 R3).
+    #[error("cannot read {path}: {}", crate::plumbing::input::plain_io(.io))]
+    Read { path: PathBuf, io: std::io::Error },
+    #[error("cannot write {path}: {}", crate::plumbing::input::plain_io(.io))]
+    Write { path: PathBuf, io: std::io::Error },
     #[error("{path} is not a model card: {reason}")]
     Card { path: PathBuf, reason: String },
     #[error("{path} is a model of kind {found}, not {expected}")]
@@ -348,9 +344,9 @@ pub(crate) const MAX_RECORD_BYTES: u64 = 4 << 30;
 /// The size of model file `path`, once it is known to be a regular file (a FIFO, a device or
 /// a link to one would block or never end) of at most `max` bytes.
 fn model_file_len(path: &Path, max: u64) -> Result<u64, WeightsError> {
-    let read_error = |source| WeightsError::Read {
+    let read_error = |io| WeightsError::Read {
         path: path.to_path_buf(),
-        source,
+        io,
     };
     let meta = std::fs::metadata(path).map_err(read_error)?;
     if !meta.is_file() {
@@ -370,9 +366,9 @@ fn model_file_len(path: &Path, max: u64) -> Result<u64, WeightsError> {
 /// The bytes of a model file: a regular file (a FIFO, a device or a link to one would block
 /// or never end) of at most `max` bytes, checked before a byte is read.
 pub(crate) fn read_model_file(path: &Path, max: u64) -> Result<Vec<u8>, WeightsError> {
-    let read_error = |source| WeightsError::Read {
+    let read_error = |io| WeightsError::Read {
         path: path.to_path_buf(),
-        source,
+        io,
     };
     let len = model_file_len(path, max)?;
     let mut bytes = Vec::with_capacity(len as usize);
@@ -400,9 +396,9 @@ pub(crate) fn read_record(record: &Path, expected: &str) -> Result<Vec<u8>, Weig
         found,
     };
     if model_file_len(record, MAX_RECORD_BYTES)? > HASH_FIRST_ABOVE {
-        let read_error = |source| WeightsError::Read {
+        let read_error = |io| WeightsError::Read {
             path: record.to_path_buf(),
-            source,
+            io,
         };
         let mut hasher = Sha256::new();
         let file = std::fs::File::open(record).map_err(read_error)?;
@@ -431,16 +427,26 @@ pub fn verify_pair(path: &Path) -> Result<ModelCard, WeightsError> {
 
 pub fn read_card(path: &Path) -> Result<ModelCard, WeightsError> {
     let text = read_model_file(path, MAX_CARD_BYTES)?;
-    serde_json::from_slice(&text).map_err(|e| WeightsError::Card {
+    let refuse = |reason: String| WeightsError::Card {
         path: path.to_path_buf(),
-        // Not JSON at all (an image, a record): said so, not as a parser's position.
-        reason: match e.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+        reason,
+    };
+    let card: ModelCard = serde_json::from_slice(&text).map_err(|e| {
+        refuse(match e.classify() {
+            // Not JSON at all (an image, a record): said so, not as a parser's position. JSON
+            // with a number too big for its field (round 14 N3) is JSON: the parser's words.
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+                if serde_json::from_slice::<serde::de::IgnoredAny>(&text).is_err() =>
+            {
                 "not JSON text (a model card is the .json file beside its .bpk record)".into()
             }
             _ => e.to_string(),
-        },
-    })
+        })
+    })?;
+    if let Some(f) = &card.familiarity {
+        f.check(f.mean.len()).map_err(refuse)?;
+    }
+    Ok(card)
 }
 
 /// Loads the model of the card at `path`: `init` builds the module from the card's config,
@@ -590,11 +596,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WeightsError
     let _ = std::fs::remove_file(&tmp);
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|source| {
+        .map_err(|io| {
             let _ = std::fs::remove_file(&tmp);
             WeightsError::Write {
                 path: path.to_path_buf(),
-                source,
+                io,
             }
         })
 }

@@ -26,12 +26,9 @@ pub enum InputError {
         line: usize,
         byte: usize,
     },
-    #[error("{path}: cannot read: {}", plain_io(.source))]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    // Said in words, and not a `source` a printed chain would repeat as Rust writes it.
+    #[error("{path}: cannot read: {}", plain_io(.io))]
+    Read { path: PathBuf, io: std::io::Error },
 }
 
 /// The size of `path` when it is a regular file (links followed) of at most `max` bytes;
@@ -40,9 +37,9 @@ pub fn check_file(path: &Path, max: u64, what: &'static str) -> Result<u64, Inpu
     if path.as_os_str() == "-" {
         return Err(InputError::StandardInput(what));
     }
-    let meta = std::fs::metadata(path).map_err(|source| InputError::Read {
+    let meta = std::fs::metadata(path).map_err(|io| InputError::Read {
         path: path.to_path_buf(),
-        source,
+        io,
     })?;
     if !meta.is_file() {
         return Err(InputError::NotAFile(path.to_path_buf()));
@@ -62,9 +59,9 @@ pub fn check_file(path: &Path, max: u64, what: &'static str) -> Result<u64, Inpu
 /// grows past `max` while it is read is refused too.
 pub fn read_file(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, InputError> {
     let len = check_file(path, max, what)?;
-    let read = |source| InputError::Read {
+    let read = |io| InputError::Read {
         path: path.to_path_buf(),
-        source,
+        io,
     };
     let mut bytes = Vec::with_capacity(len as usize);
     std::fs::File::open(path)

@@ -37,6 +37,10 @@ const LIBRARY_NAMES: &[&str] = &[
     // The lock promote and demote hold (round 8 N27: an export written there was removed by
     // the next demote).
     ".models.lock",
+    // Its folders, before they are made (round 15 N18: `--json L/models` made a file where a
+    // promotion makes the library's models folder, and every promotion then failed).
+    "media",
+    "models",
 ];
 
 /// The files SQLite keeps beside a database, by the suffix it adds to the database's name.

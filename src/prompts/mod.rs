@@ -53,11 +53,8 @@ pub enum PromptSetError {
     Parse { path: String, why: String },
     #[error("{path}: {why}")]
     Invalid { path: String, why: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {}", crate::plumbing::input::plain_io(.io))]
+    Io { path: String, io: std::io::Error },
     #[error(transparent)]
     Input(#[from] crate::plumbing::input::InputError),
 }
@@ -236,9 +233,9 @@ pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, Prompt
 pub fn write_prompt_sets(path: &std::path::Path, sets: &[PromptSet]) -> Result<(), PromptSetError> {
     let text = toml::to_string(&SetFile { set: sets.to_vec() }).expect("prompt sets serialise");
     let tmp = path.with_extension("toml.tmp");
-    let io = |source| PromptSetError::Io {
+    let io = |io| PromptSetError::Io {
         path: path.display().to_string(),
-        source,
+        io,
     };
     std::fs::write(&tmp, text).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)

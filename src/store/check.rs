@@ -318,6 +318,7 @@ impl Store {
                 bad.push(format!("{}: {what}", name?));
             }
         }
+        bad.extend(self.damaged_embeddings()?);
         let mut stmt = self.conn().prepare("SELECT id, rel_path FROM media")?;
         for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
             let (id, rel) = row?;
@@ -392,6 +393,63 @@ fn file_kind(path: &std::path::Path, meta: &std::fs::Metadata) -> String {
 }
 
 impl Store {
+    /// Index rows whose vector does not hold its `dim` values, or whose width or code length
+    /// differs from the other rows of its model (round 15 N7: one truncated row made `twins`
+    /// panic while `library check` called the library whole). `endotwin index` encodes such a
+    /// row again.
+    fn damaged_embeddings(&self) -> Result<Vec<String>> {
+        type Shape = (i64, Option<i64>);
+        let mut stmt = self.conn().prepare(
+            "SELECT e.model_id, m.name, e.target_kind, e.target_id, CAST(e.dim AS BIGINT),
+                    CAST(length(e.vector) AS BIGINT), CAST(length(e.code) AS BIGINT)
+             FROM embeddings e JOIN models m ON m.id = e.model_id ORDER BY e.model_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, Option<i64>>(6)?,
+            ))
+        })?;
+        let rows: Vec<_> = rows.collect::<Result<_>>()?;
+        // The shape most rows of a model have is its shape.
+        let mut counts: std::collections::HashMap<(i64, Shape), usize> = Default::default();
+        for (model, _, _, _, dim, _, code) in &rows {
+            *counts.entry((*model, (*dim, *code))).or_default() += 1;
+        }
+        let mut usual: std::collections::HashMap<i64, (Shape, usize)> = Default::default();
+        for ((model, shape), n) in counts {
+            let best = usual.entry(model).or_insert((shape, 0));
+            if n > best.1 || (n == best.1 && shape > best.0) {
+                *best = (shape, n);
+            }
+        }
+        let mut bad = Vec::new();
+        for (model, name, kind, target, dim, bytes, code) in rows {
+            let (shape, _) = usual[&model];
+            let why = if bytes != 4 * dim {
+                format!("{bytes} bytes for {dim} values")
+            } else if (dim, code) != shape {
+                format!(
+                    "{dim} values and a code of {} bytes where its model's other rows hold {} and {}",
+                    code.unwrap_or(0),
+                    shape.0,
+                    shape.1.unwrap_or(0)
+                )
+            } else {
+                continue;
+            };
+            bad.push(format!(
+                "{name} index row of {kind} {target}: {why}; damaged: `endotwin index` encodes it again"
+            ));
+        }
+        Ok(bad)
+    }
+
     /// Whether no table of the library holds a row (a library that was opened, perhaps just
     /// made, and given nothing).
     pub fn holds_nothing(&self) -> Result<bool> {

@@ -570,6 +570,18 @@ pub fn insert_media(
     Ok((tx.last_insert_rowid()?, true))
 }
 
+/// The examination media `id` belongs to (its id and code), if any: where a duplicate of an
+/// import stays.
+pub fn media_examination(tx: &Transaction<'_>, id: i64) -> Result<Option<(i64, String)>> {
+    tx.query_row(
+        "SELECT e.id, e.code FROM media m JOIN examinations e ON e.id = m.examination_id
+             WHERE m.id = ?1",
+        [id],
+        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+    )
+    .optional()
+}
+
 pub fn set_mask(tx: &Transaction<'_>, media_id: i64, mask_media_id: i64) -> Result<()> {
     tx.execute(
         "UPDATE media SET mask_media_id = ?2 WHERE id = ?1",

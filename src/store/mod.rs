@@ -37,7 +37,7 @@ pub use labels::{
 pub use listing::{CaseFilter, CaseListing, ExamNode};
 pub use media::{
     MediaFiles, MediaKind, MediaRow, NewMedia, PENDING_JOURNAL, content_hash, insert_media,
-    path_within, pending_journals, set_mask, set_thumbnail,
+    media_examination, path_within, pending_journals, set_mask, set_thumbnail,
 };
 pub use merge::{
     LabelChange, LabelPolicy, Merge, merge_caption, merge_media_label, merge_polyp,
@@ -52,7 +52,7 @@ pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;
 pub use values::{
     HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, canonical_label_value,
-    check_label_value, duplicate_column, is_printable,
+    check_label_value, duplicate_column, is_printable, size_class_of,
 };
 pub use videos::*;
 

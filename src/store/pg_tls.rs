@@ -39,9 +39,62 @@ pub struct Tls {
     pub client_key: Option<PathBuf>,
 }
 
+/// The files libpq reads when a URL names none: `$PGSSLROOTCERT`, `$PGSSLCERT` and
+/// `$PGSSLKEY`, else `~/.postgresql/root.crt`, `postgresql.crt` and `postgresql.key` where
+/// they exist. A station set up for `psql` connects the same way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Defaults {
+    pub root_cert: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+}
+
+impl Defaults {
+    /// This user's: the variables, else the files in `$HOME/.postgresql/` that exist.
+    pub fn of_this_user() -> Defaults {
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        Defaults::from(
+            var("HOME").map(|h| h.join(".postgresql")).as_deref(),
+            var("PGSSLROOTCERT"),
+            var("PGSSLCERT"),
+            var("PGSSLKEY"),
+        )
+    }
+
+    /// The variables' values where given, else the files of `folder` that exist.
+    pub fn from(
+        folder: Option<&Path>,
+        root_cert: Option<PathBuf>,
+        client_cert: Option<PathBuf>,
+        client_key: Option<PathBuf>,
+    ) -> Defaults {
+        let file = |name: &str| {
+            folder
+                .map(|f| f.join(name))
+                .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        };
+        Defaults {
+            root_cert: root_cert.or_else(|| file("root.crt")),
+            client_cert: client_cert.or_else(|| file("postgresql.crt")),
+            client_key: client_key.or_else(|| file("postgresql.key")),
+        }
+    }
+}
+
 /// Splits the TLS parameters off `url`: the URL the PostgreSQL client parses (`sslmode`
-/// given as one it knows, `sslrootcert` taken out) and what they ask.
+/// given as one it knows, `sslrootcert` taken out) and what they ask, with this user's
+/// [`Defaults`] where the URL names no file.
 pub fn split(url: &str) -> Result<(String, Tls), String> {
+    split_with(url, &Defaults::of_this_user())
+}
+
+/// [`split`] with the given defaults. As libpq: `sslrootcert=system` trusts the system's CA
+/// certificates and reads no default; a default certificate is sent only with its key.
+pub fn split_with(url: &str, defaults: &Defaults) -> Result<(String, Tls), String> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut kept = Vec::new();
     let mut tls = Tls {
@@ -73,6 +126,31 @@ pub fn split(url: &str) -> Result<(String, Tls), String> {
             "sslcert" => tls.client_cert = Some(PathBuf::from(percent_decoded(key, value)?)),
             "sslkey" => tls.client_key = Some(PathBuf::from(percent_decoded(key, value)?)),
             _ => kept.push(pair),
+        }
+    }
+    // The URL's files first, then the defaults (not for a connection without TLS).
+    let mut system_roots = false;
+    if tls.root_cert.as_deref() == Some(Path::new("system")) {
+        tls.root_cert = None;
+        system_roots = true;
+    }
+    if tls.root_cert.is_none() && !system_roots && tls.mode != SslMode::Disable {
+        tls.root_cert = defaults.root_cert.clone();
+    }
+    if tls.client_cert.is_none() && tls.client_key.is_none() && tls.mode != SslMode::Disable {
+        match (&defaults.client_cert, &defaults.client_key) {
+            (Some(cert), Some(key)) => {
+                tls.client_cert = Some(cert.clone());
+                tls.client_key = Some(key.clone());
+            }
+            (Some(cert), None) => {
+                return Err(format!(
+                    "the default certificate {} has no private key beside it (postgresql.key, \
+                     or $PGSSLKEY); give both or move the certificate away",
+                    cert.display()
+                ));
+            }
+            _ => {}
         }
     }
     if tls.client_cert.is_some() != tls.client_key.is_some() {
@@ -341,6 +419,47 @@ impl ServerCertVerifier for Unchecked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn split(url: &str) -> Result<(String, Tls), String> {
+        split_with(url, &Defaults::default())
+    }
+
+    /// libpq's defaults: the files of `~/.postgresql` that exist, the variables before them,
+    /// the URL before both; `sslrootcert=system` reads none; a certificate needs its key.
+    #[test]
+    fn the_files_libpq_reads_by_default_are_read_where_the_url_names_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(".postgresql");
+        std::fs::create_dir_all(&folder).unwrap();
+        for f in ["root.crt", "postgresql.crt", "postgresql.key"] {
+            std::fs::write(folder.join(f), "x").unwrap();
+        }
+        let d = Defaults::from(Some(&folder), None, None, None);
+        let (_, tls) = split_with("postgres://u@h/db?sslmode=verify-full", &d).unwrap();
+        assert_eq!(tls.root_cert, Some(folder.join("root.crt")));
+        assert_eq!(tls.client_cert, Some(folder.join("postgresql.crt")));
+        assert_eq!(tls.client_key, Some(folder.join("postgresql.key")));
+        let (_, tls) = split_with(
+            "postgres://u@h/db?sslrootcert=/ca.pem&sslcert=/c&sslkey=/k",
+            &d,
+        )
+        .unwrap();
+        assert_eq!(tls.root_cert.as_deref(), Some(Path::new("/ca.pem")));
+        assert_eq!(tls.client_cert.as_deref(), Some(Path::new("/c")));
+        let (_, tls) = split_with("postgres://u@h/db?sslrootcert=system", &d).unwrap();
+        assert_eq!(tls.root_cert, None);
+        let (_, tls) = split_with("postgres://u@h/db?sslmode=disable", &d).unwrap();
+        assert_eq!((tls.root_cert, tls.client_cert), (None, None));
+        let d = Defaults::from(Some(&folder), Some("/env-ca.pem".into()), None, None);
+        assert_eq!(d.root_cert.as_deref(), Some(Path::new("/env-ca.pem")));
+        std::fs::remove_file(folder.join("postgresql.key")).unwrap();
+        let d = Defaults::from(Some(&folder), None, None, None);
+        let err = split_with("postgres://u@h/db", &d).unwrap_err();
+        assert!(err.contains("has no private key beside it"), "{err}");
+        // Nothing there: nothing read.
+        let d = Defaults::from(Some(&dir.path().join("none")), None, None, None);
+        assert_eq!(d, Defaults::default());
+    }
 
     #[test]
     fn the_tls_parameters_are_split_off_and_the_client_gets_a_mode_it_knows() {

@@ -61,6 +61,20 @@ pub const MORPHOLOGY: &[&str] = &[
 /// Size classes.
 pub const SIZE_CLASSES: &[&str] = &["diminutive", "small", "large", "giant"];
 
+/// The size class of a polyp `mm` millimetres across: diminutive up to 5 mm, small under 10,
+/// large under 20, giant from 20 (the phantom's reports and the labels' rule alike).
+pub fn size_class_of(mm: f64) -> &'static str {
+    if mm <= 5.0 {
+        "diminutive"
+    } else if mm < 10.0 {
+        "small"
+    } else if mm < 20.0 {
+        "large"
+    } else {
+        "giant"
+    }
+}
+
 /// The Paris classes a component may name (`0-IIa+IIc` joins two).
 const PARIS_PARTS: &[&str] = &["Ip", "Isp", "Is", "IIa", "IIb", "IIc", "III"];
 

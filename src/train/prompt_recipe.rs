@@ -207,6 +207,27 @@ impl Recipe for PromptRecipe {
             for step in &stages {
                 super::recipe::refuse_existing(&out, &run.card_name(*step), ctx)?;
             }
+        } else {
+            // A card a resumed run would take as a finished stage must be one: a caption
+            // model under the stage's name was "taken as done" as stage 3 (round 14 N7).
+            for step in &stages {
+                let card_path = out.join(format!("{}.json", run.card_name(*step)));
+                if std::fs::symlink_metadata(&card_path).is_err() {
+                    continue;
+                }
+                let card = crate::model::weights::read_card(&card_path).map_err(|e| {
+                    RecipeError::Setting(format!("--resume: {e}; nothing was trained"))
+                })?;
+                if card.kind != ModelKind::PromptModel {
+                    return Err(RecipeError::Setting(format!(
+                        "--resume: {} is a {} model, not {} of a `train prompts` run; nothing \
+                         was trained (choose another --name or --out)",
+                        card_path.display(),
+                        card.kind,
+                        step.name()
+                    )));
+                }
+            }
         }
         let size = settings.count(&o, "size")?;
         let patch = settings.count(&o, "patch")?;

@@ -233,19 +233,16 @@ pub enum RecipeError {
     Weights(#[from] WeightsError),
     #[error(transparent)]
     Data(#[from] super::data::DataError),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {}", crate::plumbing::input::plain_io(.io))]
+    Io { path: String, io: std::io::Error },
 }
 
 /// The checkpoint folder of model `name` in `dir`, created.
 pub(crate) fn checkpoint_dir(dir: &Path, name: &str) -> Result<PathBuf, RecipeError> {
     let path = dir.join(format!("{name}.checkpoints"));
-    std::fs::create_dir_all(&path).map_err(|source| RecipeError::Io {
+    std::fs::create_dir_all(&path).map_err(|io| RecipeError::Io {
         path: format!("cannot create {}", path.display()),
-        source,
+        io,
     })?;
     Ok(path)
 }
@@ -557,8 +554,8 @@ pub(crate) fn refuse_existing(
         if std::fs::symlink_metadata(&file).is_ok() && !ctx.replace {
             return Err(RecipeError::Setting(format!(
                 "{}: a model of --out {} --name {name} exists; nothing was trained or written \
-                 (add --force to replace it, --resume to continue its run, or choose another \
-                 --name or --out)",
+                 (add --force to replace it, --resume to continue its run if it is one of this \
+                 recipe, or choose another --name or --out)",
                 file.display(),
                 out.display()
             )));

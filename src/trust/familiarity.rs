@@ -221,6 +221,14 @@ impl Familiarity {
         if !finite {
             return Err("familiarity holds a variance that is not a positive number".into());
         }
+        // A score is a distance: a hand-edited negative threshold marked every input
+        // unfamiliar without a word (round 14 N3).
+        if !(self.threshold.is_finite() && self.threshold >= 0.0) {
+            return Err(format!(
+                "its familiarity threshold {} is not a distance (finite, 0 or more)",
+                self.threshold
+            ));
+        }
         Ok(())
     }
 

@@ -96,6 +96,7 @@ pub fn index_library(
         .into_iter()
         .map(|r| (r.target_id, r))
         .collect();
+    let view_width = models.dim();
     let polyps = store.polyps()?;
     let drawn = store.view_boxes()?;
     let source = |m: &store::MediaRow| super::view_source(m, drawn.get(&m.id));
@@ -104,7 +105,9 @@ pub fn index_library(
     for p in &polyps {
         let media = store.polyp_views(p.id)?;
         for m in &media {
-            let embedded = views.get(&m.id).is_some_and(|r| r.source_hash == source(m));
+            let embedded = views
+                .get(&m.id)
+                .is_some_and(|r| r.source_hash == source(m) && r.vector.len() == view_width);
             let judged =
                 familiarity_model.is_none() || scored.get(&m.id).is_some_and(|h| *h == source(m));
             if embedded && judged {
@@ -172,9 +175,13 @@ pub fn index_library(
         }
     }
     progress.stage("combining views per polyp", per_polyp.len() as u64);
-    let current: HashMap<i64, String> = store
-        .embeddings(polyp_model, EmbeddingTarget::Polyp)?
+    // A row of another width than the rest is damaged, never current (round 15 N7).
+    let polyp_rows = store.embeddings(polyp_model, EmbeddingTarget::Polyp)?;
+    let width = usual_width(&polyp_rows);
+    let words = models.coder.bits(width).div_ceil(64);
+    let current: HashMap<i64, String> = polyp_rows
         .into_iter()
+        .filter(|r| r.vector.len() == width && r.code.as_ref().is_none_or(|c| c.len() == words))
         .map(|r| (r.target_id, r.source_hash))
         .collect();
     let mut rows = Vec::new();
@@ -331,8 +338,24 @@ impl TwinIndex {
         let mut by_id: HashMap<i64, PolypRow> =
             store.polyps()?.into_iter().map(|p| (p.id, p)).collect();
         let mut view_ids = store.all_polyp_view_ids()?;
-        let dim = rows[0].vector.len();
+        let dim = usual_width(&rows);
         let words = models.coder.bits(dim).div_ceil(64);
+        // A row of another width or code length is damaged (round 15 N7: one truncated by
+        // hand made `twins` panic): named, and `index` encodes it again.
+        if let Some(r) = rows
+            .iter()
+            .find(|r| r.vector.len() != dim || r.code.as_ref().is_some_and(|c| c.len() != words))
+        {
+            let code = by_id
+                .get(&r.target_id)
+                .map_or_else(|| format!("#{}", r.target_id), |p| p.code.clone());
+            return Err(TwinError::Image(format!(
+                "the twin index row of polyp {code} holds {} values where the others hold {dim}: \
+                 it is damaged; run `endotwin index` to encode it again (`endotwin library \
+                 check` names every such row)",
+                r.vector.len()
+            )));
+        }
         let mut polyps = Vec::new();
         let mut views = Vec::new();
         let mut vectors = Vec::new();
@@ -467,4 +490,17 @@ impl TwinIndex {
             bits: self.codes.codes().bits(),
         }
     }
+}
+
+/// The vector width most of `rows` have (0 for none): a model's width, whatever one damaged
+/// row holds.
+fn usual_width(rows: &[EmbeddingRow]) -> usize {
+    let mut counts: HashMap<usize, usize> = HashMap::new();
+    for r in rows {
+        *counts.entry(r.vector.len()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|&(width, n)| (n, width))
+        .map_or(0, |(width, _)| width)
 }

@@ -99,12 +99,22 @@ impl TwinModels {
         // A models folder that is not there, or not a folder, is said as such (round 8 N35:
         // "no digital-twin image encoder in nonexist: train one").
         if !dir.is_dir() {
+            // Named by where it came from (round 14 N13: $ENDOTWIN_MODELS's folder was blamed
+            // on a --models never given).
+            let from_env = std::env::var_os("ENDOTWIN_MODELS").is_some_and(|v| {
+                crate::default_models_dir() == Path::new(&v) && dir == Path::new(&v)
+            });
             return Err(TwinError::Image(format!(
-                "{}: {}; --models names a folder of model cards",
+                "{}: {}; {} names a folder of model cards",
                 dir.display(),
                 match dir.exists() {
                     true => "not a folder",
                     false => "no such folder",
+                },
+                if from_env {
+                    "$ENDOTWIN_MODELS"
+                } else {
+                    "--models"
                 }
             )));
         }

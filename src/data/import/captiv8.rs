@@ -44,9 +44,9 @@ pub fn read(
     }
     let by_name = FileNames::new(&source, &root);
     let mut exams: BTreeMap<String, PlanExam> = BTreeMap::new();
-    // Each image file once: (where it was named, its caption); a second row with another
-    // caption refuses the image (both rows named).
-    let mut seen: BTreeMap<PathBuf, (String, String)> = BTreeMap::new();
+    // Each image file once: (where it was named, its caption, its patient); a second row
+    // with another caption or patient refuses the image (both rows named).
+    let mut seen: BTreeMap<PathBuf, (String, String, String)> = BTreeMap::new();
     let mut refused: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     progress.stage("reading capsule CSVs", csvs.len() as u64);
     for csv_path in csvs {
@@ -85,7 +85,10 @@ pub fn read(
         let named_for = table
             .rows
             .iter()
-            .any(|(_, rec)| rec.get(pid).is_some_and(|v| v.trim() == stem))
+            .any(|(_, rec)| {
+                rec.get(pid)
+                    .is_some_and(|v| v.trim() == stem || same_shape_id(v.trim(), &stem))
+            })
             .then_some(stem);
         for (row, rec) in &table.rows {
             let get = |c: usize| rec.get(c).map(|v| v.trim().to_string()).unwrap_or_default();
@@ -130,13 +133,20 @@ pub fn read(
                 rows.push(at);
                 continue;
             }
-            if let Some((first, caption)) = seen.get(&real) {
-                if *caption != get(label) {
+            if let Some((first, caption, owner)) = seen.get(&real) {
+                if *caption != get(label) || *owner != patient {
                     refused.insert(real.clone(), vec![first.clone(), at]);
+                } else {
+                    // The same frame, patient and finding again (a row or file given twice):
+                    // one frame, said (round 13 N16: a repeated file vanished without a word).
+                    problems.push(
+                        &csv_path,
+                        format!("row {row}: repeats {first} (the same image, patient and finding); it is imported once"),
+                    );
                 }
                 continue;
             }
-            seen.insert(real, (at, get(label)));
+            seen.insert(real, (at, get(label), patient.clone()));
             let Some(prepared) = try_prepare(&full, problems) else {
                 continue;
             };
@@ -167,7 +177,7 @@ pub fn read(
         problems.push(
             &image,
             format!(
-                "named with different captions by {}; the image is not imported",
+                "named for different patients or with different captions by {}; the image is not imported",
                 rows.join(" and ")
             ),
         );
@@ -179,6 +189,18 @@ pub fn read(
     Ok(Plan {
         exams: exams.into_values().collect(),
     })
+}
+
+/// Whether `id` and `stem` are patient identifiers of one shape: the same letters before the
+/// same number of digits (`P002` and `P003`), so a file named `P003.csv` whose rows all say
+/// `P002` is a file of patient P003 holding another patient's rows, not a list of its own.
+fn same_shape_id(id: &str, stem: &str) -> bool {
+    let split = |s: &str| {
+        let digits = s.len() - s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        (s[..s.len() - digits].to_string(), digits)
+    };
+    let (a, b) = (split(id), split(stem));
+    a.1 > 0 && a == b && id.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
 fn exam_of<'a>(

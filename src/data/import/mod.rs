@@ -11,6 +11,7 @@ pub mod coco;
 pub mod cvc;
 pub mod folder;
 pub mod hyperkvasir;
+pub mod kinds;
 pub mod kvasir;
 pub mod multiview;
 pub mod paths;
@@ -65,8 +66,13 @@ pub struct ImportReport {
     pub video_frames: usize,
     pub boxes: usize,
     pub media_added: usize,
+    /// Masks of those items new to the library (a mask is a media item too: `info` counts it).
+    pub masks_added: usize,
     /// Items whose content was already in the library (same hash).
     pub duplicates: usize,
+    /// Of those, the ones that stay in another examination (by its code): a picture is in
+    /// the library once, in the examination it first came in with.
+    pub duplicates_elsewhere: std::collections::BTreeMap<String, usize>,
     pub skipped: Vec<ItemProblem>,
     /// Labels this source gives differently from the library: kept (reported) or, with
     /// `update_labels`, applied with an audit row.
@@ -82,8 +88,13 @@ pub struct ImportReport {
 
 impl ImportReport {
     pub fn summary(&self) -> String {
+        let masks = if self.masks_added > 0 {
+            format!(" (and {} masks)", self.masks_added)
+        } else {
+            String::new()
+        };
         let mut s = format!(
-            "{} media added, {} duplicates, {} skipped; {} examinations, {} polyps",
+            "{} media added{masks}, {} duplicates, {} skipped; {} examinations, {} polyps",
             self.media_added,
             self.duplicates,
             self.skipped.len(),
@@ -114,6 +125,25 @@ impl ImportReport {
         }
         if applied > 0 {
             s.push_str(&format!("; {applied} labels updated (audited)"));
+        }
+        if !self.duplicates_elsewhere.is_empty() {
+            let n: usize = self.duplicates_elsewhere.values().sum();
+            let shown: Vec<String> = self
+                .duplicates_elsewhere
+                .iter()
+                .take(5)
+                .map(|(code, k)| format!("{k} in {code}"))
+                .collect();
+            let more = self.duplicates_elsewhere.len().saturating_sub(5);
+            let more = if more > 0 {
+                format!(" and {more} more examinations")
+            } else {
+                String::new()
+            };
+            s.push_str(&format!(
+                "; {n} of the duplicates stay in the examination they were first imported with ({}{more}), not this one",
+                shown.join(", ")
+            ));
         }
         if self.empty_polyps_not_kept > 0 {
             s.push_str(&format!(
@@ -542,6 +572,7 @@ pub fn write_checked(
     options: ImportOptions,
     progress: &Progress,
 ) -> Result<ImportReport, ImportError> {
+    kinds::keep_roles(&mut plan, store, &mut problems)?;
     plan.check(&mut problems);
     problems.check(options, &plan)?;
     check_cancel(progress)?;

@@ -329,58 +329,8 @@ pub fn read_jsonl(
             ),
         );
     }
-    // The same images on two lines under two ids: one polyp told twice, or two truths for it
-    // (round 12 N19: two polyps of one pair of images, adenoma and hyperplastic).
-    let mut by_images: HashMap<Vec<String>, Vec<usize>> = HashMap::new();
-    for (i, e) in entries.iter().enumerate() {
-        let mut key: Vec<String> = e.paths.iter().map(|p| p.trim().to_string()).collect();
-        key.sort();
-        by_images.entry(key).or_default().push(i);
-    }
-    let mut dropped = vec![false; entries.len()];
-    let mut groups: Vec<Vec<usize>> = by_images.into_values().filter(|g| g.len() > 1).collect();
-    groups.sort();
-    for group in groups {
-        let lines: Vec<String> = group.iter().map(|&i| entries[i].line.to_string()).collect();
-        let truths: std::collections::BTreeSet<String> = group
-            .iter()
-            .map(|&i| {
-                entries[i]
-                    .histology
-                    .clone()
-                    .unwrap_or_else(|| "none".into())
-            })
-            .collect();
-        if truths.len() > 1 {
-            for &i in &group {
-                dropped[i] = true;
-            }
-            problems.push(
-                path,
-                format!(
-                    "lines {} list the same images with different ground truth ({}); none of \
-                     them is imported",
-                    lines.join(", "),
-                    truths.into_iter().collect::<Vec<_>>().join(", ")
-                ),
-            );
-        } else {
-            for &i in &group[1..] {
-                dropped[i] = true;
-            }
-            problems.push(
-                path,
-                format!(
-                    "lines {} list the same images: one polyp, imported once (line {})",
-                    lines.join(", "),
-                    lines[0]
-                ),
-            );
-        }
-    }
-    let mut keep = dropped.iter().map(|d| !d);
-    entries.retain(|_| keep.next().unwrap_or(true));
     progress.stage("reading polyps", entries.len() as u64);
+    let mut read: Vec<(JsonlPolyp, Vec<PlanImage>)> = Vec::new();
     for entry in entries {
         check_cancel(progress)?;
         progress.inc();
@@ -423,6 +373,59 @@ pub fn read_jsonl(
             );
             continue;
         }
+        read.push((entry, views));
+    }
+    // The same images on two lines under two ids, by content (round 13 N2: copies under two
+    // names passed): one polyp told twice, or two truths for it (round 12 N19: two polyps of
+    // one pair of images, adenoma and hyperplastic).
+    let mut by_images: HashMap<Vec<String>, Vec<usize>> = HashMap::new();
+    for (i, (_, views)) in read.iter().enumerate() {
+        let mut key: Vec<String> = views
+            .iter()
+            .map(|v| crate::store::content_hash(&v.image.bytes))
+            .collect();
+        key.sort();
+        by_images.entry(key).or_default().push(i);
+    }
+    let mut dropped = vec![false; read.len()];
+    let mut groups: Vec<Vec<usize>> = by_images.into_values().filter(|g| g.len() > 1).collect();
+    groups.sort();
+    for group in groups {
+        let lines: Vec<String> = group.iter().map(|&i| read[i].0.line.to_string()).collect();
+        let truths: std::collections::BTreeSet<String> = group
+            .iter()
+            .map(|&i| read[i].0.histology.clone().unwrap_or_else(|| "none".into()))
+            .collect();
+        if truths.len() > 1 {
+            for &i in &group {
+                dropped[i] = true;
+            }
+            problems.push(
+                path,
+                format!(
+                    "lines {} list the same images with different ground truth ({}); none of \
+                     them is imported",
+                    lines.join(", "),
+                    truths.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        } else {
+            for &i in &group[1..] {
+                dropped[i] = true;
+            }
+            problems.push(
+                path,
+                format!(
+                    "lines {} list the same images: one polyp, imported once (line {})",
+                    lines.join(", "),
+                    lines[0]
+                ),
+            );
+        }
+    }
+    let mut keep = dropped.iter().map(|d| !d);
+    read.retain(|_| keep.next().unwrap_or(true));
+    for (entry, views) in read {
         let mut attributes = Vec::new();
         if entry.queries > 0 {
             attributes.push((

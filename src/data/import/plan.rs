@@ -555,6 +555,13 @@ pub fn write(
                 report.media_added += 1;
             } else {
                 report.duplicates += 1;
+                // A picture imported before with another examination stays there (round 14
+                // N6: a folder of known images became no examination, without a word).
+                if let Some((other, code)) = store::media_examination(tx, id)?
+                    && other != exam
+                {
+                    *report.duplicates_elsewhere.entry(code).or_default() += 1;
+                }
             }
             if let (Some(m), Some((mh, mr))) = (&pi.mask, &staged.mask) {
                 let mask = NewMedia {
@@ -567,7 +574,8 @@ pub fn write(
                     thumbnail: None,
                     captured_at: None,
                 };
-                let (mid, _) = store::insert_media(tx, mh, mr, &mask)?;
+                let (mid, new_mask) = store::insert_media(tx, mh, mr, &mask)?;
+                report.masks_added += usize::from(new_mask);
                 store::set_mask(tx, id, mid)?;
             }
             let name = format!("media {id} ({})", pi.image.source.display());

@@ -158,15 +158,7 @@ impl PolypSpec {
     }
 
     pub fn size_class(&self) -> &'static str {
-        if self.size_mm <= 5.0 {
-            "diminutive"
-        } else if self.size_mm < 10.0 {
-            "small"
-        } else if self.size_mm < 20.0 {
-            "large"
-        } else {
-            "giant"
-        }
+        crate::store::size_class_of(f64::from(self.size_mm))
     }
 
     /// Draws a polyp of the given pathology.

@@ -113,11 +113,8 @@ pub enum ReportError {
         "no evaluation report for a {0} yet (reports exist for twin image and scene encoders, tracklet models, prompt models and caption models)"
     )]
     Unsupported(ModelKind),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {}", crate::plumbing::input::plain_io(.io))]
+    Io { path: String, io: std::io::Error },
     #[error(transparent)]
     Output(#[from] crate::plumbing::output::OutputError),
 }
@@ -303,7 +300,7 @@ impl Report {
                 img.write_to(&mut bytes, image::ImageFormat::Png)
                     .map_err(|e| ReportError::Io {
                         path: path.display().to_string(),
-                        source: std::io::Error::other(e.to_string()),
+                        io: std::io::Error::other(e.to_string()),
                     })?;
                 Ok((path, bytes.into_inner()))
             })
@@ -318,9 +315,9 @@ impl Report {
             write_replacing(path, bytes)?;
         }
         if let Some(stale) = stale {
-            std::fs::remove_file(&stale).map_err(|source| ReportError::Io {
+            std::fs::remove_file(&stale).map_err(|io| ReportError::Io {
                 path: stale.display().to_string(),
-                source,
+                io,
             })?;
         }
         Ok(pictures.into_iter().map(|p| p.0).collect())
@@ -328,13 +325,13 @@ impl Report {
 
     /// A saved report.
     pub fn load(json: &Path) -> Result<Report, ReportError> {
-        let text = std::fs::read_to_string(json).map_err(|source| ReportError::Io {
+        let text = std::fs::read_to_string(json).map_err(|io| ReportError::Io {
             path: json.display().to_string(),
-            source,
+            io,
         })?;
         serde_json::from_str(&text).map_err(|e| ReportError::Io {
             path: json.display().to_string(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            io: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
         })
     }
 
@@ -453,11 +450,11 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     let tmp = path.with_file_name(format!(".{name}.partial"));
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|source| {
+        .map_err(|io| {
             let _ = std::fs::remove_file(&tmp);
             ReportError::Io {
                 path: path.display().to_string(),
-                source,
+                io,
             }
         })
 }
