@@ -284,7 +284,7 @@ fn note_models_env_not_used(library: &Path, command: &Command, matches: &clap::A
 }
 
 /// Refuses a command that would load its models from $ENDOTWIN_MODELS when the variable
-/// names no folder (round 15 N1: `tracklets` fell back to colour histograms without a word,
+/// names no folder, or one without a model card (round 15 N1: `tracklets` fell back to colour histograms without a word,
 /// and `captions` advised training a model). `info` says it instead.
 fn refuse_models_env_not_a_folder(
     library: &Path,
@@ -295,7 +295,16 @@ fn refuse_models_env_not_a_folder(
         return Ok(());
     };
     let env = Path::new(&env);
-    if env.is_dir()
+    // A folder without a single model card is as good as none (round 16 N1: `tracklets`
+    // fell back to colour histograms for an empty one).
+    let holds_cards = || {
+        std::fs::read_dir(env).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        })
+    };
+    if (env.is_dir() && holds_cards())
         || matches!(command, Command::Info)
         || !uses_default_models(command)
         || cli::names_any(matches, &["models", "model", "card"])
@@ -306,7 +315,9 @@ fn refuse_models_env_not_a_folder(
     anyhow::bail!(
         "$ENDOTWIN_MODELS names {}, {}; name a folder of model cards (or unset it for models/); nothing was done",
         env.display(),
-        if env.exists() {
+        if env.is_dir() {
+            "a folder that holds no model card"
+        } else if env.exists() {
             "which is not a folder"
         } else {
             "which is not there"

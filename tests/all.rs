@@ -56,6 +56,7 @@ mod round12;
 mod round13;
 mod round14;
 mod round15;
+mod round16;
 mod round4;
 mod round5;
 mod round5b;

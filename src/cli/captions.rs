@@ -151,8 +151,9 @@ pub struct EvalArgs {
     /// Frames of the generated test split (24 per patient).
     #[arg(long, default_value_t = 1200)]
     pub frames: usize,
-    /// Frames of the generated train split for the baselines.
-    #[arg(long, default_value_t = 2400)]
+    /// Frames of the generated train split for the baselines (at least 1: round 16 N11, `0`
+    /// blamed the held-out library for having no captioned frames).
+    #[arg(long, default_value_t = 2400, value_parser = super::eval::count(1, u64::MAX))]
     pub train_frames: usize,
     /// The caption model scored first; default: the shipped one (models/captions.json).
     #[arg(long)]

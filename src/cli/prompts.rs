@@ -315,6 +315,21 @@ pub struct EvalArgs {
 }
 
 pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
+    // A generated split too small to score is refused before anything is generated (round
+    // 16 N10: `--polyps 0` panicked; `--frames 0` scored frames it said it had not).
+    if a.held_out.is_none() {
+        if a.polyps < 12 {
+            anyhow::bail!(
+                "--polyps {}: a generated test split needs at least 12 polyps (a figure over fewer says nothing); nothing was generated",
+                a.polyps
+            );
+        }
+        if a.frames == 0 {
+            anyhow::bail!(
+                "--frames 0: an examination record needs at least 1 frame; nothing was generated"
+            );
+        }
+    }
     let compute = compute::select(pref)?;
     let device = compute.device.clone();
     let models = a

@@ -404,15 +404,24 @@ pub fn run(
     details.class_names = names;
     details.classes = classes.clone();
     details.neoplastic = neoplastic;
-    let fold_train = polyps.len() - polyps.len().div_ceil(5);
+    // 5 folds of n/5 polyps (some one more): each fold votes among the others.
+    let (fewest, most) = (
+        polyps.len() - polyps.len().div_ceil(5),
+        polyps.len() - polyps.len() / 5,
+    );
+    let among = if fewest == most {
+        format!("the {most} polyps")
+    } else {
+        format!("the {fewest} to {most} polyps")
+    };
     Ok(TwinEval {
         polyps: polyps.len(),
         seed,
         k,
-        k_note: (k > fold_train).then(|| {
+        k_note: (k > most).then(|| {
             format!(
-                "--k {k} is more than the {fold_train} polyps each fold votes among: all of \
-                 them vote, as with --k {fold_train}"
+                "--k {k} is more than {among} each fold votes among: all of them vote, as \
+                 with --k {most}"
             )
         }),
         bootstrap: BOOTSTRAP,

@@ -405,9 +405,18 @@ impl Store {
             return Ok(bytes);
         }
         let path = self.media_path(media);
-        let meta = std::fs::metadata(&path).map_err(|source| StoreError::Io {
-            path: path.clone(),
-            source,
+        // A file gone from media/ said as such (round 16 N18: "No such file or directory (os
+        // error 2)" in an index's skip line).
+        let meta = std::fs::metadata(&path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => StoreError::MediaFileMissing {
+                path: self.root().to_path_buf(),
+                id: media.id,
+                file: media.rel_path.clone(),
+            },
+            _ => StoreError::Io {
+                path: path.clone(),
+                source,
+            },
         })?;
         if !meta.is_file() {
             return Err(StoreError::MediaNotAFile {

@@ -162,6 +162,14 @@ pub enum StoreError {
         file: String,
     },
     #[error(
+        "{path}: media {id}'s file {file} is missing from media/ (moved or deleted); not read; `endotwin library check` lists every such file"
+    )]
+    MediaFileMissing {
+        path: PathBuf,
+        id: i64,
+        file: String,
+    },
+    #[error(
         "{path}: media {id}'s file {file} is not a regular file (a FIFO, device or link to one); not read; `endotwin library check` lists every such file"
     )]
     MediaNotAFile {

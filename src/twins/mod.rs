@@ -41,7 +41,7 @@ pub enum TwinError {
     )]
     NoModel(String),
     #[error(
-        "the library is indexed with {indexed}, the loaded model is {loaded}: re-index it (Twins > Re-index, or `endotwin index`)"
+        "the library is indexed with {indexed}, the loaded model is {loaded}: re-index it with that model (Twins > Re-index, or `endotwin index` with the same models: `--models FOLDER` when the query named one)"
     )]
     StaleIndex { indexed: String, loaded: String },
     #[error(

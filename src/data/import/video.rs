@@ -35,6 +35,10 @@ pub const MAX_TOOL_TIMEOUT_S: u64 = 86_400;
 /// The most frames one video import reads: about 2 hours at 25 frames a second.
 pub const MAX_VIDEO_FRAMES: u64 = 180_000;
 
+/// The most bytes of prepared frames (encoded image and thumbnail) one video import holds
+/// before it writes them.
+pub const MAX_HELD_FRAME_BYTES: u64 = 4 << 30;
+
 fn tool_timeout() -> std::time::Duration {
     let given = std::env::var(TOOL_TIMEOUT_ENV).ok();
     let s = given
@@ -512,11 +516,17 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
     let watchdog = Watchdog::start(decoder.0.clone(), tool_timeout());
 
     let frame_bytes = info.width as usize * info.height as usize * 3;
+    let mut held = 0u64;
     let mut buf = vec![0u8; frame_bytes];
     let mut frames = Vec::new();
     // A decoder that never stops (a damaged stream, a wrong tool) is stopped past what the
     // video announces (half again, for variable frame rates), or past MAX_VIDEO_FRAMES.
-    let announced = info.frames.or(info.estimated_frames);
+    // A frame count far past what the duration and rate give is not believed (round 16 N7:
+    // a header announcing 10^11 frames for 2 s at 10 fps let an endless decoder fill memory).
+    let announced = match (info.frames, info.estimated_frames) {
+        (Some(listed), Some(timed)) if listed > timed.saturating_mul(2) + 300 => Some(timed),
+        (listed, timed) => listed.or(timed),
+    };
     let most = announced
         .map(|n| n.saturating_mul(3) / 2 + 300)
         .unwrap_or(MAX_VIDEO_FRAMES)
@@ -560,9 +570,20 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
         let rgb = image::RgbImage::from_raw(info.width, info.height, buf.clone())
             .expect("buffer holds one frame");
         let index = frames.len() as u64;
+        let prepared = prepare_frame(path, index, rgb);
+        held += prepared.bytes.len() as u64 + prepared.thumbnail.len() as u64;
+        if held > MAX_HELD_FRAME_BYTES {
+            watchdog.stop();
+            return Err(fail(format!(
+                "the {} frames read so far hold more than {} GB, all of which an import keeps \
+                 until it writes; stopped (nothing was written): cut the recording into parts",
+                frames.len() + 1,
+                MAX_HELD_FRAME_BYTES >> 30
+            )));
+        }
         frames.push((
             index as i64,
-            PlanImage::new(prepare_frame(path, index, rgb), MediaKind::VideoFrame),
+            PlanImage::new(prepared, MediaKind::VideoFrame),
         ));
         progress.inc();
     }

@@ -96,6 +96,12 @@ pub enum PhantomError {
         value: usize,
         max: usize,
     },
+    #[error("{value} {what}: a generated phantom takes at least {min}; nothing was generated")]
+    TooSmall {
+        what: &'static str,
+        value: usize,
+        min: usize,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -195,6 +201,9 @@ fn osd_lines(patient: &str, rng: &mut Rng) -> Vec<String> {
 /// Refuses a phantom no command needs, before a frame is drawn (round 11 N4, N5: a report's
 /// generated split of 10^8 videos grew without end, one of 2^64 capsule frames panicked).
 /// The limits are `endotwin demo`'s.
+/// The least side of a generated frame, in pixels.
+pub const MIN_SIDE: usize = 16;
+
 pub fn check_size(cfg: &PhantomConfig) -> Result<(), PhantomError> {
     let sizes = [
         // Videos before polyps: a video split has three polyps a video.
@@ -211,6 +220,20 @@ pub fn check_size(cfg: &PhantomConfig) -> Result<(), PhantomError> {
     for (what, value, max) in sizes {
         if value > max {
             return Err(PhantomError::TooLarge { what, value, max });
+        }
+    }
+    // A frame of a few pixels holds nothing to learn or score (round 16 N10: `--size 0`
+    // panicked in the JPEG encoder).
+    for (what, value) in [
+        ("pixels a side", cfg.image_size as usize),
+        ("pixels a side of video", cfg.video_size as usize),
+    ] {
+        if value < MIN_SIDE {
+            return Err(PhantomError::TooSmall {
+                what,
+                value,
+                min: MIN_SIDE,
+            });
         }
     }
     Ok(())

@@ -1,0 +1,102 @@
+//! Hostile round 16 (issue 43): each finding through the path a user takes, refused or said
+//! by name, with nothing changed where something was refused.
+
+use crate::common::{et, png};
+use crate::hostile::library_with_cases;
+use crate::store_safety::run_within;
+
+/// N1: a $ENDOTWIN_MODELS folder holding no model card: `tracklets` fell back to colour
+/// histograms without a word.
+#[test]
+fn a_models_variable_naming_a_folder_without_cards_is_refused() {
+    let (lib, _src) = library_with_cases();
+    let empty = tempfile::tempdir().unwrap();
+    let mut c = et(lib.path(), &["tracklets"]);
+    c.env("ENDOTWIN_MODELS", empty.path());
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok() && r.says("a folder that holds no model card"),
+        "{}",
+        r.text()
+    );
+}
+
+/// R5: the k note named the wrong k when folds vote among different numbers of polyps.
+#[test]
+fn eval_twins_notes_a_k_past_the_largest_fold_only() {
+    let (lib, _src) = library_with_cases();
+    for (k, note) in [
+        ("10", None),
+        (
+            "11",
+            Some("the 9 to 10 polyps each fold votes among: all of them vote, as with --k 10"),
+        ),
+    ] {
+        let r = run_within(
+            et(lib.path(), &["eval", "twins", "--polyps", "12", "--k", k]),
+            600,
+        );
+        assert!(r.ok(), "{}", r.text());
+        match note {
+            Some(n) => assert!(r.says(n), "{}", r.text()),
+            None => assert!(!r.says("each fold votes among"), "{}", r.text()),
+        }
+    }
+}
+
+/// N10, N11: generated splits too small to score panicked or blamed the held-out library.
+#[test]
+fn generated_splits_too_small_to_score_are_refused_in_words() {
+    let (lib, _src) = library_with_cases();
+    for (args, says) in [
+        (
+            &["eval", "prompts", "--polyps", "0"][..],
+            "needs at least 12 polyps",
+        ),
+        (&["eval", "prompts", "--frames", "0"][..], "--frames 0"),
+        (&["eval", "prompts", "--size", "0"][..], "takes at least 16"),
+        (
+            &["eval", "captions", "--train-frames", "0"][..],
+            "--train-frames",
+        ),
+    ] {
+        let r = run_within(et(lib.path(), args), 120);
+        assert!(
+            !r.ok() && r.says(says) && !r.says("panicked"),
+            "{args:?}: {}",
+            r.text()
+        );
+    }
+}
+
+/// N8: a query whose models the library is not indexed with was told to run `endotwin index`,
+/// which re-checked the default models.
+#[test]
+fn the_stale_index_advice_names_the_models_folder() {
+    let lib = tempfile::tempdir().unwrap();
+    crate::gui::copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),
+        lib.path(),
+    );
+    let models = tempfile::tempdir().unwrap();
+    crate::gui::copy_dir(&endotwin::default_models_dir(), models.path());
+    endotwin::model::weights::update_card(&models.path().join("twin-image.json"), |c| {
+        c.version.push_str("-other")
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    png(&dir.path().join("v.png"), 32, 32, 5);
+    let r = run_within(
+        et(
+            lib.path(),
+            &[
+                "twins",
+                dir.path().join("v.png").to_str().unwrap(),
+                "--models",
+                models.path().to_str().unwrap(),
+            ],
+        ),
+        180,
+    );
+    assert!(!r.ok() && r.says("--models FOLDER"), "{}", r.text());
+}
