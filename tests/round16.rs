@@ -100,3 +100,32 @@ fn the_stale_index_advice_names_the_models_folder() {
     );
     assert!(!r.ok() && r.says("--models FOLDER"), "{}", r.text());
 }
+
+/// N13: `prompts search` on a read-only library already encoded with the model was refused
+/// ("changes are disabled") though it had nothing to write.
+#[test]
+fn prompts_search_answers_a_read_only_library_already_encoded() {
+    use std::os::unix::fs::PermissionsExt;
+    let lib = tempfile::tempdir().unwrap();
+    crate::gui::copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),
+        lib.path(),
+    );
+    let set_mode = |mode: u32| {
+        for p in [lib.path().join("library.sqlite"), lib.path().to_path_buf()] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    };
+    set_mode(0o555);
+    let before = std::fs::read(lib.path().join("library.sqlite")).unwrap();
+    let r = run_within(
+        et(lib.path(), &["prompts", "search", "polyp", "--top", "2"]),
+        180,
+    );
+    set_mode(0o755);
+    assert!(r.ok() && !r.says("read-only"), "{}", r.text());
+    assert_eq!(
+        std::fs::read(lib.path().join("library.sqlite")).unwrap(),
+        before
+    );
+}

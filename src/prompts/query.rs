@@ -472,6 +472,11 @@ fn library_stills(store: &Store) -> Result<Vec<MediaRow>, StoreError> {
 }
 
 fn model_row(model: &LoadedPromptModel, store: &mut Store) -> Result<i64, StoreError> {
+    // Read first: a library already encoded with this model is searched without a write
+    // (round 16 N13: a read-only library was refused though nothing had to be written).
+    if let Some(row) = store.model(&model.card.name, &model.card.version)? {
+        return Ok(row.id);
+    }
     let config = serde_json::to_string(&model.card.config).unwrap_or_default();
     store.write(|tx| {
         store::ensure_model(
