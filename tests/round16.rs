@@ -129,3 +129,42 @@ fn prompts_search_answers_a_read_only_library_already_encoded() {
         before
     );
 }
+
+/// N17: a run killed at epoch 8 of 30, resumed with `--epochs 2`, saved its 8-epoch model as
+/// a finished 2-epoch run without a word.
+#[test]
+fn a_resume_with_fewer_epochs_than_the_run_reached_is_refused() {
+    let (lib, _src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    let checkpoints = out.path().join("c.checkpoints");
+    std::fs::create_dir_all(checkpoints.join("epoch-008")).unwrap();
+    std::fs::write(
+        checkpoints.join("state.json"),
+        r#"{"epoch": 8, "config": {"epochs": 30}}"#,
+    )
+    .unwrap();
+    let before = crate::store_safety::files(out.path());
+    let r = run_within(
+        et(
+            lib.path(),
+            &[
+                "train",
+                "captions",
+                "--out",
+                out.path().to_str().unwrap(),
+                "--name",
+                "c",
+                "--resume",
+                "--epochs",
+                "2",
+            ],
+        ),
+        120,
+    );
+    assert!(
+        !r.ok() && r.says("the run reached epoch 8 before it stopped"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(crate::store_safety::files(out.path()), before);
+}

@@ -493,6 +493,21 @@ fn check_target(
             out.join(format!("{name}.json")).display()
         )));
     }
+    // An unfinished run resumed with fewer epochs than it reached would save its last
+    // checkpoint as a finished run of that many epochs (round 16 N17: killed at epoch 8 of
+    // 30, `--resume --epochs 2` saved the 8-epoch model as a 2-epoch run, without a word).
+    if settings.flag(&o, "resume")
+        && has("epochs")
+        && !out.join(format!("{name}.json")).is_file()
+        && let Some(done) = super::checkpoint::epochs_done(&out.join(format!("{name}.checkpoints")))
+        && done > settings.count(&o, "epochs")?
+    {
+        return Err(RecipeError::Setting(format!(
+            "--resume --epochs {}: the run reached epoch {done} before it stopped; give --epochs \
+             {done} or more to continue it (or --fork it); nothing was trained or written",
+            settings.count(&o, "epochs")?
+        )));
+    }
     Ok(Some(lock))
 }
 
