@@ -8,7 +8,7 @@ use endotwin::model::weights;
 use std::path::Path;
 
 /// A copy of the sample library (indexed with the shipped models).
-fn sample_copy() -> tempfile::TempDir {
+pub(crate) fn sample_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     crate::gui::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),

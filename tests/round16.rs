@@ -73,11 +73,7 @@ fn generated_splits_too_small_to_score_are_refused_in_words() {
 /// which re-checked the default models.
 #[test]
 fn the_stale_index_advice_names_the_models_folder() {
-    let lib = tempfile::tempdir().unwrap();
-    crate::gui::copy_dir(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),
-        lib.path(),
-    );
+    let lib = crate::round15::sample_copy();
     let models = tempfile::tempdir().unwrap();
     crate::gui::copy_dir(&endotwin::default_models_dir(), models.path());
     endotwin::model::weights::update_card(&models.path().join("twin-image.json"), |c| {
@@ -106,11 +102,7 @@ fn the_stale_index_advice_names_the_models_folder() {
 #[test]
 fn prompts_search_answers_a_read_only_library_already_encoded() {
     use std::os::unix::fs::PermissionsExt;
-    let lib = tempfile::tempdir().unwrap();
-    crate::gui::copy_dir(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_db"),
-        lib.path(),
-    );
+    let lib = crate::round15::sample_copy();
     let set_mode = |mode: u32| {
         for p in [lib.path().join("library.sqlite"), lib.path().to_path_buf()] {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -99,22 +99,14 @@ impl TwinModels {
         // A models folder that is not there, or not a folder, is said as such (round 8 N35:
         // "no digital-twin image encoder in nonexist: train one").
         if !dir.is_dir() {
-            // Named by where it came from (round 14 N13: $ENDOTWIN_MODELS's folder was blamed
-            // on a --models never given).
-            let from_env = std::env::var_os("ENDOTWIN_MODELS").is_some_and(|v| {
-                crate::default_models_dir() == Path::new(&v) && dir == Path::new(&v)
-            });
+            // A $ENDOTWIN_MODELS naming no folder is refused before any command runs (main's
+            // `refuse_models_env_not_a_folder`): what is left here is a --models.
             return Err(TwinError::Image(format!(
-                "{}: {}; {} names a folder of model cards",
+                "{}: {}; --models names a folder of model cards",
                 dir.display(),
                 match dir.exists() {
                     true => "not a folder",
                     false => "no such folder",
-                },
-                if from_env {
-                    "$ENDOTWIN_MODELS"
-                } else {
-                    "--models"
                 }
             )));
         }
