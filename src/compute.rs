@@ -209,7 +209,22 @@ fn select_on(pref: BackendPref, desc: wgpu::InstanceDescriptor) -> Result<Comput
     let (device, queue) =
         pollster::block_on(adapter.request_device(&shared_device_descriptor(&adapter)))
             .map_err(|e| ComputeError::Device(e.to_string()))?;
-    register_wgpu(instance, adapter, device, queue)
+    let mut compute = register_wgpu(instance, adapter, device, queue)?;
+    if is_software(&info) {
+        compute.note = Some(software_forced(&info));
+    }
+    Ok(compute)
+}
+
+/// What a user who forced a software adapter waits for (round 16 N20: a query that the CPU
+/// backend answers in a second printed nothing for minutes).
+fn software_forced(info: &wgpu::AdapterInfo) -> String {
+    format!(
+        "{} is a software adapter, used because the gpu backend was asked for: it compiles \
+         every kernel on the CPU at first use, minutes before the first answer (--backend cpu \
+         answers sooner)",
+        info.name
+    )
 }
 
 /// Chooses the backend inside the GUI, given the handles egui renders with. On `Auto` with a

@@ -57,7 +57,8 @@ fn tiff_saying_grey(path: &Path, image: &image::RgbImage) {
 /// The release in miniature at `root`, and one frame outside it that `original/2.tif` links
 /// to (in `outside`):
 /// - `original/` and `GROUND TRUTH/` (the release's names in other cases), README.txt with
-///   its table (`1 to 3 | 3`, `4 to 6 | 5`) and a Latin-1 byte, no sequences.csv;
+///   its table (`1 to 3 | 3`, `4 to 6 | 5`, and `7 to 8 | 7`, frames this copy does not
+///   hold) and a Latin-1 byte, no sequences.csv;
 /// - frames 1-6 and 9, TIFFs that say grey; frame 9 is in no sequence;
 /// - masks for 1-5; frame 5's is the wrong size, frame 6 has none.
 fn miniature(root: &Path, outside: &Path) {
@@ -75,7 +76,7 @@ fn miniature(root: &Path, outside: &Path) {
     mask(12, 8).save(root.join("GROUND TRUTH/5.tif")).unwrap();
     let mut readme = b"CVC-ClinicDB (miniature)\n| Frames | Sequence |\n".to_vec();
     readme.extend(
-        b"|  1 to 3  |  3  |\n|  4 to 6  |  5  |\nAuthor: Jorge Bernal, Universitat Aut\xf2noma\n",
+        b"|  1 to 3  |  3  |\n|  4 to 6  |  5  |\n|  7 to 8  |  7  |\nAuthor: Jorge Bernal, Universitat Aut\xf2noma\n",
     );
     std::fs::write(root.join("README.txt"), readme).unwrap();
 }
@@ -139,8 +140,11 @@ fn a_small_cvc_clinicdb_release_imports_by_its_readme_with_colours_masks_and_lin
     let r = import(&lib, &src, &[]);
     assert!(r.ok(), "{}", r.text());
     // Sequence 3: frames 1 and 3 (2 leads outside); sequence 5: frame 4 (5's mask does not
-    // fit, 6 has none); frame 9 is in no sequence. Each is named.
+    // fit, 6 has none); frame 9 is in no sequence; the table's frames 7 and 8 are not in
+    // this copy (said once, not as skipped items). Each is named.
     for said in [
+        "4 skipped",
+        "note: the sequence table names 2 frames not in Original/ (7, 8); sequence 7 has no frame here",
         "2 examinations, 2 polyps, 3 views (all with masks)",
         "frame 9 is in no sequence",
         "no mask 6 in Ground Truth/",

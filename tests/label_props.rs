@@ -146,7 +146,7 @@ fn valid_cell() -> impl Strategy<Value = (&'static str, String, String)> {
     ]
 }
 
-/// Every label of both polyps passes the value rules/// Every label of both polyps passes the value rules (tags by their own), and every audit
+/// Every label of both polyps passes the value rules (tags by their own), and every audit
 /// row that is not the import's own is signed by a valid reviewer name.
 fn library_keeps_its_rules(store: &Store) {
     for p in store.polyps().unwrap() {
@@ -242,6 +242,29 @@ proptest! {
             };
             wanted.retain(|c| c.0 != "size_mm");
             wanted.push(("size_mm", mm.to_string(), format!("{:?}", mm.parse::<f64>().unwrap())));
+        }
+        // A histology comes with a Vienna class it fits and a class with a histology it fits
+        // (polyp A is an adenoma; a line where the two contradict is refused, round 16 N4).
+        let term = |key: &str| wanted.iter().find(|c| c.0 == key).map(|c| c.2.clone());
+        match (term("histology"), term("vienna_class")) {
+            (Some(h), v) => {
+                if let Some(fits) = endotwin::store::vienna_classes_of(&h)
+                    && !v.is_some_and(|v| fits.iter().any(|f| f.to_string() == v))
+                {
+                    wanted.retain(|c| c.0 != "vienna_class");
+                    wanted.push(("vienna_class", fits[0].to_string(), fits[0].to_string()));
+                }
+            }
+            (None, Some(v)) => {
+                let h = match v.as_str() {
+                    "1" | "2" => "hyperplastic",
+                    "3" => "tubular adenoma LG",
+                    "4" => "tubular adenoma HG",
+                    _ => "carcinoma",
+                };
+                wanted.push(("histology", h.to_string(), h.to_string()));
+            }
+            (None, None) => {}
         }
         let (mut store, _media, _src) = library();
         let a = store.polyps().unwrap().into_iter().find(|p| p.code.ends_with("-A")).unwrap();

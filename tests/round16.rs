@@ -160,3 +160,64 @@ fn a_resume_with_fewer_epochs_than_the_run_reached_is_refused() {
     );
     assert_eq!(crate::store_safety::files(out.path()), before);
 }
+
+/// N4: a labels line whose histology and Vienna class contradict each other (carcinoma,
+/// Vienna 1), or a histology alone that contradicts the stored class, was applied.
+#[test]
+fn a_histology_and_a_vienna_class_that_contradict_each_other_are_refused() {
+    let (lib, _src) = library_with_cases();
+    let dir = tempfile::tempdir().unwrap();
+    let import = |text: &str| {
+        let csv = dir.path().join("labels.csv");
+        std::fs::write(&csv, text).unwrap();
+        let mut c = et(
+            lib.path(),
+            &["labels", "import", "--apply", "--who", "dr. test"],
+        );
+        c.arg(&csv);
+        run_within(c, 60)
+    };
+    // base-A is an adenoma of Vienna class 3.
+    let before = crate::common::state(lib.path());
+    for (text, says) in [
+        (
+            "polyp,histology,vienna_class\nbase-A,carcinoma,1\n",
+            "histology 'carcinoma' and vienna_class 1 contradict each other (Vienna 4 or 5 fits carcinoma",
+        ),
+        (
+            "polyp,histology\nbase-A,hyperplastic\n",
+            "histology 'hyperplastic' and vienna_class 3 contradict each other",
+        ),
+        (
+            "polyp,vienna_class\nbase-A,5\n",
+            "histology 'adenoma' and vienna_class 5 contradict each other",
+        ),
+    ] {
+        let r = import(text);
+        assert!(!r.ok() && r.says(says), "{text}\n{}", r.text());
+        assert_eq!(crate::common::state(lib.path()), before, "{text}");
+    }
+    // Given together and in agreement, the two are one revision.
+    let r = import("polyp,histology,vienna_class\nbase-A,carcinoma,5\n");
+    assert!(r.ok() && r.says("2 changes"), "{}", r.text());
+}
+
+/// N20: `--backend gpu` on a machine whose only adapter is a software one printed nothing for
+/// minutes before the first answer: the command says first what it waits for.
+#[test]
+fn a_forced_software_adapter_is_said_before_the_wait() {
+    let (lib, _src) = library_with_cases();
+    let r = run_within(et(lib.path(), &["--backend", "gpu", "info"]), 300);
+    if !r.ok() && r.says("no wgpu adapter") {
+        eprintln!("skipped: no wgpu adapter here ({})", r.text());
+        return;
+    }
+    assert!(r.ok(), "{}", r.text());
+    let software = r.says(", Cpu)");
+    assert_eq!(
+        r.says("is a software adapter, used because the gpu backend was asked for"),
+        software,
+        "{}",
+        r.text()
+    );
+}

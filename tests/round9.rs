@@ -252,9 +252,10 @@ fn info_lists_the_runs_and_history_says_when_it_shows_only_the_latest() {
         .next()
         .unwrap()
         .to_string();
-    for (i, histology) in ["hyperplastic", "carcinoma"].iter().enumerate() {
+    for (i, (histology, vienna)) in [("hyperplastic", 1), ("carcinoma", 5)].iter().enumerate() {
         let csv = dir.path().join(format!("h{i}.csv"));
-        std::fs::write(&csv, format!("polyp,histology\n{code},{histology}\n")).unwrap();
+        let text = format!("polyp,histology,vienna_class\n{code},{histology},{vienna}\n");
+        std::fs::write(&csv, text).unwrap();
         let mut c = et(lib.path(), &["labels", "import"]);
         c.arg(&csv).args(["--apply", "--who", "dr. test"]);
         let r = run_within(c, 60);

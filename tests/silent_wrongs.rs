@@ -396,7 +396,7 @@ fn labels_import_stores_a_histology_term_in_the_vocabularys_spelling() {
     let (lib, _src) = library_with_cases();
     let r = labels_import(
         lib.path(),
-        "polyp,histology,location\nbase-A,TUBULAR ADENOMA HG,  SIGMOID colon\n",
+        "polyp,histology,vienna_class,location\nbase-A,TUBULAR ADENOMA HG,4,  SIGMOID colon\n",
         "alice",
     );
     assert!(r.ok(), "{}", r.text());
@@ -445,7 +445,11 @@ fn reviewer_names_that_pass_for_another_signer_are_refused() {
     let bad = LOOKALIKE_NAMES;
     let before = files(lib.path());
     for who in bad {
-        let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
+        let r = labels_import(
+            lib.path(),
+            "polyp,histology,vienna_class\nbase-A,carcinoma,5\n",
+            who,
+        );
         assert!(
             !r.ok() && r.says("reviewer name"),
             "{who:?} was accepted:\n{}",
@@ -472,7 +476,11 @@ fn reviewer_names_that_pass_for_another_signer_are_refused() {
     drop(store);
     assert_eq!(files(lib.path()), before, "the library changed");
     for who in ["Dr. Anna Müller", "bob", "李 雷", "Иван Петров", "Dr. Иван"] {
-        let r = labels_import(lib.path(), "polyp,histology\nbase-A,carcinoma\n", who);
+        let r = labels_import(
+            lib.path(),
+            "polyp,histology,vienna_class\nbase-A,carcinoma,5\n",
+            who,
+        );
         assert!(r.ok(), "{who:?}: {}", r.text());
     }
 }

@@ -236,7 +236,11 @@ fn a_reviewer_name_with_a_line_break_or_an_importers_prefix_is_refused() {
     let (lib, _src) = library_with_cases();
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("l.csv");
-    std::fs::write(&csv, "polyp,histology\nbase-A,hyperplastic\n").unwrap();
+    std::fs::write(
+        &csv,
+        "polyp,histology,vienna_class\nbase-A,hyperplastic,1\n",
+    )
+    .unwrap();
     let forged = [
         "mallory\n2026-01-01T00:00:00Z  dr-smith  polyp base-A histology: carcinoma -> adenoma",
         "import:multiview --update-labels",

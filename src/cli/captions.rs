@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use endotwin::captions::data::CaptionSet;
 use endotwin::captions::model::{self, CaptionModelConfig, LoadedCaptionModel};
 use endotwin::captions::{Refiner, query};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::data::phantom::Split;
 use endotwin::eval::captions::{Candidate, CaptionEval};
 use endotwin::eval::held_out::HeldOut;
@@ -55,7 +55,7 @@ pub fn run(library: &Path, pref: BackendPref, what: CaptionsWhat) -> Result<()> 
             if images.is_empty() {
                 anyhow::bail!("name at least one image file");
             }
-            let compute = compute::select(pref)?;
+            let compute = super::compute(pref)?;
             // The library's caption model once one was promoted in it (round 7 N61: the
             // shipped one answered after `model promote` said the run's model was in use).
             let model = model.or_else(|| {
@@ -217,7 +217,7 @@ fn zero_shot_model(
 }
 
 pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let device = compute.device.clone();
     let first = load(a.model.clone(), &device)?;
     let mut loaded: Vec<(String, LoadedCaptionModel)> = vec![("shipped".into(), first)];

@@ -2,7 +2,7 @@
 //! on held-out polyps).
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::twins::{Candidate, TwinEval};
 use endotwin::twins::TwinModels;
@@ -161,7 +161,7 @@ pub fn run(pref: BackendPref, what: EvalWhat) -> Result<()> {
                 let card = dir.join(format!("{}.json", endotwin::twins::IMAGE_MODEL));
                 endotwin::plumbing::output::check_output(&card, super::output_rules().0, true)?;
             }
-            let compute = compute::select(pref)?;
+            let compute = super::compute(pref)?;
             let models = TwinModels::load(&dir, &compute.device)?;
             let mut others = Vec::new();
             for c in &compare {
@@ -354,7 +354,7 @@ fn real(pref: BackendPref, args: RealArgs) -> Result<()> {
             }
         );
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     if let Some(dir) = &models {
         super::check_models_folder(dir)?;
     }

@@ -2,7 +2,7 @@
 //! against the frames where a polyp is in view, on held-out phantom videos.
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::data::phantom::Split;
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::strip::{StripEval, evaluate, score_videos};
@@ -33,7 +33,7 @@ pub struct StripArgs {
 }
 
 pub fn run(pref: BackendPref, a: StripArgs) -> Result<()> {
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let card = a
         .detector
         .clone()

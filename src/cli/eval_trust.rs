@@ -3,7 +3,7 @@
 //! splits, on real frames (`--real`), and on foreign inputs; reliability diagrams as PNG.
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::data::import::{self, ImportLayout, ImportOptions};
 use endotwin::data::phantom::Split;
 use endotwin::eval::held_out::HeldOut;
@@ -117,7 +117,7 @@ pub fn run(pref: BackendPref, args: TrustArgs) -> Result<()> {
             );
         }
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let device = &compute.device;
     let models = args.models.unwrap_or_else(endotwin::default_models_dir);
     let progress = Progress::new();

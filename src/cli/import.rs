@@ -1,7 +1,7 @@
 //! `endotwin import <layout> <path>`: an engine import job with a progress bar.
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::data::import::{ImportLayout, ImportOptions};
 use endotwin::engine::{Engine, Job, JobOutput};
 use std::path::{Path, PathBuf};
@@ -45,7 +45,7 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
     if !path.exists() {
         anyhow::bail!("{}: no such file or folder", path.display());
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let mut engine = Engine::start(compute, None);
     let options = ImportOptions {
         strict,

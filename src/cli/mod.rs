@@ -21,6 +21,16 @@ pub mod trust;
 pub mod twins;
 
 use endotwin::plumbing::Progress;
+
+/// The compute backend a command runs on ([`endotwin::compute::select`]), its note said on
+/// stderr first when it may surprise (a software adapter forced: minutes of silence before).
+pub fn compute(pref: endotwin::compute::BackendPref) -> anyhow::Result<endotwin::compute::Compute> {
+    let compute = endotwin::compute::select(pref)?;
+    if let Some(note) = &compute.note {
+        eprintln!("note: {note}");
+    }
+    Ok(compute)
+}
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 

@@ -140,7 +140,7 @@ const MAX_CHECKPOINT: u64 = 8 << 30;
 pub fn run(library: &std::path::Path, pref: BackendPref, what: ModelWhat) -> Result<()> {
     use endotwin::engine::promote;
     let reindex = |name: &str| -> Result<()> {
-        let compute = endotwin::compute::select(pref)?;
+        let compute = super::compute(pref)?;
         let progress = endotwin::plumbing::Progress::new();
         if let Some((stats, version)) =
             promote::reindex_after(library, name, &compute.device, &progress)
@@ -309,7 +309,7 @@ fn code_center(
 ) -> Result<()> {
     use anyhow::Context;
     use endotwin::twins::codes;
-    let compute = endotwin::compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
         .with_context(|| format!("{}", card.display()))?;
     let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing)?;
@@ -369,7 +369,7 @@ fn code_center(
 fn code_bits(pref: BackendPref, card: &std::path::Path, bits: usize, seed: u64) -> Result<()> {
     use anyhow::Context;
     use endotwin::model::weights::CodeBits;
-    let compute = endotwin::compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
         .with_context(|| format!("{}", card.display()))?;
     let dim = models.dim();
@@ -431,7 +431,7 @@ fn crop_context(pref: BackendPref, card: &std::path::Path, context: f32) -> Resu
             "--context {context}: the box is enlarged by a positive number of times between 0.5 and 16; nothing was changed"
         );
     }
-    let compute = endotwin::compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
         .with_context(|| format!("{}", card.display()))?;
     let before = models.input().context;
@@ -449,7 +449,7 @@ fn set_turns(pref: BackendPref, card: &std::path::Path, turns: u32) -> Result<()
     if !endotwin::model::preprocess::TwinInput::valid_turns(turns) {
         anyhow::bail!("--turns {turns}: a crop is encoded at 1, 2 or 4 quarter turns");
     }
-    let compute = endotwin::compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let models = endotwin::twins::TwinModels::load_cards(card, None, &compute.device)
         .with_context(|| format!("{}", card.display()))?;
     let before = models.input().turns;
@@ -544,7 +544,7 @@ fn report(library: &std::path::Path, pref: BackendPref, a: ReportArgs) -> Result
             super::check_output(&path)?;
         }
     }
-    let compute = endotwin::compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let data = ReportData {
         held_out: a.held_out,
         trained_on,

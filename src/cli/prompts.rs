@@ -2,7 +2,7 @@
 //! capability (Endo-CLIP) from the command line.
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::prompts::{Curves, HeldOutItems, Named, UntrainedDraws, draw_seeds};
 use endotwin::model::twin_encoder::TwinEncoderConfig;
@@ -83,7 +83,7 @@ fn load(
 }
 
 pub fn run(library: &Path, pref: BackendPref, what: PromptsWhat) -> Result<()> {
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let device = compute.device.clone();
     let models_dir = endotwin::engine::promote::models_dir_for(library);
     match what {
@@ -330,7 +330,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             );
         }
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let device = compute.device.clone();
     let models = a
         .models

@@ -3,7 +3,7 @@
 //! be trusted (each unfamiliar link's `unfamiliar:` line, the video's count).
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::plumbing::Progress;
 use endotwin::store::{OpenMode, Store};
 use endotwin::tracklets::timeline::{Comparison, Timeline, build};
@@ -49,7 +49,7 @@ pub fn run(library: &Path, pref: BackendPref, args: LinksArgs) -> Result<()> {
     {
         anyhow::bail!("--threshold {t}: a cosine similarity between -1 and 1");
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let store = Store::open(library, OpenMode::Existing)?;
     if let Some(dir) = &args.models {
         super::check_models_folder(dir)?;

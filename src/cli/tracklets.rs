@@ -1,7 +1,7 @@
 //! `endotwin eval tracklets`: the tracklet encoder on held-out phantom videos.
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::data::phantom::Split;
 use endotwin::eval::held_out::HeldOut;
 use endotwin::eval::tracklets::{Candidate, TrackletEval};
@@ -75,7 +75,7 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             a.threshold
         );
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let dir = a
         .models
         .clone()

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use clap::{Arg, ArgAction};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::train::recipe::{OptionKind, Recipe, RecipeContext, Settings, TrainObserver};
 use endotwin::train::{EpochReport, recipe, recipes};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -113,7 +113,7 @@ pub fn run(library: PathBuf, pref: BackendPref, force: bool, args: TrainArgs) ->
             endotwin::default_models_dir().display()
         );
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let mut observer = CliObserver::new();
     let mut ctx = RecipeContext {
         library,

@@ -45,7 +45,7 @@ pub fn run(library: &std::path::Path, pref: BackendPref, args: TrustArgs) -> Res
         tracklets: args.tracklets,
         models: Vec::new(),
     };
-    let compute = endotwin::compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let started = std::time::Instant::now();
     let done = refit(&args.card, &libraries, &compute.device, &Progress::new())
         .map_err(anyhow::Error::msg)?;

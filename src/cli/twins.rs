@@ -1,7 +1,7 @@
 //! `endotwin index` and `endotwin twins`: the digital-twin capability from the command line.
 
 use anyhow::{Context, Result};
-use endotwin::compute::{self, BackendPref};
+use endotwin::compute::BackendPref;
 use endotwin::data::images::decode_file;
 use endotwin::model::preprocess::Focus;
 use endotwin::plumbing::Progress;
@@ -49,7 +49,7 @@ pub struct TwinsArgs {
 }
 
 pub fn index(library: &Path, pref: BackendPref, args: IndexArgs) -> Result<()> {
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let mut store = Store::open(library, OpenMode::Existing)?;
     let dir = args
         .models
@@ -177,7 +177,7 @@ pub fn query(library: &Path, pref: BackendPref, args: TwinsArgs) -> Result<()> {
         }
         decoded.push(endotwin::model::preprocess::bounded(image.image, focus));
     }
-    let compute = compute::select(pref)?;
+    let compute = super::compute(pref)?;
     let store = Store::open(library, OpenMode::Existing)?;
     let dir = args
         .models

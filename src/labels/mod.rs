@@ -326,7 +326,7 @@ fn diff_rows(store: &Store, rows: Vec<Row>) -> Result<(Vec<Change>, Vec<String>)
             ));
             continue;
         }
-        if let Some(why) = size_contradiction(store, id, &cells)? {
+        if let Some(why) = contradiction(store, id, &cells)? {
             problems.push(format!(
                 "line {line}, polyp `{code}`, {why}; the line is not used (none of its labels)"
             ));
@@ -606,19 +606,19 @@ fn invalid(key: &str, value: &str) -> Option<String> {
     })
 }
 
-/// A video box's place as a change carries it (`x,y,w,h`).
-/// Why a line cannot be used, when it changes a polyp's size or size class and the two would
-/// then contradict each other (round 13 N18: `small` beside 25 mm was stored without a word).
-/// A cell the line leaves out is the stored value.
-fn size_contradiction(
+/// The values of `a` and `b` a polyp would have after a line, when the line changes either
+/// (a cell the line leaves out is the stored value); `None` when it changes neither or one of
+/// the two would be unset.
+fn pair_after_line(
     store: &Store,
     id: i64,
     cells: &[(String, Option<String>)],
-) -> Result<Option<String>, LabelsError> {
+    (a, b): (&str, &str),
+) -> Result<Option<(String, String)>, LabelsError> {
     let cell = |key: &str| cells.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
-    let (mm_cell, class_cell) = (cell("size_mm"), cell("size class"));
-    let stored_mm = store.current_label(TargetKind::Polyp, id, "size_mm")?;
-    let stored_class = store.current_label(TargetKind::Polyp, id, "size class")?;
+    let (a_cell, b_cell) = (cell(a), cell(b));
+    let stored_a = store.current_label(TargetKind::Polyp, id, a)?;
+    let stored_b = store.current_label(TargetKind::Polyp, id, b)?;
     let same = |new: &Option<Option<String>>, old: &Option<String>, key: &str| match new {
         None => true,
         Some(v) => {
@@ -627,32 +627,54 @@ fn size_contradiction(
                 == *old
         }
     };
-    if same(&mm_cell, &stored_mm, "size_mm") && same(&class_cell, &stored_class, "size class") {
+    if same(&a_cell, &stored_a, a) && same(&b_cell, &stored_b, b) {
         return Ok(None);
     }
-    // Both ways (round 15 N2: a size alone that contradicted the stored class was applied,
-    // a 3 mm polyp left "large"): the line gives the class with the size it changes.
-    let (Some(mm), Some(class)) = (
-        mm_cell.unwrap_or(stored_mm),
-        class_cell.unwrap_or(stored_class),
-    ) else {
-        return Ok(None);
-    };
-    let Ok(size) = mm.trim().parse::<f64>() else {
-        return Ok(None);
-    };
-    let fits = crate::store::size_class_of(size);
-    Ok((!fits.eq_ignore_ascii_case(class.trim())).then(|| {
-        format!(
-            "size class '{}' contradicts size_mm {} (a polyp of {} mm is {fits}; give the two \
-             together)",
-            class.trim(),
-            mm.trim(),
-            mm.trim()
-        )
-    }))
+    Ok(a_cell.unwrap_or(stored_a).zip(b_cell.unwrap_or(stored_b)))
 }
 
+/// Why a line cannot be used, when it changes two labels that would then contradict each
+/// other: a size and its size class (round 13 N18: `small` beside 25 mm was stored without a
+/// word), a histology and its Vienna class (round 16 N4: carcinoma beside Vienna 1). Both ways
+/// (round 15 N2: a size alone that contradicted the stored class was applied, a 3 mm polyp
+/// left "large"): the line gives the two together.
+fn contradiction(
+    store: &Store,
+    id: i64,
+    cells: &[(String, Option<String>)],
+) -> Result<Option<String>, LabelsError> {
+    if let Some((mm, class)) = pair_after_line(store, id, cells, ("size_mm", "size class"))?
+        && let Ok(size) = mm.trim().parse::<f64>()
+    {
+        let fits = crate::store::size_class_of(size);
+        if !fits.eq_ignore_ascii_case(class.trim()) {
+            return Ok(Some(format!(
+                "size class '{}' contradicts size_mm {} (a polyp of {} mm is {fits}; give the two \
+                 together)",
+                class.trim(),
+                mm.trim(),
+                mm.trim()
+            )));
+        }
+    }
+    if let Some((histology, vienna)) =
+        pair_after_line(store, id, cells, ("histology", "vienna_class"))?
+        && let Some(fits) = crate::store::vienna_classes_of(&histology)
+        && let Ok(v) = vienna.trim().parse::<i64>()
+        && !fits.contains(&v)
+    {
+        let classes: Vec<String> = fits.iter().map(i64::to_string).collect();
+        let histology = crate::store::canonical_label_value("histology", &histology);
+        return Ok(Some(format!(
+            "histology '{histology}' and vienna_class {v} contradict each other (Vienna {} \
+             fits {histology}; give the two together)",
+            classes.join(" or ")
+        )));
+    }
+    Ok(None)
+}
+
+/// A video box's place as a change carries it (`x,y,w,h`).
 fn parse_box(text: &str) -> Option<[f64; 4]> {
     let p: Vec<f64> = text.split(',').filter_map(|x| x.parse().ok()).collect();
     p.try_into().ok()

@@ -52,7 +52,7 @@ pub use schema::{APPLICATION_ID, CURRENT_VERSION};
 pub use tracklet_edits::*;
 pub use values::{
     HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, canonical_label_value,
-    check_label_value, duplicate_column, is_printable, size_class_of,
+    check_label_value, duplicate_column, is_printable, size_class_of, vienna_classes_of,
 };
 pub use videos::*;
 

@@ -75,6 +75,27 @@ pub fn size_class_of(mm: f64) -> &'static str {
     }
 }
 
+/// The Vienna classes a polyp of `histology` can have, where the histology decides them:
+/// carcinoma is 4 (intramucosal) or 5 (invasive), an adenoma 3 or 4 (low- or high-grade, and
+/// the grade when the term names it), a non-neoplastic lesion 1 or 2. `None` for terms the
+/// class does not follow from (serrated lesions with or without dysplasia, hamartomas,
+/// neuroendocrine tumours, other, unknown) and for terms outside the vocabulary.
+pub fn vienna_classes_of(histology: &str) -> Option<&'static [i64]> {
+    let h = histology.trim().to_ascii_lowercase();
+    Some(match h.as_str() {
+        "carcinoma" | "adenocarcinoma" => &[4, 5],
+        "tubular adenoma lg" => &[3],
+        "tubular adenoma hg" => &[4],
+        "adenoma"
+        | "tubular adenoma"
+        | "tubulovillous adenoma"
+        | "villous adenoma"
+        | "traditional serrated adenoma" => &[3, 4],
+        "hyperplastic" | "inflammatory" | "normal mucosa" | "lipoma" => &[1, 2],
+        _ => return None,
+    })
+}
+
 /// The Paris classes a component may name (`0-IIa+IIc` joins two).
 const PARIS_PARTS: &[&str] = &["Ip", "Isp", "Is", "IIa", "IIb", "IIc", "III"];
 

@@ -188,6 +188,7 @@ pub fn read(
     }
     Ok(Plan {
         exams: exams.into_values().collect(),
+        ..Default::default()
     })
 }
 

@@ -144,6 +144,7 @@ pub fn read_onto(
     add_annotations(&coco, path, &frame_of, &mut exams, problems);
     Ok(Plan {
         exams: exams.into_values().collect(),
+        ..Default::default()
     })
 }
 
@@ -223,6 +224,7 @@ pub fn read(
     }
     Ok(Plan {
         exams: exams.into_values().collect(),
+        ..Default::default()
     })
 }
 

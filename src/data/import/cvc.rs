@@ -31,11 +31,20 @@ pub fn read(
     };
     let originals = child_folder(root, "original").ok_or_else(|| not_cvc("no Original/"))?;
     let masks = child_folder(root, "ground truth").ok_or_else(|| not_cvc("no Ground Truth/"))?;
-    let table = sequence_table(root).map_err(|why| not_cvc(&why))?;
+    // A folder without any table is no CVC-ClinicDB folder; a table there that cannot be
+    // read is said as what it is.
+    let has_table = ["sequences.csv", "README.txt", "readme.txt", "Readme.txt"]
+        .iter()
+        .any(|n| root.join(n).is_file());
+    let (table, not_here) = read_table(root).map_err(|why| match has_table {
+        true => ImportError::source_error(root, why),
+        false => not_cvc(&why),
+    })?;
     let source = SourceRoot::with_links(root, links)?;
     let frames = numbered_images(&source, &originals, problems)?;
     let mask_files = numbered_images(&source, &masks, problems)?;
     // Sequence -> its frames in order.
+    let notes = not_here.into_iter().collect();
     let mut sequences: BTreeMap<u32, Vec<(u32, PathBuf)>> = BTreeMap::new();
     for (n, path) in frames {
         match table.get(&n) {
@@ -85,7 +94,7 @@ pub fn read(
         });
         exams.push(exam);
     }
-    Ok(Plan { exams })
+    Ok(Plan { exams, notes })
 }
 
 /// The folder directly in `root` whose name is `name` in any case.
@@ -135,6 +144,61 @@ fn numbered_images(
 
 /// Frame number -> sequence, from `sequences.csv` or else the release's `README.txt`.
 pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
+    read_table(root).map(|(table, _)| table)
+}
+
+/// The frames the table names that Original/ does not hold (a partial copy of the release
+/// names hundreds), as one line: how many, the first few, the sequences left with none.
+/// `named` is each table row as (first frame, last frame, sequence).
+fn not_here(
+    named: &[(u32, u32, u32)],
+    present: &std::collections::BTreeSet<u32>,
+) -> Option<String> {
+    let mut missing = 0u64;
+    let mut first_missing = Vec::new();
+    let mut sequences: BTreeMap<u32, bool> = BTreeMap::new();
+    for &(first, last, seq) in named {
+        let here = present.range(first..=last).count() as u64;
+        let span = u64::from(last - first) + 1;
+        missing += span - here;
+        *sequences.entry(seq).or_default() |= here > 0;
+        // Walked only while a few are still to name, and only over rows with a gap: a row
+        // is never walked past its first missing frames plus the frames present in it.
+        let mut n = first;
+        while here < span && first_missing.len() < 5 && n <= last {
+            if !present.contains(&n) {
+                first_missing.push(n.to_string());
+            }
+            n = match n.checked_add(1) {
+                Some(m) => m,
+                None => break,
+            };
+        }
+    }
+    if missing == 0 {
+        return None;
+    }
+    first_missing.sort_by_key(|n| n.parse::<u32>().unwrap_or(0));
+    first_missing.truncate(5);
+    let more = if missing > 5 { ", ..." } else { "" };
+    let absent: Vec<u32> = sequences
+        .iter()
+        .filter(|(_, h)| !**h)
+        .map(|(s, _)| *s)
+        .collect();
+    let sequences = match absent.as_slice() {
+        [] => String::new(),
+        [one] => format!("; sequence {one} has no frame here"),
+        many => format!("; {} sequences have no frame here", many.len()),
+    };
+    Some(format!(
+        "the sequence table names {missing} frames not in Original/ ({}{more}){sequences}",
+        first_missing.join(", ")
+    ))
+}
+
+/// [`sequence_table`], and the line [`not_here`] says of it.
+fn read_table(root: &Path) -> Result<(BTreeMap<u32, u32>, Option<String>), String> {
     let csv = root.join("sequences.csv");
     if csv.is_file() {
         let text = super::paths::read_manifest(&csv)?;
@@ -189,7 +253,9 @@ pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
                 }
             }
         }
-        return Ok(out);
+        let named: Vec<(u32, u32, u32)> = out.iter().map(|(&f, &s)| (f, f, s)).collect();
+        let note = not_here(&named, &frames_present(root));
+        return Ok((out, note));
     }
     let readme = ["README.txt", "readme.txt", "Readme.txt"]
         .iter()
@@ -223,7 +289,9 @@ pub fn sequence_table(root: &Path) -> Result<BTreeMap<u32, u32>, String> {
             out.insert(frame, row.sequence);
         }
     }
-    Ok(out)
+    let named: Vec<(u32, u32, u32)> = rows.iter().map(|r| (r.first, r.last, r.sequence)).collect();
+    let note = not_here(&named, &present);
+    Ok((out, note))
 }
 
 /// The most frames one README row may span: CVC-ClinicDB's longest sequence has 25 and the

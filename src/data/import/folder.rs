@@ -94,5 +94,6 @@ pub fn read_files(
     }
     Ok(Plan {
         exams: exams.into_values().collect(),
+        ..Default::default()
     })
 }

@@ -47,7 +47,10 @@ pub fn read(
             "no labelled images found in class folders",
         ));
     }
-    Ok(Plan { exams: vec![exam] })
+    Ok(Plan {
+        exams: vec![exam],
+        ..Default::default()
+    })
 }
 
 /// One image (the same bytes) under two class folders: the source gives it two classes, and

@@ -82,7 +82,10 @@ pub fn read(
     for stray in strays {
         problems.push(&stray, "a mask named for no image in images/; not imported");
     }
-    Ok(Plan { exams: vec![exam] })
+    Ok(Plan {
+        exams: vec![exam],
+        ..Default::default()
+    })
 }
 
 /// The extensions a Kvasir-SEG mask may have, in the order they are looked for.

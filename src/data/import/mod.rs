@@ -84,6 +84,8 @@ pub struct ImportReport {
     pub existing_examinations: Vec<String>,
     /// Polyps of the source not made because none of their views or boxes came in.
     pub empty_polyps_not_kept: usize,
+    /// What the source said that is not an item refused (the importer's notes).
+    pub notes: Vec<String>,
 }
 
 impl ImportReport {
@@ -172,6 +174,9 @@ impl ImportReport {
         }
         if !self.changed {
             s.push_str("; the library did not change");
+        }
+        for note in &self.notes {
+            s.push_str(&format!("; note: {note}"));
         }
         s
     }

@@ -110,7 +110,10 @@ pub fn read_folders(
         };
         problems.push(&csv_path, reason);
     }
-    Ok(Plan { exams: vec![exam] })
+    Ok(Plan {
+        exams: vec![exam],
+        ..Default::default()
+    })
 }
 
 /// The mask files of polyp folder `dir` (`*_mask.*` beside the views, every image in
@@ -448,7 +451,10 @@ pub fn read_jsonl(
     if exam.polyps.is_empty() && problems.0.is_empty() {
         return Err(ImportError::source_error(path, "no polyps in the manifest"));
     }
-    Ok(Plan { exams: vec![exam] })
+    Ok(Plan {
+        exams: vec![exam],
+        ..Default::default()
+    })
 }
 
 fn parse_jsonl_line(line: &str, n: usize) -> Result<JsonlPolyp, String> {

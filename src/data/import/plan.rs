@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Default)]
 pub struct Plan {
     pub exams: Vec<PlanExam>,
+    /// What the source says that is not an item refused (e.g. table rows naming frames the
+    /// copy does not hold): said once each in the summary, not counted as skipped.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -514,6 +517,7 @@ pub fn write(
     let before = store.row_total()?;
     let mut report = ImportReport {
         skipped,
+        notes: plan.notes.clone(),
         ..Default::default()
     };
     let mut merge = Merge::new(policy, who);

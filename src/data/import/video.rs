@@ -662,7 +662,10 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
         frames,
         ..Default::default()
     });
-    Ok(Plan { exams: vec![exam] })
+    Ok(Plan {
+        exams: vec![exam],
+        ..Default::default()
+    })
 }
 
 /// Fills `buf` unless the stream ends first; returns how many bytes were read.
