@@ -222,6 +222,7 @@ fn a_label_edit_loop_killed_mid_write_leaves_every_edit_whole(engine: Engine) {
     };
     tiny_library(&spot.location);
     let mut audited = 0;
+    let mut killed: Option<u32> = None;
     // Three kills, each after more edits landed, the last two (on PostgreSQL) while a
     // client holds the writer lock.
     for round in 0..3 {
@@ -235,6 +236,15 @@ fn a_label_edit_loop_killed_mid_write_leaves_every_edit_whole(engine: Engine) {
             watch.audit_high_water().unwrap() >= start + 20
         });
         drop(watch);
+        // The import folders a killed bench could not remove are swept by the next.
+        if let Some(pid) = killed {
+            assert_eq!(
+                bench_folders_of(pid),
+                0,
+                "the killed bench's folders stayed"
+            );
+        }
+        killed = Some(child.id());
         if engine == Engine::Postgres && round > 0 {
             wait_for(&mut child, "a write in flight", || spot.mid_write());
         }
@@ -245,6 +255,28 @@ fn a_label_edit_loop_killed_mid_write_leaves_every_edit_whole(engine: Engine) {
         next_write_lands(&spot.location);
         audited += 1;
     }
+    // Not left in the temporary folder by this test either.
+    if let Some(pid) = killed {
+        for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("endotwin-bench-{pid}-"))
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// The bench import folders process `pid` made that are still there.
+fn bench_folders_of(pid: u32) -> usize {
+    let prefix = format!("endotwin-bench-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .count()
 }
 
 fn an_import_killed_mid_write_leaves_nothing_and_lands_once_when_run_again(engine: Engine) {

@@ -87,7 +87,7 @@ fn import_one(store: &mut Store, exam: &str, name: &str, bytes: &[u8]) -> Result
     static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
-        "endotwin-bench-{}-{n}-{exam}-{name}",
+        "{FOLDER_PREFIX}{}-{n}-{exam}-{name}",
         std::process::id()
     ));
     let root = dir.join(exam);
@@ -109,12 +109,36 @@ fn import_one(store: &mut Store, exam: &str, name: &str, bytes: &[u8]) -> Result
     }
 }
 
+/// The prefix of every folder [`import_one`] makes: `endotwin-bench-<pid>-...`.
+const FOLDER_PREFIX: &str = "endotwin-bench-";
+
+/// Removes the import folders of bench processes no longer running (a bench killed mid-import
+/// cannot remove its own: the library kill tests left hundreds in the temporary folder).
+fn sweep_dead_folders() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(FOLDER_PREFIX)) else {
+            continue;
+        };
+        let Some(Ok(pid)) = rest.split('-').next().map(str::parse::<u32>) else {
+            continue;
+        };
+        if pid != std::process::id() && crate::plumbing::process_gone(pid) == Some(true) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn who(client: usize) -> String {
     format!("bench client {client}")
 }
 
 /// Runs `clients` clients on `library` for `seconds`, then checks the library.
 pub fn run(library: &Path, clients: usize, seconds: f64) -> Result<LibraryBench, StoreError> {
+    sweep_dead_folders();
     let store = Store::open(library, OpenMode::Existing)?;
     let polyps: Vec<i64> = store.polyps()?.iter().map(|p| p.id).collect();
     if polyps.is_empty() {

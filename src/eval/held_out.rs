@@ -258,9 +258,6 @@ impl HeldOut {
 /// interrupted): `endotwin-heldout-<split>-<seed>-<pid>` whose process is gone. Linux only:
 /// elsewhere a process's liveness is not read from /proc, and nothing is removed.
 fn sweep_stale_splits() {
-    if !std::path::Path::new("/proc/self").exists() {
-        return;
-    }
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
@@ -273,7 +270,7 @@ fn sweep_stale_splits() {
         else {
             continue;
         };
-        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if pid != std::process::id() && crate::plumbing::process_gone(pid) == Some(true) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

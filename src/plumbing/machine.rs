@@ -24,3 +24,12 @@ pub fn available_memory() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+
+/// Whether process `pid` is known to have ended: `Some(true)` when it is gone, `Some(false)`
+/// when it runs, `None` where liveness is not read (no /proc: nothing is then taken as gone).
+pub fn process_gone(pid: u32) -> Option<bool> {
+    if !std::path::Path::new("/proc/self").exists() {
+        return None;
+    }
+    Some(!std::path::Path::new(&format!("/proc/{pid}")).exists())
+}

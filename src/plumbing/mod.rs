@@ -11,6 +11,6 @@ pub mod output;
 mod progress;
 mod rng;
 
-pub use machine::{available_memory, machine};
+pub use machine::{available_memory, machine, process_gone};
 pub use progress::Progress;
 pub use rng::Rng;

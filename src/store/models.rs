@@ -4,7 +4,6 @@
 
 use super::db::{Connection, EngineKind, OptionalExtension, Row, Transaction, params};
 use super::{Result, Store, now_utc};
-use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRow {
@@ -150,14 +149,14 @@ pub(super) fn stale_runs(conn: &Connection) -> Result<Vec<i64>> {
         }
         return Ok(stale);
     }
-    let proc_fs = Path::new("/proc/self").exists();
     Ok(running
         .into_iter()
         .filter(|(_, pid)| match pid {
             // Recorded before runs named their process: nothing can still be writing it.
             None => true,
-            Some(pid) if proc_fs => !Path::new(&format!("/proc/{pid}")).exists(),
-            Some(_) => false,
+            Some(pid) => {
+                u32::try_from(*pid).is_ok_and(|p| crate::plumbing::process_gone(p) == Some(true))
+            }
         })
         .map(|(id, _)| id)
         .collect())
