@@ -493,10 +493,23 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
     let tools = find_ffmpeg().map_err(fail)?;
     progress.stage("probing the video", 1);
     let info = probe(&tools, path).map_err(fail)?;
-    progress.stage(
-        "decoding frames",
-        info.frames.or(info.estimated_frames).unwrap_or(0),
-    );
+    // A decoder that never stops (a damaged stream, a wrong tool) is stopped past what the
+    // video announces (half again, for variable frame rates), or past MAX_VIDEO_FRAMES.
+    // A frame count far past what the duration and rate give is not believed (round 16 N7:
+    // a header announcing 10^11 frames for 2 s at 10 fps let an endless decoder fill memory).
+    let announced = match (info.frames, info.estimated_frames) {
+        (Some(listed), Some(timed)) if listed > timed.saturating_mul(2) + 300 => Some(timed),
+        (listed, timed) => listed.or(timed),
+    };
+    // A video announcing more than an import reads is refused before any frame (round 17 R3:
+    // a header whose duration agreed with its 10^11 frames was decoded for minutes).
+    if let Some(n) = announced.filter(|&n| n > MAX_VIDEO_FRAMES) {
+        return Err(fail(format!(
+            "the video announces {n} frames; an import reads at most {MAX_VIDEO_FRAMES} (about \
+             2 hours at 25 frames a second): cut the recording into parts (nothing was written)"
+        )));
+    }
+    progress.stage("decoding frames", announced.unwrap_or(0));
 
     let mut child = own_group(&mut Command::new(&tools.ffmpeg))
         .args(["-nostdin", "-v", "error", "-i"])
@@ -519,14 +532,6 @@ pub fn read(path: &Path, code: String, progress: &Progress) -> Result<Plan, Impo
     let mut held = 0u64;
     let mut buf = vec![0u8; frame_bytes];
     let mut frames = Vec::new();
-    // A decoder that never stops (a damaged stream, a wrong tool) is stopped past what the
-    // video announces (half again, for variable frame rates), or past MAX_VIDEO_FRAMES.
-    // A frame count far past what the duration and rate give is not believed (round 16 N7:
-    // a header announcing 10^11 frames for 2 s at 10 fps let an endless decoder fill memory).
-    let announced = match (info.frames, info.estimated_frames) {
-        (Some(listed), Some(timed)) if listed > timed.saturating_mul(2) + 300 => Some(timed),
-        (listed, timed) => listed.or(timed),
-    };
     let most = announced
         .map(|n| n.saturating_mul(3) / 2 + 300)
         .unwrap_or(MAX_VIDEO_FRAMES)
