@@ -140,11 +140,16 @@ fn main() {
         }
         values.dedup();
         if values.len() > 1 {
+            // A server's password is never printed (round 17 N2).
+            let shown: Vec<String> = values
+                .iter()
+                .map(|v| endotwin::store::library_name(std::path::Path::new(v)))
+                .collect();
             eprintln!(
                 "error: {option} is given {} times with different values ({}); give it once \
                  (nothing was run)",
                 values.len(),
-                values.join(", ")
+                shown.join(", ")
             );
             std::process::exit(2);
         }
@@ -364,7 +369,17 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     }
     // The source tree's folders are read only as a last resort, and said (round 8 N13: a copied
     // binary read a developer's checkout without a word).
-    if parsed_library_is_fallback && !matches!(command, Command::Demo(_)) {
+    // Not for commands that never open the default library (round 17 N2: `library copy FROM
+    // TO` said it read the source tree's sample library).
+    let opens_default_library = !matches!(
+        command,
+        Command::Demo(_)
+            | Command::Eval { .. }
+            | Command::Library {
+                what: cli::library::LibraryWhat::Copy { .. }
+            }
+    );
+    if parsed_library_is_fallback && opens_default_library {
         eprintln!(
             "note: no --library, no $ENDOTWIN_LIBRARY and no sample_db/ in this folder or beside \
              the executable: reading the source tree's {}",
@@ -391,8 +406,8 @@ fn run(parsed: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         anyhow::bail!(
             "library copy copies {} (its FROM), not --library {}: drop --library (nothing was \
              copied)",
-            from.display(),
-            given.display()
+            endotwin::store::library_name(from),
+            endotwin::store::library_name(given)
         );
     }
     let library = parsed.library.unwrap_or_else(endotwin::default_library);

@@ -32,3 +32,87 @@ fn a_video_announcing_more_frames_than_an_import_reads_is_refused_before_decodin
     );
     assert_eq!(files(lib.path()), before);
 }
+
+/// N1: `eval captions --frames 0` (and `eval tracklets --videos 0`, `--frames-per-video 0`)
+/// generated an empty split, then advised importing data the user never had to give.
+#[test]
+fn generated_splits_that_could_hold_nothing_are_refused_by_their_option() {
+    let (lib, _src) = library_with_cases();
+    for (args, option) in [
+        (
+            &["eval", "captions", "--frames", "0"][..],
+            "--frames <FRAMES>",
+        ),
+        (&["eval", "tracklets", "--videos", "0"], "--videos <VIDEOS>"),
+        (
+            &["eval", "tracklets", "--frames-per-video", "29"],
+            "--frames-per-video <FRAMES_PER_VIDEO>",
+        ),
+    ] {
+        let r = run_within(et(lib.path(), args), 60);
+        assert!(
+            !r.ok() && r.says(option) && !r.says("generating"),
+            "{args:?}: {}",
+            r.text()
+        );
+    }
+}
+
+/// N2: two argument refusals printed a server URL's password in clear (every connection
+/// error already hid it).
+#[test]
+fn a_servers_password_is_never_printed_by_an_argument_refusal() {
+    let (lib, _src) = library_with_cases();
+    let url = "postgres://alice:S3cretPW@127.0.0.1:1/endo";
+    let lib_arg = lib.path().to_str().unwrap();
+    for args in [
+        &["info", "--library", url][..],
+        &["library", "copy", url, "copy-here"],
+    ] {
+        let r = run_within(et(lib.path(), args), 60);
+        assert!(
+            !r.ok() && !r.says("S3cretPW") && r.says("postgres://alice:***@127.0.0.1:1/endo"),
+            "{args:?}: {}",
+            r.text()
+        );
+        assert!(r.says(lib_arg), "{args:?}: {}", r.text());
+    }
+}
+
+/// N3: a REAL-Colon video given on two rows of video_info.csv was counted twice in the summary
+/// (the library held it once) and its second fps dropped without a word.
+#[test]
+fn a_real_colon_video_described_twice_is_named_and_counted_once() {
+    let lib = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("rc");
+    crate::common::png(&root.join("v1_frames/v1_1.png"), 32, 32, 1);
+    crate::common::png(&root.join("v1_frames/v1_2.png"), 32, 32, 2);
+    std::fs::create_dir_all(root.join("v1_annotations")).unwrap();
+    std::fs::write(
+        root.join("v1_annotations/v1_1.xml"),
+        "<annotation><object><name>lesion</name><unique_id>L1</unique_id>\
+         <bndbox><xmin>2</xmin><ymin>2</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("video_info.csv"),
+        "unique_video_name,fps\nv1,25\nv1,30\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("lesion_info.csv"),
+        "unique_object_id,size [mm],histology\nL1,5,AD\n",
+    )
+    .unwrap();
+    let mut c = et(lib.path(), &["import", "real-colon"]);
+    c.arg(&root);
+    let r = run_within(c, 60);
+    assert!(r.ok(), "{}", r.text());
+    for says in [
+        "row 3: video v1 is described again with another fps (25 there, 30 here); only row 2 is used",
+        "1 skipped; 1 examinations, 1 polyps, 1 videos (2 frames), 1 boxes",
+    ] {
+        assert!(r.says(says), "{says}\n{}", r.text());
+    }
+}

@@ -239,8 +239,8 @@ pub fn run(library: &Path, what: BenchWhat) -> Result<()> {
                     "bench library rewrites labels and imports images into {}: run it on a \
                      copy (`endotwin library copy {} COPY`, then `endotwin --library COPY \
                      bench library --changes-this-library`); nothing was changed",
-                    library.display(),
-                    library.display()
+                    endotwin::store::library_name(library),
+                    endotwin::store::library_name(library)
                 );
             }
             let report = bench::library::run(library, clients, seconds)?;
@@ -515,7 +515,7 @@ fn parity(
     println!(
         "shipped models on {}'s polyp views, CPU (burn-flex) against the GPU; ms: the first \
          run (kernels compiled, weights uploaded) / a second",
-        library.display()
+        endotwin::store::library_name(library)
     );
     let mut t = Table::new(&[
         "model",
@@ -582,11 +582,11 @@ fn large_library(library: &Path, seconds: f64, json: Option<PathBuf>) -> Result<
             .map_err(anyhow::Error::msg)?;
     println!(
         "GUI on {}: CPU side of each frame (GPU drawing not included)",
-        library.display()
+        endotwin::store::library_name(library)
     );
     let t = phase_table(&phases, "target_ms", |p| opt(p.target_ms));
     t.save(
         json.as_deref(),
-        json!({ "library": library.display().to_string() }),
+        json!({ "library": endotwin::store::library_name(library) }),
     )
 }

@@ -148,8 +148,9 @@ pub struct EvalArgs {
     /// Seed of the generated splits and of the bootstrap.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Frames of the generated test split (24 per patient).
-    #[arg(long, default_value_t = 1200)]
+    /// Frames of the generated test split (24 per patient; at least 1: round 17 N1, `0`
+    /// generated an empty split and advised importing data).
+    #[arg(long, default_value_t = 1200, value_parser = super::eval::count(1, u64::MAX))]
     pub frames: usize,
     /// Frames of the generated train split for the baselines (at least 1: round 16 N11, `0`
     /// blamed the held-out library for having no captioned frames).

@@ -267,7 +267,7 @@ fn phantom(
 fn print_twins(e: &TwinEval, models: &TwinModels, library: &Path) {
     println!(
         "held-out library: {} ({} polyps with 4+ views); models {}; bootstrap {} resamples, seed {}",
-        library.display(),
+        endotwin::store::library_name(library),
         e.polyps,
         models.version(),
         e.bootstrap,

@@ -238,8 +238,8 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
         endotwin::engine::promote::verify_models_folder(&own_models).map_err(|e| {
             anyhow::Error::from(e).context(format!(
                 "library copy {} to {} (nothing was copied)",
-                from.display(),
-                to.display()
+                endotwin::store::library_name(from),
+                endotwin::store::library_name(to)
             ))
         })?;
     }
@@ -291,8 +291,8 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
             // The inner message says whether anything was written.
             return Err(anyhow::Error::from(e).context(format!(
                 "library copy {} to {}",
-                from.display(),
-                to.display()
+                endotwin::store::library_name(from),
+                endotwin::store::library_name(to)
             )));
         }
     };

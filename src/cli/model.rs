@@ -328,7 +328,7 @@ fn code_center(
         anyhow::bail!(
             "{}: {} polyp views; a code centre needs at least {NEED} views of the encoder's \
              training library. Nothing was changed",
-            library.display(),
+            endotwin::store::library_name(library),
             embeddings.len()
         );
     }
@@ -356,7 +356,7 @@ fn code_center(
         "{}: code centre of {} views of {} (norm {norm:.3}){}; version {version}",
         card.display(),
         embeddings.len(),
-        library.display(),
+        endotwin::store::library_name(library),
         if rotation.is_some() {
             ", and an ITQ rotation"
         } else {

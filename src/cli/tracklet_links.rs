@@ -73,12 +73,17 @@ pub fn run(library: &Path, pref: BackendPref, args: LinksArgs) -> Result<()> {
                 all.iter()
                     .find(|v| &v.code == code)
                     .cloned()
-                    .with_context(|| format!("no video '{code}' in {}", library.display()))
+                    .with_context(|| {
+                        format!(
+                            "no video '{code}' in {}",
+                            endotwin::store::library_name(library)
+                        )
+                    })
             })
             .collect::<Result<_>>()?
     };
     if videos.is_empty() {
-        anyhow::bail!("{} holds no video", library.display());
+        anyhow::bail!("{} holds no video", endotwin::store::library_name(library));
     }
     let mut cache = Default::default();
     let mut answers = Vec::new();

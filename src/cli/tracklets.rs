@@ -21,14 +21,15 @@ pub struct EvalArgs {
     /// Seed of the generated splits and of the bootstrap.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Videos of the generated test split.
-    #[arg(long, default_value_t = 40)]
+    /// Videos of the generated test split (at least 1: round 17, `0` generated an empty split
+    /// and advised importing a video).
+    #[arg(long, default_value_t = 40, value_parser = super::eval::count(1, u64::MAX))]
     pub videos: usize,
     /// Videos of the generated validation split.
     #[arg(long, default_value_t = 12)]
     pub validation_videos: usize,
-    /// Frames of each generated video.
-    #[arg(long, default_value_t = 800)]
+    /// Frames of each generated video (at least 30, the shortest tracklet scored).
+    #[arg(long, default_value_t = 800, value_parser = super::eval::count(30, u64::MAX))]
     pub frames_per_video: usize,
     /// A models folder holding a trained tracklet encoder (`tracklets.json`), scored first.
     /// Default: the shipped models folder when it holds one (it does not: the Tracklets tab

@@ -274,13 +274,39 @@ pub fn read(
     let lesions = read_lesions(&lpath, problems)?;
     let mut plan = Plan::default();
     progress.stage("reading videos", videos.rows.len() as u64);
-    for v in &videos.rows {
+    // A video is one row: a second row of it is named, not imported again (round 17 N3: the
+    // summary counted it twice and its other fps was dropped without a word).
+    let mut first_row: std::collections::HashMap<&str, (usize, Option<&String>)> =
+        Default::default();
+    for (i, v) in videos.rows.iter().enumerate() {
         check_cancel(progress)?;
         progress.inc();
         let Some(name) = cell(v, name_col) else {
             problems.push(&vpath, "a row without unique_video_name");
             continue;
         };
+        let fps_cell = cell(v, fps_col);
+        if let Some(&(row, first_fps)) = first_row.get(name.as_str()) {
+            let shown = |f: Option<&String>| f.map_or("none".to_string(), |f| f.to_string());
+            let differ = if shown(first_fps) == shown(fps_cell) {
+                String::new()
+            } else {
+                format!(
+                    " with another fps ({} there, {} here)",
+                    shown(first_fps),
+                    shown(fps_cell)
+                )
+            };
+            problems.push(
+                &vpath,
+                format!(
+                    "row {}: video {name} is described again{differ}; only row {row} is used",
+                    i + 2
+                ),
+            );
+            continue;
+        }
+        first_row.insert(name, (i + 2, fps_cell));
         if let Err(reason) = SourceRoot::plain_name(name) {
             problems.push(&vpath, format!("video {reason}; refused"));
             continue;
@@ -295,7 +321,7 @@ pub fn read(
             problems.push(&frames_dir, reason);
             continue;
         }
-        let fps = match cell(v, fps_col).map(|f| f.parse::<f64>()) {
+        let fps = match fps_cell.map(|f| f.parse::<f64>()) {
             None => 25.0,
             Some(Ok(f)) if f.is_finite() && f > 0.0 && f <= 1000.0 => f,
             Some(_) => {
