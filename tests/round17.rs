@@ -116,3 +116,37 @@ fn a_real_colon_video_described_twice_is_named_and_counted_once() {
         assert!(r.says(says), "{says}\n{}", r.text());
     }
 }
+
+/// N6: `train detector-backbone --whole-frames 2^64-1` was taken and grew memory without a
+/// line (every other count of the recipe is bounded).
+#[test]
+fn whole_frame_copies_past_the_bound_are_refused_before_any_work() {
+    let Some(backbone) = crate::common::pretrained("mobilenetv2_imagenet_features.safetensors")
+    else {
+        return;
+    };
+    let (lib, _src) = library_with_cases();
+    let out = tempfile::tempdir().unwrap();
+    let r = run_within(
+        et(
+            lib.path(),
+            &[
+                "train",
+                "detector-backbone",
+                "--backbone",
+                backbone.to_str().unwrap(),
+                "--out",
+                out.path().to_str().unwrap(),
+                "--whole-frames",
+                "18446744073709551615",
+            ],
+        ),
+        60,
+    );
+    assert!(
+        !r.ok() && r.says("--whole-frames 18446744073709551615: from 0 (crops only) to 64"),
+        "{}",
+        r.text()
+    );
+    assert!(!r.says("cutting"), "{}", r.text());
+}

@@ -125,6 +125,12 @@ impl Settings {
                 "--copies {value}: from 1 (the crop itself) to {MAX_COPIES} copies of each view"
             )));
         }
+        // Whole frames are copied and kept the same way (round 17 N6: 2^64-1 grew for ever).
+        if name == "whole-frames" && value > MAX_COPIES {
+            return Err(RecipeError::Setting(format!(
+                "--whole-frames {value}: from 0 (crops only) to {MAX_COPIES} copies of each frame"
+            )));
+        }
         // Counts that size a loop or a list (round 11 N15: `--epochs 2^64-1` overflowed a
         // product, `--rounds 2^64-1` a list's capacity), bounded far above any real run.
         let most = match name {
