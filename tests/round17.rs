@@ -150,3 +150,87 @@ fn whole_frame_copies_past_the_bound_are_refused_before_any_work() {
     );
     assert!(!r.says("cutting"), "{}", r.text());
 }
+
+/// N8: `model report --capsule-frames 1` saved a report of perfect figures with intervals of
+/// zero width from one frame, without a word.
+#[test]
+fn a_report_on_a_generated_split_too_small_to_say_anything_is_refused() {
+    let (lib, _src) = library_with_cases();
+    let card = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/captions.json");
+    for (option, value) in [
+        ("--capsule-frames", "1"),
+        ("--polyps", "3"),
+        ("--videos", "0"),
+        ("--frames", "2"),
+    ] {
+        let mut c = et(lib.path(), &["model", "report", option, value, "--card"]);
+        c.arg(&card);
+        let r = run_within(c, 60);
+        assert!(
+            !r.ok() && r.says(&format!("invalid value '{value}' for '{option}")),
+            "{option} {value}: {}",
+            r.text()
+        );
+        assert!(!r.says("held out"), "{}", r.text());
+    }
+}
+
+/// N10: a JSONL export whose two polyp codes were swapped was applied (each line's labels onto
+/// the other polyp; its views, which named the right one, only said to differ).
+#[test]
+fn a_jsonl_line_whose_views_are_another_polyps_is_not_used() {
+    let lib = crate::round15::sample_copy();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labels.jsonl");
+    let arg = file.to_str().unwrap();
+    let r = run_within(
+        et(
+            lib.path(),
+            &["labels", "export", "--format", "jsonl", "--out", arg],
+        ),
+        60,
+    );
+    assert!(r.ok(), "{}", r.text());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &serde_json::Value| !l["views"].as_array().unwrap().is_empty())
+        .take(3)
+        .collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "three polyps with views (the third line is left as exported)"
+    );
+    let (a, b) = (lines[0]["polyp"].clone(), lines[1]["polyp"].clone());
+    lines[0]["polyp"] = b.clone();
+    lines[1]["polyp"] = a.clone();
+    let swapped: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&file, swapped.join("\n") + "\n").unwrap();
+    let before = files(lib.path());
+    let r = run_within(
+        et(
+            lib.path(),
+            &["labels", "import", arg, "--apply", "--who", "dr. test"],
+        ),
+        60,
+    );
+    for (line, named, owner) in [(1, &b, &a), (2, &a, &b)] {
+        let says = format!(
+            "line {line}, polyp `{}`: \"views\" differs from the library's",
+            named.as_str().unwrap()
+        );
+        let whose = format!(
+            "the views listed are polyp `{}`'s: were the codes swapped?",
+            owner.as_str().unwrap()
+        );
+        assert!(r.says(&says) && r.says(&whose), "{}", r.text());
+    }
+    assert!(
+        !r.ok() && r.says("the line is not used") && r.says("every difference was skipped"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(files(lib.path()), before);
+}

@@ -376,10 +376,7 @@ fn a_report_by_card_refuses_the_library_its_run_trained_on() {
     let dir = tempfile::tempdir().unwrap();
     caption_run(lib.path(), dir.path(), "test-a");
     let card = dir.path().join("test-a/captions.json");
-    let mut c = et(
-        lib.path(),
-        &["model", "report", "--capsule-frames", "8", "--card"],
-    );
+    let mut c = et(lib.path(), &["model", "report", "--card"]);
     c.arg(&card).arg("--held-out").arg(lib.path());
     let r = run_within(c, 120);
     assert!(!r.ok() && r.says("trained"), "{}", r.text());

@@ -116,17 +116,20 @@ pub struct ReportArgs {
     pub held_out: Option<PathBuf>,
     #[arg(long, default_value_t = 29)]
     pub seed: u64,
-    /// Polyps of a generated split (twin reports).
-    #[arg(long, default_value_t = 200)]
+    // Each generated split at least what a figure needs (round 17 N8: one capsule frame gave a
+    // saved report of perfect figures with intervals of zero width, without a word).
+    /// Polyps of a generated split (twin reports; at least 12, as `eval twins`).
+    #[arg(long, default_value_t = 200, value_parser = super::eval::count(12, u64::MAX))]
     pub polyps: usize,
     /// Videos of a generated split (tracklet reports).
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 12, value_parser = super::eval::count(1, u64::MAX))]
     pub videos: usize,
-    /// Frames per generated video.
-    #[arg(long, default_value_t = 800)]
+    /// Frames per generated video (at least 30, the shortest tracklet scored).
+    #[arg(long, default_value_t = 800, value_parser = super::eval::count(30, u64::MAX))]
     pub frames: usize,
-    /// Captioned capsule frames of a generated split (caption reports).
-    #[arg(long, default_value_t = 480)]
+    /// Captioned capsule frames of a generated split (caption reports; at least 24, one
+    /// patient's).
+    #[arg(long, default_value_t = 480, value_parser = super::eval::count(24, u64::MAX))]
     pub capsule_frames: usize,
     /// Also write the report's JSON here (its PNG beside it, and a calibrated model's
     /// reliability diagram as `<stem>.reliability.png`).

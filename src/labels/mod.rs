@@ -390,6 +390,8 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
         .into_iter()
         .map(|p| (p.code, p.id))
         .collect();
+    // Each polyp's views (sorted) -> its code, made at the first line whose views differ.
+    let mut owners: Option<std::collections::HashMap<Vec<String>, String>> = None;
     for (n, raw) in text.lines().enumerate() {
         let line = n + 1;
         if raw.trim().is_empty() {
@@ -447,26 +449,56 @@ pub fn diff_jsonl(store: &Store, text: &str) -> Result<(Vec<Change>, Vec<String>
             ));
             continue;
         }
-        // Views edited by hand are not read, and said (round 14 N16: "no changes" made a
-        // user who moved views between polyps believe the library matched the file).
-        if let Some(views) = value.get("views").and_then(|v| v.as_array()) {
+        // Views that are not the library's make the line another polyp's, or of an older
+        // export, or edited by hand: not used, and said (round 14 N16: "no changes" made a
+        // user who moved views between polyps believe the library matched the file; round 17
+        // N10: two lines whose codes were swapped were applied, each with the other's views).
+        if let Some(views) = value.get("views").and_then(|v| v.as_array())
+            && let Some(id) = ids.get(polyp.trim())
+        {
             let given: Vec<&str> = views.iter().filter_map(|v| v.as_str()).collect();
-            if let Some(id) = ids.get(polyp.trim()) {
-                let held: Vec<String> = store
-                    .polyp_views(*id)?
+            let views_of = |id: i64| -> Result<Vec<String>, LabelsError> {
+                Ok(store
+                    .polyp_views(id)?
                     .into_iter()
                     .map(|m| m.rel_path)
-                    .collect();
-                if given != held.iter().map(String::as_str).collect::<Vec<_>>() {
-                    problems.push(format!(
-                        "line {line}, polyp `{}`: \"views\" differs from the library's ({} listed, \
-                         {} held); labels import never changes a polyp's views, so they were not \
-                         read (its labels are)",
-                        polyp.trim(),
-                        given.len(),
-                        held.len()
-                    ));
+                    .collect())
+            };
+            let held = views_of(*id)?;
+            if given != held.iter().map(String::as_str).collect::<Vec<_>>() {
+                let mut sorted: Vec<String> = given.iter().map(|v| v.to_string()).collect();
+                sorted.sort_unstable();
+                // Every polyp's views, read once at the first line that differs.
+                if owners.is_none() {
+                    let mut map = std::collections::HashMap::new();
+                    for (code, other) in &ids {
+                        let mut theirs = views_of(*other)?;
+                        theirs.sort_unstable();
+                        if !theirs.is_empty() {
+                            map.insert(theirs, code.clone());
+                        }
+                    }
+                    owners = Some(map);
                 }
+                let owner = owners
+                    .as_ref()
+                    .and_then(|m| m.get(&sorted))
+                    .filter(|code| code.as_str() != polyp.trim());
+                let whose = match owner {
+                    Some(code) => {
+                        format!("; the views listed are polyp `{code}`'s: were the codes swapped?")
+                    }
+                    None => String::new(),
+                };
+                problems.push(format!(
+                    "line {line}, polyp `{}`: \"views\" differs from the library's ({} listed, \
+                     {} held){whose}; the line is not used (none of its labels: labels import \
+                     never changes a polyp's views; export again for the library's)",
+                    polyp.trim(),
+                    given.len(),
+                    held.len()
+                ));
+                continue;
             }
         }
         let mut cells = Vec::new();
