@@ -206,7 +206,7 @@ fn two_stations_importing_the_same_folder_at_once_land_it_once(engine: Engine) {
     }
     std::fs::write(
         src.path().join("pathology.csv"),
-        "polyp,histology,vienna_class,size_mm\nA,adenoma,3,8\nB,hyperplastic,1,4\nC,adenoma,2,6\n",
+        "polyp,histology,vienna_class,size_mm\nA,adenoma,3,8\nB,hyperplastic,1,4\nC,adenoma,4,6\n",
     )
     .unwrap();
     // The same folder imported once into a library of its own: what one import makes.

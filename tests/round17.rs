@@ -234,3 +234,115 @@ fn a_jsonl_line_whose_views_are_another_polyps_is_not_used() {
     );
     assert_eq!(files(lib.path()), before);
 }
+
+/// N13: `bench library` on a library that is not indexed measured no twin query, without a
+/// word (`p95_twin_ms: null`).
+#[test]
+fn a_library_bench_without_an_index_says_no_twin_query_ran() {
+    let (lib, _src) = library_with_cases();
+    let r = run_within(
+        et(
+            lib.path(),
+            &[
+                "bench",
+                "library",
+                "--changes-this-library",
+                "--clients",
+                "2",
+                "--seconds",
+                "1",
+            ],
+        ),
+        120,
+    );
+    assert!(
+        r.ok() && r.says("\"twin_queries\": 0") && r.says("note: no twin query ran"),
+        "{}",
+        r.text()
+    );
+}
+
+/// N19: a --models folder holding a twin encoder under another name (`--name t`) was told to
+/// train one.
+#[test]
+fn a_models_folder_with_the_encoder_under_another_name_says_so() {
+    let (lib, src) = library_with_cases();
+    let models = tempfile::tempdir().unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    std::fs::copy(
+        shipped.join("twin-image.json"),
+        models.path().join("t.json"),
+    )
+    .unwrap();
+    let query = src.path().join("q.png");
+    crate::common::png(&query, 64, 64, 3);
+    let mut c = et(lib.path(), &["twins", "--models"]);
+    c.arg(models.path()).arg(&query);
+    let r = run_within(c, 60);
+    assert!(
+        !r.ok()
+            && r.says("holds no twin-image.json, the name --models reads; it holds t.json, an image encoder"),
+        "{}",
+        r.text()
+    );
+}
+
+/// N20: `import multiview` stored a histology and a Vienna class that contradict each other
+/// (carcinoma, Vienna 1), which `labels import` refuses.
+#[test]
+fn an_import_does_not_store_a_histology_its_vienna_class_contradicts() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    for (p, polyp) in ["A", "B"].iter().enumerate() {
+        for v in 0..2u8 {
+            crate::common::png(
+                &src.path().join(format!("{polyp}/{v}.png")),
+                24,
+                16,
+                10 * p as u8 + v,
+            );
+        }
+    }
+    std::fs::write(
+        src.path().join("pathology.csv"),
+        "polyp,histology,vienna_class,size_mm\nA,carcinoma,1,8\nB,hyperplastic,1,4\n",
+    )
+    .unwrap();
+    let mut c = et(lib.path(), &["import", "multiview"]);
+    c.arg(src.path());
+    let r = run_within(c, 60);
+    assert!(
+        r.ok()
+            && r.says("histology 'carcinoma' and Vienna class 1 contradict each other (Vienna 4 or 5 fits carcinoma); neither is imported"),
+        "{}",
+        r.text()
+    );
+    let store =
+        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
+    let pathology: Vec<(Option<String>, Option<i64>)> = store
+        .polyps()
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.histology, p.vienna_class))
+        .collect();
+    assert!(pathology.contains(&(None, None)), "{pathology:?}");
+    assert!(
+        pathology.contains(&(Some("hyperplastic".into()), Some(1))),
+        "{pathology:?}"
+    );
+}
+
+/// N22: a refused file whose name holds an escape sequence and a line break was printed raw
+/// (the terminal turned red, the line split).
+#[test]
+fn a_file_name_with_control_characters_is_shown_escaped() {
+    let lib = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    crate::common::png(&src.path().join("good.png"), 24, 16, 1);
+    std::fs::write(src.path().join("v\u{1b}[31mred\nx.png"), b"not a picture").unwrap();
+    let mut c = et(lib.path(), &["import", "images"]);
+    c.arg(src.path());
+    let r = run_within(c, 60);
+    assert!(r.says("v\\u{1b}[31mred\\nx.png"), "{}", r.text());
+    assert!(!r.text().contains('\u{1b}'), "{}", r.text());
+}

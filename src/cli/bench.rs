@@ -153,8 +153,8 @@ fn seconds_of(zero: bool) -> impl Fn(&str) -> Result<f64, String> + Clone + Send
             Ok(s)
         } else {
             Err(format!(
-                "{text} is not in {}..=3600 seconds",
-                if zero { "0" } else { "(0" }
+                "{text} is not {} 0 and at most 3600 seconds",
+                if zero { "at least" } else { "more than" }
             ))
         }
     }
@@ -246,6 +246,15 @@ pub fn run(library: &Path, what: BenchWhat) -> Result<()> {
             let report = bench::library::run(library, clients, seconds)?;
             let text = serde_json::to_string_pretty(&report)?;
             println!("{text}");
+            // Said, not left to a null in the figures (round 17 N13).
+            if report.twin_queries == 0 {
+                eprintln!(
+                    "note: no twin query ran: {} holds no polyp codes of an indexed model, so \
+                     p95_twin_ms is null (`endotwin --library {} index` first to measure them)",
+                    endotwin::store::library_name(library),
+                    endotwin::store::library_name(library)
+                );
+            }
             match json {
                 Some(path) => super::write_output(&path, text.as_bytes()),
                 None => Ok(()),

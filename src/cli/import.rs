@@ -89,11 +89,15 @@ pub fn run(library: &Path, pref: BackendPref, args: ImportArgs) -> Result<()> {
             if report.nothing_imported() {
                 anyhow::bail!(
                     "nothing imported from {}: {}",
-                    path.display(),
+                    endotwin::plumbing::input::shown_path(&path),
                     report.summary()
                 );
             }
-            println!("imported {}: {}", path.display(), report.summary());
+            println!(
+                "imported {}: {}",
+                endotwin::plumbing::input::shown_path(&path),
+                report.summary()
+            );
             Ok(())
         }
         other => Err(anyhow::anyhow!("unexpected job output {other:?}")).context("import"),

@@ -107,6 +107,22 @@ pub fn plain_io(e: &std::io::Error) -> String {
     }
 }
 
+/// `path` as a message shows it: control characters (an escape sequence, a line break in a
+/// file name) escaped, so that a name cannot colour the terminal or split the line (round 17
+/// N22); everything else as it is.
+pub fn shown_path(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
 /// The first character of `text` that shows as nothing or moves the terminal (a control
 /// character other than a tab), named for a refusal: `holds the character U+001B`.
 pub fn control_character(text: &str) -> Option<String> {

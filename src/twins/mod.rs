@@ -41,6 +41,12 @@ pub enum TwinError {
     )]
     NoModel(String),
     #[error(
+        "{dir} holds no {IMAGE_MODEL}.json, the name --models reads; it holds {others}, an image \
+         encoder under another name: `endotwin model promote` its run, or train with --name \
+         {IMAGE_MODEL} (or rename the card and its record)"
+    )]
+    OtherName { dir: String, others: String },
+    #[error(
         "the library is indexed with {indexed}, the loaded model is {loaded}: re-index it with that model (Twins > Re-index, or `endotwin index` with the same models: `--models FOLDER` when the query named one)"
     )]
     StaleIndex { indexed: String, loaded: String },
@@ -56,6 +62,28 @@ pub enum TwinError {
     Cancelled,
     #[error("{card}: its input recipe does not fit the encoder: {reason}")]
     BadInput { card: String, reason: String },
+}
+
+/// The cards in `dir` (file names, sorted) whose kind is an image encoder.
+fn image_encoder_cards(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        // A card is small; anything large is no card (never read whole).
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() < 1 << 24))
+        .filter(|p| {
+            std::fs::read(p)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|v| v["kind"] == "image-encoder")
+        })
+        .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    out.sort();
+    out
 }
 
 /// The longest codes a card may ask for, in embedding widths (16 x 256 = 4096 bits).
@@ -111,6 +139,15 @@ impl TwinModels {
             )));
         }
         if !image_path.is_file() {
+            // An encoder there under another name is named (round 17 N19: "train one" for the
+            // folder `train twin-backbone --name t` had just made).
+            let others = image_encoder_cards(dir);
+            if !others.is_empty() {
+                return Err(TwinError::OtherName {
+                    dir: dir.display().to_string(),
+                    others: others.join(", "),
+                });
+            }
             return Err(TwinError::NoModel(dir.display().to_string()));
         }
         let scene_path = dir.join(format!("{scene}.json"));

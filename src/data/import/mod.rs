@@ -49,7 +49,8 @@ pub struct ItemProblem {
 
 impl std::fmt::Display for ItemProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.reason)
+        let path = crate::plumbing::input::shown_path(&self.path);
+        write!(f, "{path}: {}", self.reason)
     }
 }
 
@@ -190,7 +191,7 @@ impl ImportReport {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: {reason}")]
+    #[error("{}: {reason}", crate::plumbing::input::shown_path(path))]
     Source { path: PathBuf, reason: String },
     #[error("import aborted (--strict), nothing was written: {first}{more}")]
     Strict {

@@ -242,6 +242,26 @@ impl Plan {
                     );
                     p.vienna_class = None;
                 }
+                // A histology and a Vienna class that contradict each other are the rule
+                // `labels import` keeps (round 17 N20: an import stored carcinoma with Vienna 1
+                // and the pair then passed every labels import of its export).
+                if let (Some(h), Some(v)) = (&p.histology, p.vienna_class)
+                    && let Some(fits) = store::vienna_classes_of(h)
+                    && !fits.contains(&v)
+                {
+                    let classes: Vec<String> = fits.iter().map(i64::to_string).collect();
+                    problems.push(
+                        &source,
+                        format!(
+                            "polyp '{}': histology '{h}' and Vienna class {v} contradict each \
+                             other (Vienna {} fits {h}); neither is imported",
+                            p.code,
+                            classes.join(" or ")
+                        ),
+                    );
+                    p.histology = None;
+                    p.vienna_class = None;
+                }
             }
             for video in &mut exam.videos {
                 check_video(video, &exam.polyps, &source, problems);
