@@ -58,6 +58,7 @@ mod round14;
 mod round15;
 mod round16;
 mod round17;
+mod round18;
 mod round4;
 mod round5;
 mod round5b;

@@ -127,10 +127,19 @@ fn a_size_class_that_contradicts_the_size_on_its_line_is_refused() {
     drop(store);
     let dir = tempfile::tempdir().unwrap();
     let before = files(lib.path());
-    for (n, line) in [
-        // The class against the line's own size, and against the stored 8 mm.
-        (1, format!("polyp,size class,size_mm\n{code},small,25\n")),
-        (2, format!("polyp,size class\n{code},giant\n")),
+    for (n, line, says) in [
+        // The class against the line's own size, and against the stored 8 mm (named as
+        // stored, round 17 R9).
+        (
+            1,
+            format!("polyp,size class,size_mm\n{code},small,25\n"),
+            "size class 'small' contradicts size_mm 25",
+        ),
+        (
+            2,
+            format!("polyp,size class\n{code},giant\n"),
+            "size class 'giant' contradicts the stored size_mm 8",
+        ),
     ] {
         let file = dir.path().join(format!("c{n}.csv"));
         std::fs::write(&file, line).unwrap();
@@ -142,7 +151,7 @@ fn a_size_class_that_contradicts_the_size_on_its_line_is_refused() {
             60,
         );
         assert!(
-            r.says("line 2") && r.says("contradicts size_mm") && r.says("is not used"),
+            r.says("line 2") && r.says(says) && r.says("is not used"),
             "{}",
             r.text()
         );

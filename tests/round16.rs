@@ -186,11 +186,11 @@ fn a_histology_and_a_vienna_class_that_contradict_each_other_are_refused() {
         ),
         (
             "polyp,histology\nbase-A,hyperplastic\n",
-            "histology 'hyperplastic' and vienna_class 3 contradict each other",
+            "histology 'hyperplastic' and the stored vienna_class 3 contradict each other",
         ),
         (
             "polyp,vienna_class\nbase-A,5\n",
-            "histology 'adenoma' and vienna_class 5 contradict each other",
+            "the stored histology 'adenoma' and vienna_class 5 contradict each other",
         ),
     ] {
         let r = import(text);

@@ -261,6 +261,15 @@ fn phantom(
         "| majority class | {:.3} | - |",
         path.majority_class_accuracy
     );
+    // A held-out library too small for its folds and vote is said, not scored as a figure
+    // (round 18 N20: "5-fold cross-validation" and a 6-NN vote over 2 polyps, 0.000).
+    if path.polyps < 12 {
+        eprintln!(
+            "note: {} polyps: 5 folds and a 6-NN vote need at least 12 (as `eval twins` asks of \
+             a generated split); the pathology figures above say nothing",
+            path.polyps
+        );
+    }
     Ok(())
 }
 

@@ -639,14 +639,14 @@ fn invalid(key: &str, value: &str) -> Option<String> {
 }
 
 /// The values of `a` and `b` a polyp would have after a line, when the line changes either
-/// (a cell the line leaves out is the stored value); `None` when it changes neither or one of
-/// the two would be unset.
+/// (a cell the line leaves out is the stored value), each with whether the line gave it;
+/// `None` when it changes neither or one of the two would be unset.
 fn pair_after_line(
     store: &Store,
     id: i64,
     cells: &[(String, Option<String>)],
     (a, b): (&str, &str),
-) -> Result<Option<(String, String)>, LabelsError> {
+) -> Result<Option<(Given, Given)>, LabelsError> {
     let cell = |key: &str| cells.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let (a_cell, b_cell) = (cell(a), cell(b));
     let stored_a = store.current_label(TargetKind::Polyp, id, a)?;
@@ -662,7 +662,34 @@ fn pair_after_line(
     if same(&a_cell, &stored_a, a) && same(&b_cell, &stored_b, b) {
         return Ok(None);
     }
-    Ok(a_cell.unwrap_or(stored_a).zip(b_cell.unwrap_or(stored_b)))
+    let after = |cell: Option<Option<String>>, stored: Option<String>| match cell {
+        Some(v) => v.map(|v| Given {
+            value: v,
+            on_line: true,
+        }),
+        None => stored.map(|v| Given {
+            value: v,
+            on_line: false,
+        }),
+    };
+    Ok(after(a_cell, stored_a).zip(after(b_cell, stored_b)))
+}
+
+/// A label's value after a line, and whether the line gave it (else the library holds it).
+struct Given {
+    value: String,
+    on_line: bool,
+}
+
+impl Given {
+    /// `key value` as a refusal names it: "the stored ..." when the line left it out (round 17
+    /// R9: a stored Vienna class read as if the file gave it).
+    fn named(&self, key: &str, shown: &str) -> String {
+        match self.on_line {
+            true => format!("{key} {shown}"),
+            false => format!("the stored {key} {shown}"),
+        }
+    }
 }
 
 /// Why a line cannot be used, when it changes two labels that would then contradict each
@@ -676,30 +703,30 @@ fn contradiction(
     cells: &[(String, Option<String>)],
 ) -> Result<Option<String>, LabelsError> {
     if let Some((mm, class)) = pair_after_line(store, id, cells, ("size_mm", "size class"))?
-        && let Ok(size) = mm.trim().parse::<f64>()
+        && let Ok(size) = mm.value.trim().parse::<f64>()
     {
         let fits = crate::store::size_class_of(size);
-        if !fits.eq_ignore_ascii_case(class.trim()) {
+        if !fits.eq_ignore_ascii_case(class.value.trim()) {
+            let (m, c) = (mm.value.trim(), class.value.trim());
             return Ok(Some(format!(
-                "size class '{}' contradicts size_mm {} (a polyp of {} mm is {fits}; give the two \
-                 together)",
-                class.trim(),
-                mm.trim(),
-                mm.trim()
+                "{} contradicts {} (a polyp of {m} mm is {fits}; give the two together)",
+                class.named("size class", &format!("'{c}'")),
+                mm.named("size_mm", m),
             )));
         }
     }
     if let Some((histology, vienna)) =
         pair_after_line(store, id, cells, ("histology", "vienna_class"))?
-        && let Some(fits) = crate::store::vienna_classes_of(&histology)
-        && let Ok(v) = vienna.trim().parse::<i64>()
+        && let Some(fits) = crate::store::vienna_classes_of(&histology.value)
+        && let Ok(v) = vienna.value.trim().parse::<i64>()
         && !fits.contains(&v)
     {
         let classes: Vec<String> = fits.iter().map(i64::to_string).collect();
-        let histology = crate::store::canonical_label_value("histology", &histology);
+        let term = crate::store::canonical_label_value("histology", &histology.value);
         return Ok(Some(format!(
-            "histology '{histology}' and vienna_class {v} contradict each other (Vienna {} \
-             fits {histology}; give the two together)",
+            "{} and {} contradict each other (Vienna {} fits {term}; give the two together)",
+            histology.named("histology", &format!("'{term}'")),
+            vienna.named("vienna_class", &v.to_string()),
             classes.join(" or ")
         )));
     }

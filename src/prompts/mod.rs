@@ -175,6 +175,9 @@ fn check_no_repeats(prompts: &[String], shown: &str) -> Result<(), PromptSetErro
 pub fn read_prompt_sets(path: &std::path::Path) -> Result<Vec<PromptSet>, PromptSetError> {
     let shown = path.display().to_string();
     let text = crate::plumbing::input::read_text(path, MAX_PROMPT_FILE, "a prompt set file")?;
+    // A byte-order mark (as Windows Notepad saves) is no part of the first prompt (round 18 N4:
+    // it defeated the repeated-prompt check and was printed with the score).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_string();
     let is_toml = path.extension().is_some_and(|e| e == "toml") || text.contains("[[set]]");
     if is_toml {
         let sets = parse_prompt_sets(&text, &shown)?;

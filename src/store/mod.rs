@@ -85,7 +85,7 @@ pub fn io_hint(e: &std::io::Error) -> &'static str {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path}: not an EndoTwin library ({reason})")]
+    #[error("{}: not an EndoTwin library ({reason})", library_name(path))]
     NotALibrary { path: PathBuf, reason: String },
     #[error(
         "{path}: the disk refused to read or write it ({reason}); free some space or check the disk (the library itself may be fine, nothing was changed)"
@@ -202,7 +202,9 @@ pub enum StoreError {
 pub fn library_name(path: &Path) -> String {
     match pg::library_url(path) {
         Some(url) => pg::redacted(url),
-        None => path.display().to_string(),
+        // A mistyped server URL (`POSTGRES://`) keeps its password hidden too; a folder's path
+        // never starts with a scheme.
+        None => pg::redacted(&path.display().to_string()),
     }
 }
 

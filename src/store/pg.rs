@@ -28,14 +28,25 @@ pub fn redacted(url: &str) -> String {
             .collect();
         return format!("{}?{}", redacted(head), query.join("&"));
     }
-    let Some((scheme, rest)) = url.split_once("://") else {
+    // Any scheme, in any case, with one slash or two (round 18 N2: `POSTGRES://` and
+    // `postgres:/`, refused as mistyped URLs, printed the password).
+    let Some((scheme, rest)) = url.split_once(':') else {
         return url.to_string();
     };
+    let is_scheme = !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+    if !is_scheme {
+        return url.to_string();
+    }
+    let slashes = rest.len() - rest.trim_start_matches('/').len();
+    let (lead, rest) = rest.split_at(slashes);
     let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     match authority.rsplit_once('@') {
         Some((user, host)) if user.contains(':') => {
             let name = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{name}:***@{host}{tail}")
+            format!("{scheme}:{lead}{name}:***@{host}{tail}")
         }
         _ => url.to_string(),
     }
@@ -336,6 +347,17 @@ mod tests {
             "postgres://ana:***@db.local/endo"
         );
         assert_eq!(redacted("postgres://ana@db/endo"), "postgres://ana@db/endo");
+        // Mistyped schemes are hidden too (round 18 N2); a folder's path is left as it is.
+        assert_eq!(
+            redacted("POSTGRES://ana:secret@db/endo"),
+            "POSTGRES://ana:***@db/endo"
+        );
+        assert_eq!(
+            redacted("postgres:/ana:secret@db/endo"),
+            "postgres:/ana:***@db/endo"
+        );
+        assert_eq!(redacted("/data/a:b@c/lib"), "/data/a:b@c/lib");
+        assert_eq!(redacted("lib:one"), "lib:one");
         assert_eq!(
             library_url(Path::new("postgresql://x@y/z")),
             Some("postgresql://x@y/z")

@@ -35,7 +35,7 @@ pub fn read(
         let shown: Vec<String> = others
             .iter()
             .take(3)
-            .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+            .map(|f| crate::plumbing::input::shown_path(f.strip_prefix(root).unwrap_or(f)))
             .collect();
         let more = match others.len() {
             n if n > 3 => format!(" and {} more", n - 3),
