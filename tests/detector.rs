@@ -127,17 +127,7 @@ fn a_promoted_backbone_detector_takes_the_detectors_place_not_the_prompt_models(
     );
     let path = weights::save(&model, &card, runs.path()).unwrap();
     let lib = tempfile::tempdir().unwrap();
-    crate::common::phantom_library(
-        lib.path(),
-        &endotwin::data::phantom::PhantomConfig {
-            polyps: 2,
-            videos: 0,
-            capsule_images: 0,
-            background_frames: 0,
-            image_size: 48,
-            ..Default::default()
-        },
-    );
+    crate::common::two_polyp_library(lib.path());
     let promoted = endotwin::engine::promote::promote(lib.path(), &path, None).unwrap();
     assert_eq!(promoted.name, pm::SHIPPED_DETECTOR);
     let detector = weights::read_card(&promoted.dir.join("prompts-detect.json")).unwrap();

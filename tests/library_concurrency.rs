@@ -188,27 +188,17 @@ fn store_exam(tx: &endotwin::store::Transaction<'_>) -> Result<i64, StoreError> 
 }
 
 fn two_stations_importing_the_same_folder_at_once_land_it_once(engine: Engine) {
-    use crate::common::{import, png};
+    use crate::common::import;
     let Some(place) = Place::fresh(engine) else {
         return;
     };
     drop(place.open(OpenMode::CreateIfMissing).unwrap());
     let src = tempfile::tempdir().unwrap();
-    for (p, polyp) in ["A", "B", "C"].iter().enumerate() {
-        for v in 0..2u8 {
-            png(
-                &src.path().join(format!("{polyp}/{v}.png")),
-                24,
-                16,
-                10 * p as u8 + v,
-            );
-        }
-    }
-    std::fs::write(
-        src.path().join("pathology.csv"),
+    crate::common::multiview_folder(
+        src.path(),
+        &["A", "B", "C"],
         "polyp,histology,vienna_class,size_mm\nA,adenoma,3,8\nB,hyperplastic,1,4\nC,adenoma,4,6\n",
-    )
-    .unwrap();
+    );
     // The same folder imported once into a library of its own: what one import makes.
     let alone = tempfile::tempdir().unwrap();
     assert!(import(alone.path(), "multiview", src.path(), &[]).ok());

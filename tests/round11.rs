@@ -108,10 +108,7 @@ fn no_library_is_made_at_another_librarys_database_files_or_inside_its_media() {
 #[test]
 fn a_jsonl_line_with_its_polyp_given_twice_is_not_used() {
     let (lib, _src) = library_with_cases();
-    let store =
-        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
-    let code = store.polyps().unwrap()[0].code.clone();
-    drop(store);
+    let code = crate::common::first_polyp_code(lib.path());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("twice.jsonl");
     std::fs::write(
@@ -178,10 +175,7 @@ fn counts_that_size_a_run_are_bounded() {
 #[test]
 fn standard_input_repeated_prompts_and_a_wrong_card_are_said_in_words() {
     let (lib, src) = library_with_cases();
-    let store =
-        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
-    let code = store.polyps().unwrap()[0].code.clone();
-    drop(store);
+    let code = crate::common::first_polyp_code(lib.path());
     let mut c = et(lib.path(), &["labels", "import", "-"]);
     c.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -121,10 +121,7 @@ fn eval_trust_refuses_splits_too_small_to_answer() {
 #[test]
 fn a_size_class_that_contradicts_the_size_on_its_line_is_refused() {
     let (lib, _src) = library_with_cases();
-    let store =
-        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
-    let code = store.polyps().unwrap()[0].code.clone();
-    drop(store);
+    let code = crate::common::first_polyp_code(lib.path());
     let dir = tempfile::tempdir().unwrap();
     let before = files(lib.path());
     for (n, line, says) in [

@@ -46,10 +46,7 @@ fn commands_refuse_a_models_variable_naming_no_folder() {
 #[test]
 fn a_size_that_contradicts_the_stored_size_class_is_refused() {
     let (lib, _src) = library_with_cases();
-    let store =
-        endotwin::store::Store::open(lib.path(), endotwin::store::OpenMode::Existing).unwrap();
-    let code = store.polyps().unwrap()[0].code.clone();
-    drop(store);
+    let code = crate::common::first_polyp_code(lib.path());
     let dir = tempfile::tempdir().unwrap();
     let import = |name: &str, text: String| {
         let file = dir.path().join(name);
@@ -80,17 +77,7 @@ fn a_size_that_contradicts_the_stored_size_class_is_refused() {
 #[test]
 fn a_prompt_model_and_its_detector_are_promoted_and_demoted_together() {
     let lib = tempfile::tempdir().unwrap();
-    crate::common::phantom_library(
-        lib.path(),
-        &endotwin::data::phantom::PhantomConfig {
-            polyps: 2,
-            videos: 0,
-            capsule_images: 0,
-            background_frames: 0,
-            image_size: 48,
-            ..Default::default()
-        },
-    );
+    crate::common::two_polyp_library(lib.path());
     // A run's prompt model and its stage-1 detector (the shipped ones under a run's version).
     let shipped = endotwin::default_models_dir();
     let runs = tempfile::tempdir().unwrap();

@@ -83,57 +83,33 @@ fn a_held_out_library_too_small_for_the_pathology_vote_is_said() {
 #[test]
 fn a_retrieval_bench_whose_k_reaches_every_entry_says_so_and_runs_a_size_once() {
     let (lib, _src) = library_with_cases();
-    let r = run_within(
-        et(
-            lib.path(),
-            &[
-                "bench",
-                "retrieve",
-                "--sizes",
-                "100,100",
-                "--bits",
-                "64",
-                "--dim",
-                "64",
-                "--k",
-                "100",
-                "--queries",
-                "2",
-            ],
-        ),
-        120,
-    );
+    let bench = |sizes: &str| {
+        let args = [
+            "bench",
+            "retrieve",
+            "--sizes",
+            sizes,
+            "--bits",
+            "64",
+            "--dim",
+            "64",
+            "--k",
+            "100",
+            "--queries",
+            "2",
+        ];
+        run_within(et(lib.path(), &args), 120)
+    };
+    let rows_of =
+        |r: &crate::common::Ran| r.stdout.lines().filter(|l| l.starts_with("| 100 ")).count();
+    let r = bench("100,100");
     assert!(
         r.ok() && r.says("note: --k 100 reaches every entry of the 100-entry library"),
         "{}",
         r.text()
     );
-    let rows = r.stdout.lines().filter(|l| l.starts_with("| 100 ")).count();
-    let once = run_within(
-        et(
-            lib.path(),
-            &[
-                "bench",
-                "retrieve",
-                "--sizes",
-                "100",
-                "--bits",
-                "64",
-                "--dim",
-                "64",
-                "--k",
-                "100",
-                "--queries",
-                "2",
-            ],
-        ),
-        120,
-    );
-    let rows_once = once
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("| 100 "))
-        .count();
+    let once = bench("100");
+    let (rows, rows_once) = (rows_of(&r), rows_of(&once));
     assert!(
         rows > 0 && rows == rows_once,
         "{}\n{}",

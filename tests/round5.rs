@@ -341,18 +341,15 @@ fn the_librarys_promoted_models_are_never_written_over_and_a_damaged_one_is_not_
     assert!(info.says("(the library's own"), "{}", info.text());
 }
 
+/// `import video` of a file that is no video, through an ffprobe that prints `probe` (its
+/// JSON) and an "ffmpeg" that gives zero bytes for ever; asserts the library unchanged.
 #[cfg(unix)]
-#[test]
-fn a_decoder_that_never_stops_is_stopped_past_the_frames_the_video_announces() {
+pub(crate) fn import_with_an_endless_decoder(probe: &str) -> common::Ran {
     let (lib, src) = library_with_cases();
     let before = files(lib.path());
     let tools = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| crate::guards::script(&tools.path().join(name), text);
-    // A 3-frame 16 x 16 clip, announced; the "decoder" gives frames for ever.
-    write(
-        "ffprobe",
-        "#!/bin/sh\necho '{\"streams\":[{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}],\"format\":{\"duration\":\"0.12\"}}'\n",
-    );
+    write("ffprobe", &format!("#!/bin/sh\necho '{probe}'\n"));
     write("ffmpeg", "#!/bin/sh\nexec cat /dev/zero\n");
     let video = src.path().join("endless.mp4");
     std::fs::write(&video, b"\0\0\0\x18ftypmp42 not really").unwrap();
@@ -360,12 +357,22 @@ fn a_decoder_that_never_stops_is_stopped_past_the_frames_the_video_announces() {
     c.arg(&video)
         .env("ENDOTWIN_FFMPEG", tools.path().join("ffmpeg"));
     let r = run_within(c, 60);
+    assert_eq!(files(lib.path()), before, "{}", r.text());
+    r
+}
+
+#[cfg(unix)]
+#[test]
+fn a_decoder_that_never_stops_is_stopped_past_the_frames_the_video_announces() {
+    // A 3-frame 16 x 16 clip, announced; the "decoder" gives frames for ever.
+    let r = import_with_an_endless_decoder(
+        "{\"streams\":[{\"codec_name\":\"h264\",\"width\":16,\"height\":16,\"avg_frame_rate\":\"25/1\",\"nb_frames\":\"3\"}],\"format\":{\"duration\":\"0.12\"}}",
+    );
     assert!(
         !r.ok() && r.says("more than 304 frames") && r.says("announces 3 frames"),
         "{}",
         r.text()
     );
-    assert_eq!(files(lib.path()), before);
 }
 
 #[test]

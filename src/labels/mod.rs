@@ -717,17 +717,14 @@ fn contradiction(
     }
     if let Some((histology, vienna)) =
         pair_after_line(store, id, cells, ("histology", "vienna_class"))?
-        && let Some(fits) = crate::store::vienna_classes_of(&histology.value)
         && let Ok(v) = vienna.value.trim().parse::<i64>()
-        && !fits.contains(&v)
+        && let Some(misfit) = crate::store::vienna_misfit(&histology.value, v)
     {
-        let classes: Vec<String> = fits.iter().map(i64::to_string).collect();
         let term = crate::store::canonical_label_value("histology", &histology.value);
         return Ok(Some(format!(
-            "{} and {} contradict each other (Vienna {} fits {term}; give the two together)",
+            "{} and {} contradict each other ({misfit}; give the two together)",
             histology.named("histology", &format!("'{term}'")),
             vienna.named("vienna_class", &v.to_string()),
-            classes.join(" or ")
         )));
     }
     Ok(None)

@@ -53,6 +53,7 @@ pub use tracklet_edits::*;
 pub use values::{
     HISTOLOGY, LOCATIONS, MAX_VALUE_CHARS, MORPHOLOGY, SIZE_CLASSES, canonical_label_value,
     check_label_value, duplicate_column, is_printable, size_class_of, vienna_classes_of,
+    vienna_misfit,
 };
 pub use videos::*;
 

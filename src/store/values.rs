@@ -96,6 +96,22 @@ pub fn vienna_classes_of(histology: &str) -> Option<&'static [i64]> {
     })
 }
 
+/// What a refusal says of a Vienna class `vienna` that `histology` does not fit: "Vienna 4 or
+/// 5 fits carcinoma" (the term in the vocabulary's spelling); `None` when it fits or the
+/// histology does not decide the class. One wording for `labels import` and every importer.
+pub fn vienna_misfit(histology: &str, vienna: i64) -> Option<String> {
+    let fits = vienna_classes_of(histology)?;
+    if fits.contains(&vienna) {
+        return None;
+    }
+    let classes: Vec<String> = fits.iter().map(i64::to_string).collect();
+    Some(format!(
+        "Vienna {} fits {}",
+        classes.join(" or "),
+        canonical_label_value("histology", histology)
+    ))
+}
+
 /// The Paris classes a component may name (`0-IIa+IIc` joins two).
 const PARIS_PARTS: &[&str] = &["Ip", "Isp", "Is", "IIa", "IIb", "IIc", "III"];
 

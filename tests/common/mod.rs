@@ -285,3 +285,41 @@ pub fn finished_run(
     assert!(matches!(&log.outcome, Some(Ok(_))), "{:?}", log.outcome);
     log
 }
+
+/// The code of the library's first polyp (as the store lists them).
+pub fn first_polyp_code(library: &Path) -> String {
+    let store = endotwin::store::Store::open(library, endotwin::store::OpenMode::Existing).unwrap();
+    store.polyps().unwrap()[0].code.clone()
+}
+
+/// The smallest phantom library a model can be promoted into: 2 polyps of 48 px views, no
+/// videos, capsule frames or background frames.
+pub fn two_polyp_library(dir: &Path) {
+    phantom_library(
+        dir,
+        &endotwin::data::phantom::PhantomConfig {
+            polyps: 2,
+            videos: 0,
+            capsule_images: 0,
+            background_frames: 0,
+            image_size: 48,
+            ..Default::default()
+        },
+    );
+}
+
+/// A multi-view folder in `dir`: one folder per polyp named in `polyps`, two 24x16 views
+/// each (distinct pictures), and `pathology` as its pathology.csv.
+pub fn multiview_folder(dir: &Path, polyps: &[&str], pathology: &str) {
+    for (p, polyp) in polyps.iter().enumerate() {
+        for v in 0..2u8 {
+            png(
+                &dir.join(format!("{polyp}/{v}.png")),
+                24,
+                16,
+                10 * p as u8 + v,
+            );
+        }
+    }
+    std::fs::write(dir.join("pathology.csv"), pathology).unwrap();
+}

@@ -246,17 +246,14 @@ impl Plan {
                 // `labels import` keeps (round 17 N20: an import stored carcinoma with Vienna 1
                 // and the pair then passed every labels import of its export).
                 if let (Some(h), Some(v)) = (&p.histology, p.vienna_class)
-                    && let Some(fits) = store::vienna_classes_of(h)
-                    && !fits.contains(&v)
+                    && let Some(misfit) = store::vienna_misfit(h, v)
                 {
-                    let classes: Vec<String> = fits.iter().map(i64::to_string).collect();
                     problems.push(
                         &source,
                         format!(
                             "polyp '{}': histology '{h}' and Vienna class {v} contradict each \
-                             other (Vienna {} fits {h}); neither is imported",
-                            p.code,
-                            classes.join(" or ")
+                             other ({misfit}); neither is imported",
+                            p.code
                         ),
                     );
                     p.histology = None;
