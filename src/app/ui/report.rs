@@ -111,10 +111,10 @@ fn curves(ui: &mut egui::Ui, report: &Report, title: &str, roc: bool) {
                 for (i, c) in report.curves.iter().take(2).enumerate() {
                     let points: Vec<[f64; 2]> = if roc { c.roc.clone() } else { steps(&c.pr) };
                     let name = format!(
-                        "{} {} {:.3}",
+                        "{} {} {}",
                         if i == 0 { "model" } else { "active" },
                         if roc { "AUROC" } else { "AP" },
-                        if roc { c.auroc } else { c.ap }
+                        crate::eval::report::shown(if roc { c.auroc } else { c.ap })
                     );
                     let colour = if i == 0 { MODEL } else { ACTIVE };
                     // No bands: a ROC curve's vertical steps are its shape, not noise.

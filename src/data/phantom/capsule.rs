@@ -29,7 +29,7 @@ use super::geometry::{PlacedPolyp, Spots, v3};
 use super::render::{self, Camera, Scene};
 use super::report::capsule_finding_text;
 use super::write::{CapsulePlan, encode_jpeg};
-use super::{draw_colon, view_camera, view_look};
+use super::{Light, draw_colon, view_camera, view_look};
 use crate::plumbing::Rng;
 
 /// Frames per capsule patient (the last patient may have fewer).
@@ -117,7 +117,7 @@ pub(super) fn render_capsule(
         r.range(0.28, 0.36),
         r.range(0.18, 0.26),
     ];
-    let mut look = view_look(r);
+    let mut look = view_look(r, &Light::per_frame());
     look.instrument = None;
     if has("hyperemia") {
         colon.mucosa = [0.86, 0.17, 0.12];

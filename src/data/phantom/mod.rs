@@ -166,14 +166,57 @@ fn view_camera(colon: &Colon, polyp: &PlacedPolyp, rng: &mut Rng) -> Camera {
     )
 }
 
-fn view_look(rng: &mut Rng) -> Look {
+/// The light frames are taken in: an exposure and a white balance around which each frame's
+/// are drawn, and how far a frame strays from them.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Light {
+    exposure: f32,
+    white_balance: [f32; 3],
+    /// A frame's exposure is `exposure` times a factor drawn in this range.
+    exposure_spread: (f32, f32),
+    /// A frame's white balance is `white_balance` times a factor drawn within this fraction.
+    white_balance_spread: [f32; 3],
+}
+
+impl Light {
+    /// One examination's: the video processor's white balance is set once before it starts and
+    /// its automatic gain settles around one exposure, so every frame of the examination (a
+    /// polyp's views, the withdrawal) shares them and a polyp keeps its colour across its views
+    /// (#44 item 5: drawn anew for every view, the phantom taught the encoders that a polyp's
+    /// colour means nothing, while on real frames it is part of what identifies one). Drawn
+    /// from a stream of its own, so the examination's other draws do not move.
+    fn of_examination(exam: &Rng) -> Light {
+        let mut r = exam.fork(800);
+        Light {
+            exposure: r.range(0.8, 1.2),
+            white_balance: [r.range(0.92, 1.08), r.range(0.92, 1.08), r.range(0.9, 1.1)],
+            exposure_spread: (0.85, 1.15),
+            white_balance_spread: [0.01, 0.01, 0.01],
+        }
+    }
+
+    /// Each frame its own light, as a capsule's frames (each a new stretch of bowel of its own
+    /// colour) are drawn.
+    pub(super) fn per_frame() -> Light {
+        Light {
+            exposure: 1.0,
+            white_balance: [1.0; 3],
+            exposure_spread: (0.7, 1.35),
+            white_balance_spread: [0.08, 0.08, 0.1],
+        }
+    }
+}
+
+fn view_look(rng: &mut Rng, light: &Light) -> Look {
+    let (low, high) = light.exposure_spread;
+    let exposure = light.exposure * rng.range(low, high);
+    let mut white_balance = light.white_balance;
+    for (w, spread) in white_balance.iter_mut().zip(light.white_balance_spread) {
+        *w *= rng.range(1.0 - spread, 1.0 + spread);
+    }
     Look {
-        exposure: rng.range(0.7, 1.35),
-        white_balance: [
-            rng.range(0.92, 1.08),
-            rng.range(0.92, 1.08),
-            rng.range(0.9, 1.1),
-        ],
+        exposure,
+        white_balance,
         blur: if rng.chance(0.3) {
             (rng.range(2.0, 6.0), rng.range(0.0, std::f32::consts::PI))
         } else {
@@ -407,6 +450,7 @@ fn render_exam(
     progress: &Progress,
 ) -> Result<ExamPlan, PhantomError> {
     let mut r = root.fork(1000 + e as u64);
+    let light = Light::of_examination(&r);
     let colon = draw_colon(&mut r);
     let patient = format!("{:05}", r.below(100_000));
     let mut polyps: Vec<PlacedPolyp> = Vec::new();
@@ -439,7 +483,7 @@ fn render_exam(
         for v in 0..cfg.views_per_polyp {
             check_cancel(progress)?;
             let cam = view_camera(&colon, p, &mut vr);
-            let look = view_look(&mut vr);
+            let look = view_look(&mut vr, &light);
             let osd = osd_lines(&patient, &mut vr);
             // Only this polyp in its scene: the mask and the view are about it alone.
             let scene = Scene {
@@ -472,7 +516,7 @@ fn render_exam(
             z + 2.0,
         );
         let cam = Camera::look_at(pos, target, r.range(0.0, std::f32::consts::TAU));
-        let look = view_look(&mut r);
+        let look = view_look(&mut r, &light);
         let osd = osd_lines(&patient, &mut r);
         let scene = Scene {
             colon: &colon,
@@ -495,7 +539,14 @@ fn render_exam(
     let mut wr = r.fork(700);
     for b in 0..extra {
         check_cancel(progress)?;
-        let frame = withdrawal_frame(&colon, &patient, cfg.image_size, b % 2 == 1, &mut wr);
+        let frame = withdrawal_frame(
+            &colon,
+            &patient,
+            &light,
+            cfg.image_size,
+            b % 2 == 1,
+            &mut wr,
+        );
         background.push(encode_jpeg(&frame.image));
         progress.inc();
     }
@@ -515,6 +566,7 @@ fn render_exam(
 fn withdrawal_frame(
     colon: &Colon,
     patient: &str,
+    light: &Light,
     size: u32,
     wall: bool,
     r: &mut Rng,
@@ -539,7 +591,7 @@ fn withdrawal_frame(
         );
         Camera::look_at(pos, target, r.range(0.0, std::f32::consts::TAU))
     };
-    let look = view_look(r);
+    let look = view_look(r, light);
     let osd = osd_lines(patient, r);
     let scene = Scene { colon, polyps: &[] };
     let noise_seed = 90_000 + r.below(10_000) as u32;

@@ -26,10 +26,10 @@ pub fn picture(report: &Report) -> RgbImage {
     text(&mut img, &report.curves_of, 8, 28, WHITE);
     for (i, c) in report.curves.iter().take(2).enumerate() {
         let label = format!(
-            "{} AUROC {:.3} AP {:.3}",
+            "{} AUROC {} AP {}",
             if i == 0 { "MODEL" } else { "ACTIVE" },
-            c.auroc,
-            c.ap
+            area(c.auroc),
+            area(c.ap)
         );
         text(&mut img, &label, 8 + i as u32 * 330, 50, COLOURS[i]);
     }
@@ -144,6 +144,11 @@ fn line(img: &mut RgbImage, origin: (u32, u32), a: [f64; 2], b: [f64; 2], colour
 }
 
 /// `s` (upper-cased) in the on-screen display's font at twice its size, top-left at (x, y).
+/// A curve's area for the picture, whose font has no brackets: "-" for none.
+fn area(a: Option<f64>) -> String {
+    a.map_or("-".into(), |a| format!("{a:.3}"))
+}
+
 pub fn text(img: &mut RgbImage, s: &str, x: u32, y: u32, colour: Rgb<u8>) {
     let s = s.to_uppercase();
     let mut tile = RgbImage::new(6 * s.len() as u32 + 4, 9);

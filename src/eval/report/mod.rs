@@ -39,9 +39,11 @@ pub struct Curves {
     pub roc: Vec<[f64; 2]>,
     /// (recall, precision), one point per distinct score threshold, highest first.
     pub pr: Vec<[f64; 2]>,
-    pub auroc: f64,
-    /// Average precision (the area under the step PR curve).
-    pub ap: f64,
+    /// None when the scores hold one class only (every answer right, say): no figure to give.
+    /// A report once wrote NaN here, as JSON `null`, and could not be read back.
+    pub auroc: Option<f64>,
+    /// Average precision (the area under the step PR curve); None without a positive.
+    pub ap: Option<f64>,
     pub positives: usize,
     pub negatives: usize,
 }
@@ -362,8 +364,13 @@ impl Report {
         }
         for c in &self.curves {
             out.push_str(&format!(
-                "  curves of {} ({}): AUROC {:.3}, AP {:.3}, {} positive / {} negative\n",
-                c.label, self.curves_of, c.auroc, c.ap, c.positives, c.negatives
+                "  curves of {} ({}): AUROC {}, AP {}, {} positive / {} negative\n",
+                c.label,
+                self.curves_of,
+                shown(c.auroc),
+                shown(c.ap),
+                c.positives,
+                c.negatives
             ));
         }
         if let Some(c) = &self.confusion {
@@ -395,6 +402,11 @@ impl Report {
 fn fitted_on_held_out(fitted_on: &str, held_out: &str) -> bool {
     let key = held_out.split([',', ':']).next().unwrap_or_default().trim();
     !key.is_empty() && fitted_on.contains(key)
+}
+
+/// A curve's area to three places, or why there is none ("-": one class only).
+pub fn shown(area: Option<f64>) -> String {
+    area.map_or("- (one class only)".to_string(), |a| format!("{a:.3}"))
 }
 
 impl Curves {
@@ -432,8 +444,9 @@ impl Curves {
             label: label.to_string(),
             roc,
             pr,
-            auroc: super::metrics::auroc(scores, positive),
-            ap,
+            auroc: (positives > 0 && negatives > 0)
+                .then(|| super::metrics::auroc(scores, positive)),
+            ap: (positives > 0).then_some(ap),
             positives,
             negatives,
         }
@@ -523,9 +536,22 @@ mod tests {
         assert_eq!(c.pr[0], [0.5, 1.0]);
         assert_eq!(c.pr[2], [1.0, 2.0 / 3.0]);
         // AP = 0.5 * 1 + 0.5 * 2/3; AUROC = 0.75.
-        assert!((c.ap - (0.5 + 1.0 / 3.0)).abs() < 1e-12);
-        assert!((c.auroc - 0.75).abs() < 1e-12);
+        assert!((c.ap.unwrap() - (0.5 + 1.0 / 3.0)).abs() < 1e-12);
+        assert!((c.auroc.unwrap() - 0.75).abs() < 1e-12);
         assert_eq!((c.positives, c.negatives), (2, 2));
+    }
+
+    /// Every answer right (no negative): no AUROC to give, said so, and the report's JSON is
+    /// read back (it held `null` where a number was expected and could not be, before).
+    #[test]
+    fn curves_of_one_class_have_no_auroc_and_round_trip() {
+        let c = Curves::of("m", &[0.9, 0.8], &[true, true]);
+        assert_eq!((c.auroc, c.ap), (None, Some(1.0)));
+        assert_eq!(shown(c.auroc), "- (one class only)");
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Curves>(&json).unwrap(), c);
+        let none = Curves::of("m", &[0.9], &[false]);
+        assert_eq!((none.auroc, none.ap), (None, None));
     }
 
     #[test]
