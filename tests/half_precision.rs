@@ -251,9 +251,9 @@ fn write_the_half_reference() {
             kept.splice(at..at, fresh);
             Reference {
                 made_by: format!(
-                    "{}; `{name}` re-referenced alone from its float32 weights when it was \
-                     replaced (ENDOTWIN_HALF_REFERENCE_ONLY)",
-                    old.made_by.split("; `").next().unwrap_or_default()
+                    "{}; `{name}` re-referenced alone from its float32 weights when it (or its \
+                     card's statistics) was replaced (ENDOTWIN_HALF_REFERENCE_ONLY)",
+                    old.made_by
                 ),
                 inputs: old.inputs,
                 outputs: kept,

@@ -388,3 +388,111 @@ fn eval_real_says_how_many_wrong_capsule_answers_the_mark_caught() {
     );
     assert!(row["ece_raw"]["value"].as_f64().is_some(), "{row}");
 }
+
+/// The twin encoder's mark is thresholded per source, as the detector's is: a dataset the card
+/// was validated on (here 6 polyps whose views are another colour, imported as a multi-view
+/// folder) gets a threshold of its own, so its polyps are not marked whole, while a grey card
+/// still is. Before, one threshold over every validation view left a real dataset validated on
+/// (CVC-ClinicDB) marked unfamiliar polyp by polyp (docs/trust.md).
+#[test]
+fn the_twin_encoders_mark_has_a_threshold_for_each_source_it_was_validated_on() {
+    use endotwin::data::phantom::{PhantomConfig, Split};
+    let _rng = crate::common::device_rng();
+    let dir = tempfile::tempdir().unwrap();
+    let small = |seed, split, polyps| PhantomConfig {
+        seed,
+        split,
+        polyps,
+        views_per_polyp: 4,
+        videos: 0,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 64,
+        ..PhantomConfig::default()
+    };
+    let fit = dir.path().join("fit");
+    crate::common::phantom_library(&fit, &small(3, Split::Train, 10));
+    let phantom_validation = dir.path().join("val");
+    crate::common::phantom_library(&phantom_validation, &small(3, Split::Validation, 10));
+    // Another source: other phantom polyps with red and blue swapped, as a multi-view folder.
+    let made = dir.path().join("made");
+    crate::common::phantom_library(&made, &small(5, Split::Validation, 6));
+    let folder = dir.path().join("blue");
+    let store = Store::open(&made, OpenMode::Existing).unwrap();
+    for (i, p) in store.polyps().unwrap().iter().enumerate() {
+        for (v, m) in store.polyp_views(p.id).unwrap().iter().enumerate() {
+            let mut rgb = endotwin::data::images::decode_media(&store, m)
+                .unwrap()
+                .image
+                .to_rgb8();
+            for px in rgb.pixels_mut() {
+                px.0.swap(0, 2);
+            }
+            let path = folder.join(format!("P{i}/{v}.png"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            rgb.save(&path).unwrap();
+        }
+    }
+    let blue = dir.path().join("bluelib");
+    let ran = cli(&blue, &["import", "multiview", folder.to_str().unwrap()]);
+    assert!(ran.ok(), "{}", ran.text());
+
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let shipped = endotwin::default_models_dir();
+    for f in ["twin-image.json", "twin-image.bpk"] {
+        std::fs::copy(shipped.join(f), models.join(f)).unwrap();
+    }
+    let card = models.join("twin-image.json");
+    let ran = cli(
+        &fit,
+        &[
+            "model",
+            "trust",
+            card.to_str().unwrap(),
+            "--validation",
+            phantom_validation.to_str().unwrap(),
+            blue.to_str().unwrap(),
+        ],
+    );
+    assert!(ran.ok(), "{}", ran.text());
+    let f = endotwin::model::weights::read_card(&card)
+        .unwrap()
+        .familiarity
+        .expect("familiarity stored");
+    // 24 blue views lie farther out than the phantom's: their own 95 % point is the threshold.
+    assert!(
+        f.validated_on
+            .contains("threshold: the highest of its sources' own")
+            && f.validated_on.contains("24 inputs"),
+        "{}",
+        f.validated_on
+    );
+    // A blue polyp's twins are not marked; a grey card still is.
+    let ran = cli(&blue, &["index", "--models", models.to_str().unwrap()]);
+    assert!(ran.ok(), "{}", ran.text());
+    let views: Vec<String> = (0..4)
+        .map(|v| folder.join(format!("P0/{v}.png")).display().to_string())
+        .collect();
+    let mut args = vec!["twins".to_string(), "--models".into()];
+    args.push(models.display().to_string());
+    args.extend(views);
+    let ran = cli(&blue, &args);
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(!ran.says("unfamiliar:"), "{}", ran.text());
+    let grey = dir.path().join("grey.png");
+    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
+        .save(&grey)
+        .unwrap();
+    let ran = cli(
+        &blue,
+        &[
+            "twins",
+            "--models",
+            models.to_str().unwrap(),
+            grey.to_str().unwrap(),
+        ],
+    );
+    assert!(ran.ok(), "{}", ran.text());
+    assert!(ran.says("unfamiliar: twin-image"), "{}", ran.text());
+}

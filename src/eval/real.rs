@@ -351,6 +351,14 @@ fn twins(
         })
         .collect();
     eval.twin_polyps_marked = Some(super::trust::row("", "", &as_items, seed).marked);
+    let validated = loaded.image_card.familiarity.as_ref();
+    if let Some(folder) = validated.and_then(|f| named_in(&f.validated_on, roots)) {
+        eval.notes.push(format!(
+            "twins: the twin encoder's unfamiliar mark was thresholded on {folder} (its card), so \
+             the share of its polyps marked there is a validation figure (about 5 % of its views \
+             by construction), not a test"
+        ));
+    }
     let mut candidates = vec![super::twins::Candidate {
         label: String::new(),
         models: &loaded,
@@ -800,8 +808,12 @@ fn score_detection(
 /// The folder of `roots` that a path in the card's training data passes through (by its
 /// name: `kvasir-seg-700` is not `kvasir-seg`), if any.
 fn learned_from(card: &crate::model::weights::ModelCard, roots: &[PathBuf]) -> Option<String> {
-    let data = &card.training.as_ref()?.data;
-    let names: Vec<String> = data
+    named_in(&card.training.as_ref()?.data, roots)
+}
+
+/// The first of `roots` whose folder name `text` (a card's data or validation line) names.
+fn named_in(text: &str, roots: &[PathBuf]) -> Option<String> {
+    let names: Vec<String> = text
         .split([',', ' ', '(', ')', ';'])
         .flat_map(|token| {
             Path::new(token)

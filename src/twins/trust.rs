@@ -19,6 +19,9 @@ pub const VOTE_K: usize = 6;
 pub struct Gathered {
     pub name: String,
     pub views: Vec<Vec<f32>>,
+    /// Where each view came from (its examination's source: a dataset folder, a phantom
+    /// split): the familiarity threshold is set per source, as the detector's is.
+    pub sources: Vec<String>,
     /// Views of each polyp, in `polyps` order (they follow each other in `views`).
     pub view_counts: Vec<usize>,
     pub polyps: Vec<GatheredPolyp>,
@@ -41,10 +44,16 @@ pub fn gather(
     progress: &Progress,
 ) -> Result<Gathered, TwinError> {
     let polyps = store.polyps()?;
+    let sources: std::collections::HashMap<i64, String> = store
+        .examinations()?
+        .into_iter()
+        .map(|e| (e.id, e.source))
+        .collect();
     progress.stage("encoding the library's polyps", polyps.len() as u64);
     let mut out = Gathered {
         name: name.to_string(),
         views: Vec::new(),
+        sources: Vec::new(),
         view_counts: Vec::new(),
         polyps: Vec::new(),
         left_out: Vec::new(),
@@ -72,6 +81,9 @@ pub fn gather(
             embedding: models.combine(&views),
         });
         out.view_counts.push(features.len());
+        let source = sources.get(&p.examination_id).cloned().unwrap_or_default();
+        out.sources
+            .extend(std::iter::repeat_n(source, features.len()));
         out.views.extend(features);
     }
     Ok(out)
@@ -83,6 +95,7 @@ impl crate::trust::Gathered for Gathered {
         let mut kept = Gathered {
             name: format!("{} (all but every {every}th polyp)", self.name),
             views: Vec::new(),
+            sources: Vec::new(),
             view_counts: Vec::new(),
             polyps: Vec::new(),
             left_out: self.left_out,
@@ -90,11 +103,13 @@ impl crate::trust::Gathered for Gathered {
         let mut held = Gathered {
             name: format!("{} (every {every}th polyp)", self.name),
             views: Vec::new(),
+            sources: Vec::new(),
             view_counts: Vec::new(),
             polyps: Vec::new(),
             left_out: Vec::new(),
         };
         let mut views = self.views.into_iter();
+        let mut sources = self.sources.into_iter();
         for (i, (p, n)) in self.polyps.into_iter().zip(self.view_counts).enumerate() {
             let into = if i % every == every - 1 {
                 &mut held
@@ -102,6 +117,7 @@ impl crate::trust::Gathered for Gathered {
                 &mut kept
             };
             into.views.extend(views.by_ref().take(n));
+            into.sources.extend(sources.by_ref().take(n));
             into.view_counts.push(n);
             into.polyps.push(p);
         }
@@ -111,6 +127,7 @@ impl crate::trust::Gathered for Gathered {
     fn join(mut self, other: Gathered) -> Gathered {
         self.name = format!("{} + {}", self.name, other.name);
         self.views.extend(other.views);
+        self.sources.extend(other.sources);
         self.view_counts.extend(other.view_counts);
         self.polyps.extend(other.polyps);
         self.left_out.extend(other.left_out);
@@ -144,14 +161,22 @@ pub fn vote(q: &GatheredPolyp, pool: &[&GatheredPolyp], k: usize) -> Option<(f64
     Some((share, Some(winner.as_str()) == q.histology.as_deref()))
 }
 
-/// Fits the encoder's familiarity on `fit`'s views (threshold on `validation`'s views) and
-/// the vote's calibration on `validation`'s polyps voting among each other's of other
-/// examinations (none when fewer than 20 validation polyps have a pathology).
+/// Fits the encoder's familiarity on `fit`'s views (its threshold on `validation`'s views:
+/// the highest of each source's own 95 % point, so a real dataset validated on, whose frames
+/// lie farther out than the phantom's, is not marked whole) and the vote's calibration on
+/// `validation`'s polyps voting among each other's of other examinations (none when fewer
+/// than 20 validation polyps have a pathology).
 pub fn fit(
     fit: &Gathered,
     validation: &Gathered,
 ) -> Result<(Familiarity, Option<Calibration>), familiarity::FamiliarityError> {
-    let familiarity = Familiarity::fit(&fit.views, &validation.views, &fit.name, &validation.name)?;
+    let familiarity = Familiarity::fit_by_source(
+        &fit.views,
+        &validation.views,
+        &validation.sources,
+        &fit.name,
+        &validation.name,
+    )?;
     // The validation polyps vote among themselves, as a library's polyps do in the app and
     // as a held-out split does in `eval trust`: the shares depend on the pool.
     let pool: Vec<&GatheredPolyp> = validation.polyps.iter().collect();
