@@ -79,11 +79,7 @@ pub fn gather(
     progress: &Progress,
 ) -> Result<Gathered, super::query::PromptError> {
     let truth = frame_truth(store)?;
-    let sources: std::collections::HashMap<i64, String> = store
-        .examinations()?
-        .into_iter()
-        .map(|e| (e.id, e.source))
-        .collect();
+    let sources = store.examination_sources()?;
     let mut stills: Vec<MediaRow> = Vec::new();
     for p in store.polyps()? {
         stills.extend(store.polyp_views(p.id)?);

@@ -348,6 +348,16 @@ impl Store {
         rows.collect::<Result<_>>()
     }
 
+    /// Each examination's source (a dataset folder, a phantom split), by its id: what the
+    /// familiarity marks set a threshold for apiece.
+    pub fn examination_sources(&self) -> Result<std::collections::HashMap<i64, String>> {
+        Ok(self
+            .examinations()?
+            .into_iter()
+            .map(|e| (e.id, e.source))
+            .collect())
+    }
+
     pub fn polyps(&self) -> Result<Vec<PolypRow>> {
         let mut stmt = self
             .conn()

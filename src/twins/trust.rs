@@ -44,11 +44,7 @@ pub fn gather(
     progress: &Progress,
 ) -> Result<Gathered, TwinError> {
     let polyps = store.polyps()?;
-    let sources: std::collections::HashMap<i64, String> = store
-        .examinations()?
-        .into_iter()
-        .map(|e| (e.id, e.source))
-        .collect();
+    let sources = store.examination_sources()?;
     progress.stage("encoding the library's polyps", polyps.len() as u64);
     let mut out = Gathered {
         name: name.to_string(),
