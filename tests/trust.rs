@@ -496,3 +496,105 @@ fn the_twin_encoders_mark_has_a_threshold_for_each_source_it_was_validated_on() 
     assert!(ran.ok(), "{}", ran.text());
     assert!(ran.says("unfamiliar: twin-image"), "{}", ran.text());
 }
+
+#[test]
+fn the_detectors_mark_fitted_with_crops_leaves_a_polyps_square_unmarked() {
+    // `eval real` and a user's own cut-outs show the detector a polyp's square up close; a mark
+    // fitted on whole frames alone marked every such crop (docs/real.md). Refitted by `model
+    // trust`, the crops of each masked view are a source of their own.
+    use endotwin::data::phantom::{PhantomConfig, Split};
+    let _rng = crate::common::device_rng();
+    let dir = tempfile::tempdir().unwrap();
+    let small = |seed, split| PhantomConfig {
+        seed,
+        split,
+        polyps: 6,
+        views_per_polyp: 4,
+        videos: 0,
+        background_frames: 0,
+        capsule_images: 0,
+        image_size: 128,
+        ..PhantomConfig::default()
+    };
+    let fit = dir.path().join("fit");
+    crate::common::phantom_library(&fit, &small(3, Split::Train));
+    let validation = dir.path().join("val");
+    crate::common::phantom_library(&validation, &small(3, Split::Validation));
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let shipped = endotwin::default_models_dir();
+    for f in ["prompts-detect.json", "prompts-detect.bpk"] {
+        std::fs::copy(shipped.join(f), models.join(f)).unwrap();
+    }
+    let card = models.join("prompts-detect.json");
+    let ran = cli(
+        &fit,
+        &[
+            "model",
+            "trust",
+            card.to_str().unwrap(),
+            "--validation",
+            validation.to_str().unwrap(),
+        ],
+    );
+    assert!(ran.ok(), "{}", ran.text());
+    let f = endotwin::model::weights::read_card(&card)
+        .unwrap()
+        .familiarity
+        .expect("familiarity stored");
+    assert!(f.validated_on.contains("crops"), "{}", f.validated_on);
+
+    // Polyp squares of other phantom polyps, cut as `eval real` cuts them: not marked. A grey
+    // card still is.
+    let other = dir.path().join("other");
+    crate::common::phantom_library(&other, &small(7, Split::Test));
+    let store = Store::open(&other, OpenMode::Existing).unwrap();
+    let mut squares = Vec::new();
+    for p in store.polyps().unwrap().iter().take(4) {
+        let view = &store.polyp_views(p.id).unwrap()[0];
+        let mask_row = store.media(view.mask_media_id.unwrap()).unwrap().unwrap();
+        let decode = |m| {
+            endotwin::data::images::decode_media(&store, m)
+                .unwrap()
+                .image
+        };
+        let (image, mask) = (decode(view), decode(&mask_row).to_luma8());
+        let (x, y, side) = endotwin::data::crops::polyp_square(&mask, 1.0).unwrap();
+        let path = dir.path().join(format!("square{}.png", p.id));
+        image.crop_imm(x, y, side, side).save(&path).unwrap();
+        squares.push(path);
+    }
+    let grey = dir.path().join("grey.png");
+    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
+        .save(&grey)
+        .unwrap();
+    let sets = dir.path().join("sets.toml");
+    std::fs::write(
+        &sets,
+        "[[set]]\nname = \"polyp vs background\"\nprompts = [\"This is a colon with polyps.\", \"This is a normal background.\"]\n",
+    )
+    .unwrap();
+    let mut marked = 0;
+    for (image, grey_card) in squares.iter().map(|s| (s, false)).chain([(&grey, true)]) {
+        let ran = cli(
+            &fit,
+            &[
+                "prompts",
+                "score",
+                "--image",
+                image.to_str().unwrap(),
+                "--prompts",
+                sets.to_str().unwrap(),
+                "--model",
+                card.to_str().unwrap(),
+            ],
+        );
+        assert!(ran.ok(), "{}", ran.text());
+        let unfamiliar = ran.says("unfamiliar: prompts-detect");
+        match grey_card {
+            true => assert!(unfamiliar, "the grey card: {}", ran.text()),
+            false => marked += usize::from(unfamiliar),
+        }
+    }
+    assert!(marked <= 1, "{marked} of 4 polyp squares marked");
+}

@@ -294,8 +294,16 @@ pub fn refit(
                 use crate::prompts::{model, trust};
                 let loaded = model::load(card, device).map_err(|e| named(&e))?;
                 let (fit, validation) = libraries.assemble(|store, name| {
-                    trust::gather(store, &loaded, name, libraries.frames, device, progress)
-                        .map_err(|e| e.to_string())
+                    trust::gather(
+                        store,
+                        &loaded,
+                        name,
+                        libraries.frames,
+                        trust::Crops::Masked,
+                        device,
+                        progress,
+                    )
+                    .map_err(|e| e.to_string())
                 })?;
                 let note = left_out("frames", fit.left_out.iter().chain(&validation.left_out));
                 let (f, detector) =

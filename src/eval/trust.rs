@@ -258,7 +258,15 @@ pub fn detector_items(
     progress: &crate::plumbing::Progress,
 ) -> Result<Vec<Item>, crate::prompts::query::PromptError> {
     use crate::prompts::trust;
-    let g = trust::gather(store, loaded, "", frames, device, progress)?;
+    let g = trust::gather(
+        store,
+        loaded,
+        "",
+        frames,
+        trust::Crops::No,
+        device,
+        progress,
+    )?;
     Ok(g.features
         .iter()
         .zip(&g.probability)

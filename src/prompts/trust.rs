@@ -21,8 +21,12 @@ pub struct Gathered {
     pub sources: Vec<String>,
     /// The detector's polyp probability of each frame.
     pub probability: Vec<f32>,
-    /// Whether each frame shows a polyp (it is a polyp's view).
+    /// Whether each frame shows a polyp (it is a polyp's view, or the square around its
+    /// polyp).
     pub truth: Vec<bool>,
+    /// Whether each item is a crop of a masked view (its polyp square or a polyp-free window
+    /// of the same side) rather than a whole frame.
+    pub crop: Vec<bool>,
     /// Frames whose file could not be read (named, with why): left out, and said so.
     pub left_out: Vec<String>,
 }
@@ -34,6 +38,7 @@ impl crate::trust::Gathered for Gathered {
         let (sources, held_sources) = split_every(self.sources, every);
         let (probability, held_probability) = split_every(self.probability, every);
         let (truth, held_truth) = split_every(self.truth, every);
+        let (crop, held_crop) = split_every(self.crop, every);
         let every = every.max(2);
         (
             Gathered {
@@ -42,6 +47,7 @@ impl crate::trust::Gathered for Gathered {
                 sources,
                 probability,
                 truth,
+                crop,
                 left_out: self.left_out,
             },
             Gathered {
@@ -50,6 +56,7 @@ impl crate::trust::Gathered for Gathered {
                 sources: held_sources,
                 probability: held_probability,
                 truth: held_truth,
+                crop: held_crop,
                 left_out: Vec::new(),
             },
         )
@@ -61,20 +68,34 @@ impl crate::trust::Gathered for Gathered {
         self.sources.extend(other.sources);
         self.probability.extend(other.probability);
         self.truth.extend(other.truth);
+        self.crop.extend(other.crop);
         self.left_out.extend(other.left_out);
         self
     }
 }
 
+/// What [`gather`] encodes besides whole frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crops {
+    /// Whole frames only (what the app shows a prompt model).
+    No,
+    /// Also, for every masked polyp view, the square around its polyp and a polyp-free window
+    /// of the same side (what the detector learned from and `eval real` scores), each with
+    /// the source "<source> crops", so a familiarity thresholded by source gives crops a
+    /// threshold of their own.
+    Masked,
+}
+
 /// Every colonoscopy still of `store` (polyp views and loose frames of non-capsule
 /// examinations; at most `limit`, spread evenly), encoded by `loaded`; a still shows a polyp
-/// when it is a polyp's view. Stills that fail to decode are left out, named in
-/// [`Gathered::left_out`].
+/// when it is a polyp's view. With [`Crops::Masked`], the crops of each kept masked view too.
+/// Stills that fail to decode are left out, named in [`Gathered::left_out`].
 pub fn gather(
     store: &Store,
     loaded: &LoadedPromptModel,
     name: &str,
     limit: usize,
+    crops: Crops,
     device: &Device,
     progress: &Progress,
 ) -> Result<Gathered, super::query::PromptError> {
@@ -106,21 +127,39 @@ pub fn gather(
         sources: Vec::new(),
         probability: Vec::new(),
         truth: Vec::new(),
+        crop: Vec::new(),
         left_out: Vec::new(),
     };
+    // The windows' positions are drawn as `eval real` draws them: the same library gives the
+    // same crops on every fit.
+    let mut rng = crate::plumbing::Rng::new(0xC4095);
     for chunk in stills.chunks(128) {
         let mut images = Vec::new();
         for m in chunk {
             progress.inc();
-            match crate::data::images::decode_media(store, m) {
-                Ok(d) => {
-                    images.push(d.image);
-                    out.truth.push(truth.contains_key(&m.id));
-                    let source = m.examination_id.and_then(|e| sources.get(&e).cloned());
-                    out.sources.push(source.unwrap_or_default());
+            let image = match crate::data::images::decode_media(store, m) {
+                Ok(d) => d.image,
+                Err(e) => {
+                    out.left_out.push(format!("{}: {e}", m.source_path));
+                    continue;
                 }
-                Err(e) => out.left_out.push(format!("{}: {e}", m.source_path)),
+            };
+            let source = m.examination_id.and_then(|e| sources.get(&e).cloned());
+            let source = source.unwrap_or_default();
+            if crops == Crops::Masked
+                && let Some((polyp, window)) = masked_crops(store, m, &image, &mut rng, &mut out)
+            {
+                for (crop, shows_polyp) in [(polyp, true), (window, false)] {
+                    images.push(crop);
+                    out.truth.push(shows_polyp);
+                    out.crop.push(true);
+                    out.sources.push(format!("{source} crops"));
+                }
             }
+            images.push(image);
+            out.truth.push(truth.contains_key(&m.id));
+            out.crop.push(false);
+            out.sources.push(source);
         }
         if images.is_empty() {
             continue;
@@ -134,8 +173,40 @@ pub fn gather(
     Ok(out)
 }
 
-/// Fits the familiarity on `fit`'s embeddings (threshold on `validation`'s) and the
-/// detector's temperature on `validation`'s frames (None for a set with one class only).
+/// The polyp square and a same-side polyp-free window of view `m` when it has a mask of its
+/// own size that leaves room for a window (None otherwise; a mask that cannot be read is
+/// named in `out.left_out`).
+fn masked_crops(
+    store: &Store,
+    m: &MediaRow,
+    image: &image::DynamicImage,
+    rng: &mut crate::plumbing::Rng,
+    out: &mut Gathered,
+) -> Option<(image::DynamicImage, image::DynamicImage)> {
+    let mask_row = match store.media(m.mask_media_id?) {
+        Ok(row) => row?,
+        Err(e) => {
+            out.left_out
+                .push(format!("{} (its mask): {e}", m.source_path));
+            return None;
+        }
+    };
+    let mask = match crate::data::images::decode_media(store, &mask_row) {
+        Ok(d) => d.image.to_luma8(),
+        Err(e) => {
+            out.left_out.push(format!("{}: {e}", mask_row.source_path));
+            return None;
+        }
+    };
+    if mask.dimensions() != (image.width(), image.height()) {
+        return None;
+    }
+    crate::data::crops::polyp_and_free_window(image, &mask, rng)
+}
+
+/// Fits the familiarity on `fit`'s embeddings (threshold on `validation`'s, per source) and
+/// the detector's temperature on `validation`'s whole frames (None for a set with one class
+/// only): crops shape the mark only, the confidence is calibrated on what the app shows.
 pub fn fit(
     fit: &Gathered,
     validation: &Gathered,
@@ -147,10 +218,16 @@ pub fn fit(
         &fit.name,
         &validation.name,
     )?;
-    let both = validation.truth.iter().any(|t| *t) && validation.truth.iter().any(|t| !*t);
+    let frames: Vec<(f32, bool)> = (validation.probability.iter())
+        .zip(&validation.truth)
+        .zip(&validation.crop)
+        .filter(|(_, crop)| !**crop)
+        .map(|((p, t), _)| (*p, *t))
+        .collect();
+    let both = frames.iter().any(|(_, t)| *t) && frames.iter().any(|(_, t)| !*t);
     let detector = both.then(|| {
-        let logits: Vec<Vec<f64>> = validation.probability.iter().map(|p| logits(*p)).collect();
-        let truth: Vec<usize> = validation.truth.iter().map(|t| usize::from(!*t)).collect();
+        let logits: Vec<Vec<f64>> = frames.iter().map(|(p, _)| logits(*p)).collect();
+        let truth: Vec<usize> = frames.iter().map(|(_, t)| usize::from(!*t)).collect();
         calibration::temperature(
             &logits,
             &truth,
