@@ -78,13 +78,14 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             "prompts" => &[("epochs", "1"), ("batch", "2"), ("size", "32")],
             "twin-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
             "detector-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
+            "caption-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "2")],
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();
         if recipe.options().iter().any(|o| o.name == "out") {
             settings.set("out", out_dir.clone());
         }
-        if ["twin-backbone", "detector-backbone"].contains(&recipe.name()) {
+        if ["twin-backbone", "detector-backbone", "caption-backbone"].contains(&recipe.name()) {
             // ImageNet's weights live beside the repository (skipped without them unless
             // ENDOTWIN_REQUIRE_REALDATA is set).
             match crate::common::pretrained("mobilenetv2_imagenet_features.safetensors") {
@@ -326,6 +327,7 @@ fn a_batch_too_big_for_memory_is_refused_before_anything_starts() {
             "prompts" => ("batch", &[("batch", "2")]),
             "twin-backbone" => ("batch", &[("batch", "4")]),
             "detector-backbone" => ("batch", &[("batch", "4")]),
+            "caption-backbone" => ("batch", &[("batch", "4")]),
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();

@@ -152,6 +152,31 @@ impl CaptionSet {
         Preprocess::clip_squared(self.size).flipped_batch(&images, flips, device)
     }
 
+    /// The frames `idx` as `config`'s image tower reads them [n, 3, s, s] (its side and its
+    /// normalisation: an evaluation scores models of several sizes on one set, loaded at the
+    /// largest side; a frame of another side is resized from the set's copy).
+    pub fn batch_for(
+        &self,
+        idx: &[usize],
+        config: &CaptionModelConfig,
+        device: &Device,
+    ) -> Tensor<4> {
+        let pre = input(config);
+        let s = config.image_size();
+        let images: Vec<RgbImage> = idx
+            .iter()
+            .map(|&i| {
+                let image = &self.frames[i].image;
+                match image.dimensions() == (s, s) {
+                    true => image.clone(),
+                    false => pre.resize(&image::DynamicImage::ImageRgb8(image.clone())),
+                }
+            })
+            .collect();
+        let refs: Vec<&RgbImage> = images.iter().collect();
+        pre.flipped_batch(&refs, &[], device)
+    }
+
     /// Per category (in [`super::CATEGORIES`] order), whether each frame's caption names it.
     pub fn category_targets(&self) -> Vec<[bool; 7]> {
         self.frames

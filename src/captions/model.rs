@@ -219,9 +219,17 @@ impl CaptionModel {
 }
 
 /// How a capsule frame becomes the image tower's input: resized to a square of the model's
-/// side, CLIP's mean and std (one function at training, indexing and query time).
+/// side, CLIP's mean and std for a ViT, ImageNet's for a backbone (one function at training,
+/// indexing and query time).
 pub fn input(config: &CaptionModelConfig) -> Preprocess {
-    Preprocess::clip_squared(config.image_size())
+    match &config.clip.vision {
+        crate::model::twin_encoder::TwinEncoderConfig::Vit(_) => {
+            Preprocess::clip_squared(config.image_size())
+        }
+        crate::model::twin_encoder::TwinEncoderConfig::Backbone(_) => {
+            Preprocess::imagenet(config.image_size())
+        }
+    }
 }
 
 /// A loaded caption model with its card.

@@ -268,7 +268,11 @@ pub fn eval(pref: BackendPref, a: EvalArgs) -> Result<()> {
             train_lib.described
         );
     }
-    let config = &loaded[0].1.config;
+    // Loaded at the largest side any model reads (a ViT's 64 px, a backbone's 224 px): each
+    // model is given the frames at its own side.
+    let config = (loaded.iter().map(|(_, l)| &l.config))
+        .max_by_key(|c| c.image_size())
+        .unwrap_or(&loaded[0].1.config);
     let test = CaptionSet::load(&test_lib.store, config, &Progress::new())?;
     let train = CaptionSet::load(&train_lib.store, config, &Progress::new())?;
     for (set, what) in [(&test, &test_lib.described), (&train, &train_lib.described)] {

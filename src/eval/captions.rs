@@ -287,7 +287,7 @@ fn score(
         .collect();
     let mut from_caption = Vec::with_capacity(all.len());
     for idx in all.chunks(64) {
-        let v = model.encode_images(set.batch(idx, &[], device));
+        let v = model.encode_images(set.batch_for(idx, config, device));
         let s: Vec<f32> = v
             .clone()
             .matmul(t.clone().transpose())

@@ -4,6 +4,7 @@
 //! checkpoints, records the run and can stop it.
 
 pub mod augment;
+pub mod caption_backbone;
 pub mod caption_recipe;
 pub mod captions;
 pub mod checkpoint;
@@ -37,6 +38,7 @@ pub fn recipes() -> Vec<&'static dyn Recipe> {
         &prompt_recipe::PromptRecipe,
         &twin_backbone::TwinBackboneRecipe,
         &detector_backbone::DetectorBackboneRecipe,
+        &caption_backbone::CaptionBackboneRecipe,
     ]
 }
 
