@@ -61,6 +61,7 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
         },
     );
     let out_dir = out.path().display().to_string();
+    let lib_dir = lib.path().display().to_string();
     // In registry order: the scene encoder reads the image encoder trained just before.
     for recipe in recipes() {
         let tiny: &[(&str, &str)] = match recipe.name() {
@@ -78,7 +79,13 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
             "prompts" => &[("epochs", "1"), ("batch", "2"), ("size", "32")],
             "twin-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
             "detector-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "1")],
-            "caption-backbone" => &[("epochs", "1"), ("batch", "4"), ("copies", "2")],
+            // The library's frames twice over (`--also`): the set joins a second library's.
+            "caption-backbone" => &[
+                ("epochs", "1"),
+                ("batch", "4"),
+                ("copies", "2"),
+                ("also", &lib_dir),
+            ],
             other => panic!("recipe `{other}` has no tiny settings in tests/recipes.rs"),
         };
         let mut settings = Settings::default();
@@ -139,6 +146,11 @@ fn every_recipe_of_the_registry_trains_on_tiny_data() {
                 .expect_err("a size that is not a multiple of the patch is refused")
                 .to_string();
             assert!(refused.contains("multiple of the patch"), "{refused}");
+        }
+        if recipe.name() == "caption-backbone" {
+            let card = read_card(&trained.card).unwrap();
+            let data = card.training.unwrap().data;
+            assert!(data.contains(&format!(" and {lib_dir}")), "{data}");
         }
         if recipe.name() == "detector-backbone" {
             let card = read_card(&trained.card).unwrap();

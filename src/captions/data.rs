@@ -121,6 +121,20 @@ impl CaptionSet {
         }
     }
 
+    /// This set and `other` (another library's frames, read for the same model) as one: its
+    /// examinations are kept apart from this set's, the captions counted again.
+    pub fn join(self, other: CaptionSet) -> CaptionSet {
+        let offset = self.frames.iter().map(|f| f.examination).max().unwrap_or(0) + 1;
+        let mut frames = self.frames;
+        frames.extend(other.frames.into_iter().map(|mut f| {
+            f.examination += offset;
+            f
+        }));
+        let mut skipped = self.skipped;
+        skipped.extend(other.skipped);
+        CaptionSet::from_frames(frames, self.size, skipped)
+    }
+
     /// How many examinations (capsule patients) the frames come from.
     pub fn patients(&self) -> usize {
         let mut e: Vec<i64> = self.frames.iter().map(|f| f.examination).collect();

@@ -358,6 +358,13 @@ impl Recipe for CaptionBackboneRecipe {
                 "Largest brightness/contrast/saturation change of a copy",
             ),
             RecipeOption::new(
+                "also",
+                Path,
+                None,
+                "Another library whose captioned capsule frames join the training frames (the \
+                 phantom at another frame size)",
+            ),
+            RecipeOption::new(
                 "resume",
                 Flag,
                 None,
@@ -401,8 +408,19 @@ impl Recipe for CaptionBackboneRecipe {
         let mut store = Store::open(&ctx.library, OpenMode::Existing)?;
         ctx.observer
             .message("reading the captioned capsule frames...");
-        let set = CaptionSet::load(&store, &config.model, &Progress::new())
+        let mut set = CaptionSet::load(&store, &config.model, &Progress::new())
             .map_err(|e| RecipeError::Setting(e.to_string()))?;
+        let also = settings.path(&o, "also");
+        if let Some(path) = &also {
+            let other = Store::open(path, OpenMode::Existing)?;
+            let more = CaptionSet::load(&other, &config.model, &Progress::new())
+                .map_err(|e| RecipeError::Setting(format!("--also {}: {e}", path.display())))?;
+            set = set.join(more);
+        }
+        let from = match &also {
+            Some(path) => format!("{} and {}", ctx.library.display(), path.display()),
+            None => ctx.library.display().to_string(),
+        };
         ctx.observer.message(&format!(
             "{} frames, {} distinct captions, {} patients; encoding {} copies of each with the \
              frozen backbone",
@@ -474,7 +492,7 @@ impl Recipe for CaptionBackboneRecipe {
                 set.frames.len(),
                 set.captions.len(),
                 set.patients(),
-                ctx.library.display(),
+                from,
                 config.copies,
                 config.jitter,
                 backbone_path.display()
