@@ -10,7 +10,7 @@
 //! change: a lesion keeps its colour); an epoch costs only the head's steps.
 
 use super::captions::fit_multilabel;
-use super::dual_losses::kl_multi_positive;
+use super::detector_backbone::BackboneClipHead;
 use super::fit::{At, Figure, Plan, StepLoss, Steps, fit};
 use super::recipe::{
     OptionKind, Recipe, RecipeContext, RecipeError, RecipeOption, Recorded, Settings, Trained,
@@ -25,14 +25,13 @@ use crate::model::block::l2_normalize;
 use crate::model::clip::{Clip, ClipConfig};
 use crate::model::mobilenet::MobileNetV2Config;
 use crate::model::preprocess::imagenet_tensor;
-use crate::model::text::{TextEncoder, TextEncoderConfig};
+use crate::model::text::TextEncoderConfig;
 use crate::model::twin_encoder::{BackboneTwin, BackboneTwinConfig, TwinEncoderConfig};
 use crate::model::weights::{self, ModelCard, ModelKind, Training};
 use crate::plumbing::{Progress, Rng};
 use crate::store::{OpenMode, Store};
 use burn::config::Config;
-use burn::module::{Module, Param};
-use burn::nn::{Linear, LinearConfig};
+use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use image::RgbImage;
 
@@ -80,27 +79,9 @@ impl CaptionBackboneTrainingConfig {
     }
 
     /// A fresh head (seed the device first).
-    pub fn head(&self, device: &Device) -> CaptionHead {
-        let vision = self.vision();
-        CaptionHead {
-            projection: LinearConfig::new(vision.backbone.pooled_dim(), vision.output_dim())
-                .init(device),
-            text: self.model.clip.text.init(device),
-            logit_scale: Param::from_tensor(Tensor::from_data(
-                TensorData::new(vec![self.model.clip.logit_scale_init as f32], [1]),
-                device,
-            )),
-        }
+    pub fn head(&self, device: &Device) -> BackboneClipHead {
+        BackboneClipHead::init(self.vision(), &self.model.clip, device)
     }
-}
-
-/// What learns: the projection of the pooled backbone features, the text tower and the logit
-/// scale (stored as its log).
-#[derive(Module, Debug)]
-pub struct CaptionHead {
-    pub projection: Linear,
-    pub text: TextEncoder,
-    pub logit_scale: Param<Tensor<1>>,
 }
 
 /// The frozen backbone's pooled features of every copy of every frame.
@@ -192,36 +173,24 @@ struct HeadSteps<'a> {
     order: Vec<usize>,
 }
 
-impl Steps<CaptionHead> for HeadSteps<'_> {
+impl Steps<BackboneClipHead> for HeadSteps<'_> {
     fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
         self.order = (0..self.features.rows.len()).collect();
         rng.shuffle(&mut self.order);
     }
 
-    fn step(&mut self, model: &CaptionHead, at: At, _rng: &mut Rng) -> StepLoss {
+    fn step(&mut self, model: &BackboneClipHead, at: At, _rng: &mut Rng) -> StepLoss {
         let f = self.features;
         let picked = &self.order[at.step * self.batch..(at.step + 1) * self.batch];
-        let dim = f.rows[0].len();
-        let flat: Vec<f32> = picked.iter().flat_map(|&i| f.rows[i].clone()).collect();
+        let rows: Vec<&[f32]> = picked.iter().map(|&i| f.rows[i].as_slice()).collect();
         let captions: Vec<usize> = picked.iter().map(|&i| f.caption[i]).collect();
         let shared = captions
             .iter()
             .enumerate()
             .filter(|(k, c)| captions[..*k].contains(c) || captions[k + 1..].contains(c))
             .count();
-        let x = Tensor::<2>::from_data(TensorData::new(flat, [picked.len(), dim]), self.device);
-        let v = l2_normalize(model.projection.forward(x)); // [batch, d]
-        let all = l2_normalize(model.text.forward(self.tokens.clone())); // [captions, d]
-        let which = Tensor::<1, Int>::from_data(
-            TensorData::new(
-                captions.iter().map(|&c| c as i64).collect::<Vec<_>>(),
-                [captions.len()],
-            ),
-            self.device,
-        );
-        let t = all.select(0, which); // [batch, d]
-        let scale = model.logit_scale.val().exp().clamp_max(100.0);
-        StepLoss::new(kl_multi_positive(v, t, &captions, scale)).with(Figure::Share {
+        let loss = model.kl_loss(&rows, &captions, self.tokens.clone(), self.device);
+        StepLoss::new(loss).with(Figure::Share {
             name: "frames sharing a caption in a batch",
             count: shared as f64,
             of: self.batch as f64,
@@ -234,9 +203,9 @@ pub fn train(
     config: &CaptionBackboneTrainingConfig,
     features: &FrameFeatures,
     device: &Device,
-    start: Option<Checkpoint<CaptionHead>>,
-    events: &mut dyn TrainEvents<CaptionHead>,
-) -> Result<CaptionHead, TrainError> {
+    start: Option<Checkpoint<BackboneClipHead>>,
+    events: &mut dyn TrainEvents<BackboneClipHead>,
+) -> Result<BackboneClipHead, TrainError> {
     let rows = features.rows.len();
     let batch = config.batch.max(2);
     if rows < batch || features.captions.len() < 2 {
@@ -276,7 +245,7 @@ pub fn train(
 pub fn assemble(
     config: &CaptionBackboneTrainingConfig,
     mut frozen: BackboneTwin,
-    head: CaptionHead,
+    head: BackboneClipHead,
     features: &FrameFeatures,
     device: &Device,
 ) -> CaptionModel {

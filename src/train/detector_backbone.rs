@@ -88,13 +88,55 @@ pub struct DetectorBackboneTrainingConfig {
     pub seed: u64,
 }
 
-/// What learns: the projection of the pooled backbone features, the text tower and the logit
-/// scale (stored as its log).
+/// What learns on a frozen backbone (the detector, the caption model): the projection of the
+/// pooled backbone features, the text tower and the logit scale (stored as its log).
 #[derive(Module, Debug)]
-pub struct DetectorHead {
+pub struct BackboneClipHead {
     pub projection: Linear,
     pub text: TextEncoder,
     pub logit_scale: Param<Tensor<1>>,
+}
+
+impl BackboneClipHead {
+    /// A fresh head for `clip`'s backbone tower (seed the device first).
+    pub fn init(vision: &BackboneTwinConfig, clip: &ClipConfig, device: &Device) -> Self {
+        BackboneClipHead {
+            projection: LinearConfig::new(vision.backbone.pooled_dim(), vision.output_dim())
+                .init(device),
+            text: clip.text.init(device),
+            logit_scale: Param::from_tensor(Tensor::from_data(
+                TensorData::new(vec![clip.logit_scale_init as f32], [1]),
+                device,
+            )),
+        }
+    }
+
+    /// The multi-positive KL loss of pooled feature rows `rows` against their sentences:
+    /// row i's is sentence `labels[i]` of `tokens` [sentences, context] (rows with one label
+    /// are each other's positives).
+    pub fn kl_loss(
+        &self,
+        rows: &[&[f32]],
+        labels: &[usize],
+        tokens: Tensor<2, Int>,
+        device: &Device,
+    ) -> Tensor<1> {
+        let dim = rows[0].len();
+        let flat: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+        let x = Tensor::<2>::from_data(TensorData::new(flat, [rows.len(), dim]), device);
+        let v = l2_normalize(self.projection.forward(x)); // [batch, d]
+        let sentences = l2_normalize(self.text.forward(tokens)); // [sentences, d]
+        let which = Tensor::<1, Int>::from_data(
+            TensorData::new(
+                labels.iter().map(|&l| l as i64).collect::<Vec<_>>(),
+                [labels.len()],
+            ),
+            device,
+        );
+        let t = sentences.select(0, which); // [batch, d]
+        let scale = self.logit_scale.val().exp().clamp_max(100.0);
+        kl_multi_positive(v, t, labels, scale)
+    }
 }
 
 impl DetectorBackboneTrainingConfig {
@@ -108,17 +150,8 @@ impl DetectorBackboneTrainingConfig {
     }
 
     /// A fresh head (seed the device first).
-    pub fn head(&self, device: &Device) -> DetectorHead {
-        let vision = self.vision();
-        DetectorHead {
-            projection: LinearConfig::new(vision.backbone.pooled_dim(), vision.output_dim())
-                .init(device),
-            text: self.model.clip.text.init(device),
-            logit_scale: Param::from_tensor(Tensor::from_data(
-                TensorData::new(vec![self.model.clip.logit_scale_init as f32], [1]),
-                device,
-            )),
-        }
+    pub fn head(&self, device: &Device) -> BackboneClipHead {
+        BackboneClipHead::init(self.vision(), &self.model.clip, device)
     }
 }
 
@@ -328,33 +361,19 @@ struct HeadSteps<'a> {
     order: Vec<usize>,
 }
 
-impl Steps<DetectorHead> for HeadSteps<'_> {
+impl Steps<BackboneClipHead> for HeadSteps<'_> {
     fn begin_epoch(&mut self, _epoch: usize, rng: &mut Rng) {
         self.order = (0..self.features.rows.len()).collect();
         rng.shuffle(&mut self.order);
     }
 
-    fn step(&mut self, model: &DetectorHead, at: At, _rng: &mut Rng) -> StepLoss {
+    fn step(&mut self, model: &BackboneClipHead, at: At, _rng: &mut Rng) -> StepLoss {
         let f = self.features;
         let picked = &self.order[at.step * self.batch..(at.step + 1) * self.batch];
-        let dim = f.rows[0].len();
-        let flat: Vec<f32> = picked.iter().flat_map(|&i| f.rows[i].clone()).collect();
+        let rows: Vec<&[f32]> = picked.iter().map(|&i| f.rows[i].as_slice()).collect();
         // Sentence 0 is the polyp's, 1 the background's.
         let labels: Vec<usize> = picked.iter().map(|&i| usize::from(!f.polyp[i])).collect();
-        let x = Tensor::<2>::from_data(TensorData::new(flat, [picked.len(), dim]), self.device);
-        let v = l2_normalize(model.projection.forward(x)); // [batch, d]
-        let sentences = l2_normalize(model.text.forward(self.tokens.clone())); // [2, d]
-        let which = Tensor::<1, Int>::from_data(
-            TensorData::new(
-                labels.iter().map(|&l| l as i64).collect::<Vec<_>>(),
-                [labels.len()],
-            ),
-            self.device,
-        );
-        let t = sentences.select(0, which); // [batch, d]
-        let scale = model.logit_scale.val().exp().clamp_max(100.0);
-        let loss = kl_multi_positive(v, t, &labels, scale);
-        StepLoss::new(loss)
+        StepLoss::new(model.kl_loss(&rows, &labels, self.tokens.clone(), self.device))
     }
 }
 
@@ -363,9 +382,9 @@ pub fn train(
     config: &DetectorBackboneTrainingConfig,
     features: &CropFeatures,
     device: &Device,
-    start: Option<Checkpoint<DetectorHead>>,
-    events: &mut dyn TrainEvents<DetectorHead>,
-) -> Result<DetectorHead, TrainError> {
+    start: Option<Checkpoint<BackboneClipHead>>,
+    events: &mut dyn TrainEvents<BackboneClipHead>,
+) -> Result<BackboneClipHead, TrainError> {
     let (polyps, windows) = (
         features.polyp.iter().filter(|&&p| p).count(),
         features.polyp.iter().filter(|&&p| !p).count(),
@@ -405,7 +424,7 @@ pub fn train(
 pub fn assemble(
     config: &PromptModelConfig,
     mut frozen: BackboneTwin,
-    head: DetectorHead,
+    head: BackboneClipHead,
     device: &Device,
 ) -> PromptModel {
     frozen.projection = Some(head.projection);
