@@ -16,6 +16,26 @@ fn cli<S: AsRef<std::ffi::OsStr>>(lib: &Path, args: &[S]) -> Ran {
 
 /// A copy of the sample library (never the repository's own), with a flat grey image beside
 /// it.
+/// A copy of the shipped model `name` (card and record) in `dir/models`: its card's path.
+fn shipped_copy(dir: &Path, name: &str) -> PathBuf {
+    let models = dir.join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let shipped = endotwin::default_models_dir();
+    for f in [format!("{name}.json"), format!("{name}.bpk")] {
+        std::fs::copy(shipped.join(&f), models.join(&f)).unwrap();
+    }
+    models.join(format!("{name}.json"))
+}
+
+/// A flat grey 64 px card, `dir/grey.png`: no model learned anything like it.
+fn grey_card(dir: &Path) -> PathBuf {
+    let grey = dir.join("grey.png");
+    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
+        .save(&grey)
+        .unwrap();
+    grey
+}
+
 fn sample_copy() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("lib");
@@ -202,18 +222,12 @@ fn model_trust_fits_and_stores_the_mark_and_the_calibration_on_a_small_library()
             ..PhantomConfig::default()
         },
     );
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    let shipped = endotwin::default_models_dir();
-    for f in ["captions.json", "captions.bpk"] {
-        std::fs::copy(shipped.join(f), models.join(f)).unwrap();
-    }
-    endotwin::model::weights::update_card(&models.join("captions.json"), |c| {
+    let card = shipped_copy(dir.path(), "captions");
+    endotwin::model::weights::update_card(&card, |c| {
         c.familiarity = None;
         c.calibration.clear();
     })
     .unwrap();
-    let card = models.join("captions.json");
     let ran = cli(&lib, &["model", "trust", card.to_str().unwrap()]);
     assert!(ran.ok(), "{}", ran.text());
     assert!(
@@ -246,10 +260,7 @@ fn model_trust_fits_and_stores_the_mark_and_the_calibration_on_a_small_library()
         None => assert!(ran.says("category not calibrated"), "{}", ran.text()),
     }
     // The card still loads, and its answers carry the mark: a grey card is unfamiliar.
-    let grey = dir.path().join("grey.png");
-    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
-        .save(&grey)
-        .unwrap();
+    let grey = grey_card(dir.path());
     let ran = cli(
         &lib,
         &[
@@ -437,13 +448,8 @@ fn the_twin_encoders_mark_has_a_threshold_for_each_source_it_was_validated_on() 
     let ran = cli(&blue, &["import", "multiview", folder.to_str().unwrap()]);
     assert!(ran.ok(), "{}", ran.text());
 
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    let shipped = endotwin::default_models_dir();
-    for f in ["twin-image.json", "twin-image.bpk"] {
-        std::fs::copy(shipped.join(f), models.join(f)).unwrap();
-    }
-    let card = models.join("twin-image.json");
+    let card = shipped_copy(dir.path(), "twin-image");
+    let models = card.parent().unwrap();
     let ran = cli(
         &fit,
         &[
@@ -480,10 +486,7 @@ fn the_twin_encoders_mark_has_a_threshold_for_each_source_it_was_validated_on() 
     let ran = cli(&blue, &args);
     assert!(ran.ok(), "{}", ran.text());
     assert!(!ran.says("unfamiliar:"), "{}", ran.text());
-    let grey = dir.path().join("grey.png");
-    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
-        .save(&grey)
-        .unwrap();
+    let grey = grey_card(dir.path());
     let ran = cli(
         &blue,
         &[
@@ -520,13 +523,7 @@ fn the_detectors_mark_fitted_with_crops_leaves_a_polyps_square_unmarked() {
     crate::common::phantom_library(&fit, &small(3, Split::Train));
     let validation = dir.path().join("val");
     crate::common::phantom_library(&validation, &small(3, Split::Validation));
-    let models = dir.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    let shipped = endotwin::default_models_dir();
-    for f in ["prompts-detect.json", "prompts-detect.bpk"] {
-        std::fs::copy(shipped.join(f), models.join(f)).unwrap();
-    }
-    let card = models.join("prompts-detect.json");
+    let card = shipped_copy(dir.path(), "prompts-detect");
     let ran = cli(
         &fit,
         &[
@@ -564,10 +561,7 @@ fn the_detectors_mark_fitted_with_crops_leaves_a_polyps_square_unmarked() {
         image.crop_imm(x, y, side, side).save(&path).unwrap();
         squares.push(path);
     }
-    let grey = dir.path().join("grey.png");
-    image::RgbImage::from_pixel(64, 64, image::Rgb([128, 128, 128]))
-        .save(&grey)
-        .unwrap();
+    let grey = grey_card(dir.path());
     let sets = dir.path().join("sets.toml");
     std::fs::write(
         &sets,
