@@ -381,7 +381,8 @@ impl Recipe for CaptionBackboneRecipe {
             .map_err(|e| RecipeError::Setting(e.to_string()))?;
         let also = settings.path(&o, "also");
         if let Some(path) = &also {
-            let other = Store::open(path, OpenMode::Existing)?;
+            let other = Store::open(path, OpenMode::Existing)
+                .map_err(|e| RecipeError::Setting(format!("--also: {e}")))?;
             let more = CaptionSet::load(&other, &config.model, &Progress::new())
                 .map_err(|e| RecipeError::Setting(format!("--also {}: {e}", path.display())))?;
             set = set.join(more);
